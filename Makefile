@@ -1,0 +1,33 @@
+# Everything set-up needs is here: `make test` and `make demo` create .venv and install the project.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check repertory tests benchmarks
+	$(VENV)/bin/mypy
+
+typecheck: lint
+
+demo: $(STAMP)
+	@echo "make demo arrives with the main-job issue (the repertory CLI); see README.md." >&2
+	@exit 2
+
+bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PY) -m benchmarks.store
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,141 @@
+"""The error tree of repertory: faults under one root, control signals apart.
+
+::
+
+    RepertoryError                 every fault repertory raises
+    ├── StoreError                 a store cannot open, read or write
+    │   └── CommitConflict         a commit lost a race or disagrees with itself; nothing was written
+    ├── RunNotFound                no run with that id
+    ├── SessionNotFound            no session with that id
+    ├── InvalidResumeToken         not the run's live token (wrong, used, expired)
+    ├── WrongSuspensionKind        the token is live but the decision is of the other kind
+    ├── NotSuspended               the run is not waiting for anything
+    ├── RunSuspended               the run needs its token (recover() cannot drive it)
+    ├── RunCancelled               the run was cancelled while this call drove it
+    ├── SessionBusy                a turn runs or is queued and if_busy="reject"
+    ├── StepBudgetExceeded         the run asked for more model requests than max_steps
+    ├── OutputValidationError      the final reply never validated into the output type
+    ├── ModelError                 the model failed or a scripted model ran out of steps
+    └── ToolError                  raised by a tool to choose the message the model reads
+
+    SuspendSignal                  control flow: a tool called suspend(); not a fault
+
+Every error pickles with its message and attributes intact, because errors cross Ray actor and
+process boundaries. That is why each class keeps its constructor arguments in ``args`` order and
+defines ``__reduce__`` where it holds keyword state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CommitConflict",
+    "InvalidResumeToken",
+    "ModelError",
+    "NotSuspended",
+    "OutputValidationError",
+    "RepertoryError",
+    "RunCancelled",
+    "RunNotFound",
+    "RunSuspended",
+    "SessionBusy",
+    "SessionNotFound",
+    "StepBudgetExceeded",
+    "StoreError",
+    "SuspendSignal",
+    "ToolError",
+    "WrongSuspensionKind",
+]
+
+
+class RepertoryError(Exception):
+    """Root of every fault repertory raises; catch it to catch them all."""
+
+    def __init__(self, message: str = "", **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details
+        for key, value in details.items():
+            setattr(self, key, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuild through the constructor with keyword details, so subclasses pickle without effort.
+        return (_rebuild, (type(self), self.message, self.details))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _rebuild(cls: type[RepertoryError], message: str, details: dict[str, Any]) -> RepertoryError:
+    err = cls.__new__(cls)
+    RepertoryError.__init__(err, message, **details)
+    return err
+
+
+class StoreError(RepertoryError):
+    """A store could not open, read or write; the message names the problem (never a password)."""
+
+
+class CommitConflict(StoreError):
+    """A commit disagrees with itself or lost a compare-and-set race; it wrote nothing."""
+
+
+class RunNotFound(RepertoryError):
+    """No run with that id exists in the store."""
+
+
+class SessionNotFound(RepertoryError):
+    """No session with that id exists in the store."""
+
+
+class InvalidResumeToken(RepertoryError):
+    """The token is not the run's live token: wrong, already used, or from an older suspension."""
+
+
+class WrongSuspensionKind(RepertoryError):
+    """The token is live but names the other kind of suspension; the token is not used up."""
+
+
+class NotSuspended(RepertoryError):
+    """The run is not suspended, so there is nothing to resume, approve or reject."""
+
+
+class RunSuspended(RepertoryError):
+    """The run is suspended and can only go on through its resume token."""
+
+
+class RunCancelled(RepertoryError):
+    """The run was cancelled (abort signal or cancel()) and this drive stopped."""
+
+
+class SessionBusy(RepertoryError):
+    """The session has a turn running or queued and the caller asked to be rejected."""
+
+
+class StepBudgetExceeded(RepertoryError):
+    """The run wanted more model requests than the agent's max_steps allows."""
+
+
+class OutputValidationError(RepertoryError):
+    """The model's final reply did not validate into the requested output type after all retries."""
+
+
+class ModelError(RepertoryError):
+    """The model failed to answer (transport, protocol, or a scripted model out of steps)."""
+
+
+class ToolError(RepertoryError):
+    """Raised by a tool to choose the error message the model reads; never escapes the step loop."""
+
+
+class SuspendSignal(Exception):  # noqa: N818 - a signal, deliberately not named *Error
+    """Raised by ``suspend()`` inside a tool to pause the run; control flow, not a fault."""
+
+    def __init__(self, reason: str | None = None, payload: Any = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.payload = payload
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SuspendSignal, (self.reason, self.payload))

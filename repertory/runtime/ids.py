@@ -1,0 +1,41 @@
+"""Identifiers minted once at write time: time-ordered, unguessable, cheap.
+
+An id is 26 characters of Crockford base32 (the ULID layout): 48 bits of milliseconds since the
+epoch, then 80 random bits. Time order keeps B-tree inserts near the right edge of the index (ids
+written in a burst are neighbours on disk), and 80 fresh random bits make an id useless to guess
+even from its neighbours, which matters where an id acts as a capability (a session id in a URL).
+That is why there is no ULID "monotonic mode" here: counting up within a millisecond would make the
+next id predictable. Order within one millisecond is therefore arbitrary; nothing relies on it.
+
+Resume tokens are not ids: they are pure randomness (192 bits) with no timestamp to leak.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+
+__all__ = ["new_id", "new_token", "now_ms"]
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def now_ms() -> int:
+    """Wall-clock time in epoch milliseconds, the unit of every timestamp in repertory."""
+    return time.time_ns() // 1_000_000
+
+
+def new_id() -> str:
+    """Return a fresh 26-character id, sortable by creation millisecond and unguessable."""
+    value = (now_ms() << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = [""] * 26
+    for i in range(25, -1, -1):
+        chars[i] = _ALPHABET[value & 31]
+        value >>= 5
+    return "".join(chars)
+
+
+def new_token() -> str:
+    """Return a single-use resume token: 192 random bits, URL-safe, no timestamp inside."""
+    return secrets.token_urlsafe(24)

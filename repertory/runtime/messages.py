@@ -1,0 +1,117 @@
+"""Messages and their parts: what a conversation is made of.
+
+Parts form a discriminated union on ``type`` whose values are exactly ``"text"``,
+``"reasoning"``, ``"tool-call"`` and ``"tool-result"`` in Python and in JSON, so a stored message
+reads back as the same classes. Messages are frozen: a message is written once into the history
+graph and shared by every thread that reaches it, so nobody may edit it in place.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+__all__ = [
+    "Origin",
+    "OriginKind",
+    "ModelMessage",
+    "Part",
+    "ReasoningPart",
+    "Role",
+    "TextPart",
+    "ToolCallPart",
+    "ToolResultPart",
+]
+
+Role = Literal["system", "user", "assistant", "tool"]
+OriginKind = Literal["user", "system", "mod", "session", "model", "tool"]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class TextPart(BaseModel):
+    """Plain text said by the message's author."""
+
+    model_config = _FROZEN
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ReasoningPart(BaseModel):
+    """The model's visible reasoning; kept in history, never counted as the reply's text."""
+
+    model_config = _FROZEN
+    type: Literal["reasoning"] = "reasoning"
+    text: str
+
+
+class ToolCallPart(BaseModel):
+    """A model's request to run one tool; ``tool_call_id`` pairs it with exactly one result."""
+
+    model_config = _FROZEN
+    type: Literal["tool-call"] = "tool-call"
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultPart(BaseModel):
+    """The outcome of one tool call; ``is_error`` marks results the model should treat as failures."""
+
+    model_config = _FROZEN
+    type: Literal["tool-result"] = "tool-result"
+    tool_call_id: str
+    tool_name: str
+    result: JsonValue = None
+    is_error: bool = False
+
+
+Part = Annotated[TextPart | ReasoningPart | ToolCallPart | ToolResultPart, Field(discriminator="type")]
+
+
+class Origin(BaseModel):
+    """Who produced a message, stamped by the runtime from the caller's principal, never by the caller."""
+
+    model_config = _FROZEN
+    kind: OriginKind
+    id: str | None = None
+
+
+class ModelMessage(BaseModel):
+    """One message of a conversation: a role, its parts and where it came from."""
+
+    model_config = _FROZEN
+    role: Role
+    parts: list[Part] = Field(default_factory=list)
+    origin: Origin | None = None
+
+    @property
+    def text(self) -> str:
+        """The message's text parts concatenated with no separator (reasoning is not text)."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCallPart]:
+        """The tool calls this message makes, in call order."""
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+    @property
+    def tool_results(self) -> list[ToolResultPart]:
+        """The tool results this message carries, in order."""
+        return [p for p in self.parts if isinstance(p, ToolResultPart)]
+
+    @classmethod
+    def user(cls, text: str, origin: Origin | None = None) -> ModelMessage:
+        """A user message holding one text part."""
+        return cls(role="user", parts=[TextPart(text=text)], origin=origin)
+
+    @classmethod
+    def system(cls, text: str, origin: Origin | None = None) -> ModelMessage:
+        """A system message holding one text part."""
+        return cls(role="system", parts=[TextPart(text=text)], origin=origin)
+
+    @classmethod
+    def assistant(cls, text: str, origin: Origin | None = None) -> ModelMessage:
+        """An assistant message holding one text part."""
+        return cls(role="assistant", parts=[TextPart(text=text)], origin=origin)

@@ -1,0 +1,132 @@
+"""Run and thread records: the checkpoints a store persists after every step.
+
+Every record round-trips through JSON (``model_dump(mode="json")`` / ``model_validate``) and
+carries ``schema_version``; a record written by a newer repertory fails fast on read with a clear
+error instead of being half-understood. Timestamps are epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+
+from repertory.runtime.ids import now_ms
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ErrorInfo",
+    "RunState",
+    "RunStatus",
+    "SuspendKind",
+    "SuspendReason",
+    "ThreadState",
+    "Usage",
+]
+
+SCHEMA_VERSION = 1
+"""Version of the persisted record shapes; bumped with a migration whenever a shape changes."""
+
+RunStatus = Literal["running", "suspended", "done", "error", "cancelled"]
+SuspendKind = Literal["suspend", "approval"]
+
+
+def _check_version(value: int) -> int:
+    if value > SCHEMA_VERSION:
+        raise ValueError(
+            f"record schema_version {value} is newer than this repertory understands ({SCHEMA_VERSION}); "
+            "upgrade repertory to read it"
+        )
+    if value < 1:
+        raise ValueError(f"record schema_version must be >= 1, got {value}")
+    return value
+
+
+class Usage(BaseModel):
+    """Token usage and request count; ``a + b`` adds field by field."""
+
+    model_config = ConfigDict(extra="forbid")
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    requests: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            requests=self.requests + other.requests,
+        )
+
+
+class SuspendReason(BaseModel):
+    """Why a run is paused and the single-use token that continues it."""
+
+    model_config = ConfigDict(extra="forbid")
+    token: str
+    kind: SuspendKind
+    reason: str | None = None
+    payload: JsonValue | None = None
+    tool_call_id: str | None = None
+
+
+class ErrorInfo(BaseModel):
+    """The failure a run ended with: message, exception type and formatted stack."""
+
+    model_config = ConfigDict(extra="forbid")
+    message: str
+    type: str | None = None
+    stack: str | None = None
+
+
+class RunState(BaseModel):
+    """One run's checkpoint: status, progress, usage, the history head it reached, and its scratch bag.
+
+    ``scratch`` must hold JSON values only (it is persisted with every checkpoint); anything else
+    is rejected at validation. ``suspended_on`` is set only while the run is ``suspended``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    thread_id: str
+    status: RunStatus = "running"
+    step_index: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
+    history_revision_id: str | None = None
+    suspended_on: SuspendReason | None = None
+    scratch: dict[str, JsonValue] = Field(default_factory=dict)
+    result: JsonValue | None = None
+    error: ErrorInfo | None = None
+    created_at: int = Field(default_factory=now_ms)
+    updated_at: int = Field(default_factory=now_ms)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        return _check_version(value)
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the run is ``done`` or ``cancelled``: no commit may change it any more."""
+        return self.status in ("done", "cancelled")
+
+
+class ThreadState(BaseModel):
+    """A thread's head pointer into the history graph; ``None`` until its first commit."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    thread_id: str
+    history_revision_id: str | None = None
+    created_at: int = Field(default_factory=now_ms)
+    updated_at: int = Field(default_factory=now_ms)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        return _check_version(value)

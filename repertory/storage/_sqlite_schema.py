@@ -1,0 +1,127 @@
+"""SQLite schema, versioned migrations and the checks that make a bad file fail at open.
+
+The store records its schema version in ``repertory_meta`` (not ``PRAGMA user_version``, which
+other applications use too), so a SQLite file that belongs to another program is refused instead
+of having our tables created inside it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from repertory.errors import StoreError
+
+__all__ = ["SCHEMA_VERSION", "ensure_schema", "check_file"]
+
+SCHEMA_VERSION = 1
+
+# Entries carry whole messages (often KBs), so they live in a rowid table: WITHOUT ROWID tables
+# spill rows over ~1 KB to overflow pages. Revisions, threads and runs are small and keyed by id.
+_MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        """CREATE TABLE repertory_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID""",
+        """CREATE TABLE history_entries (
+               id TEXT PRIMARY KEY,
+               created_at INTEGER NOT NULL,
+               message TEXT NOT NULL)""",
+        """CREATE TABLE history_revisions (
+               id TEXT PRIMARY KEY,
+               parent_id TEXT,
+               entry_id TEXT NOT NULL,
+               depth INTEGER NOT NULL,
+               created_at INTEGER NOT NULL) WITHOUT ROWID""",
+        """CREATE TABLE threads (
+               thread_id TEXT PRIMARY KEY,
+               head TEXT,
+               created_at INTEGER NOT NULL,
+               updated_at INTEGER NOT NULL) WITHOUT ROWID""",
+        """CREATE TABLE runs (
+               run_id TEXT PRIMARY KEY,
+               thread_id TEXT NOT NULL,
+               status TEXT NOT NULL,
+               updated_at INTEGER NOT NULL,
+               write_seq INTEGER NOT NULL,
+               state TEXT NOT NULL)""",
+        """CREATE INDEX runs_by_thread ON runs (thread_id)""",
+        """CREATE INDEX runs_by_write ON runs (write_seq)""",
+    ],
+}
+
+
+def check_file(path: str) -> None:
+    """Refuse a file that is not a SQLite database, or one cut short, before SQLite opens it.
+
+    SQLite itself says "file is not a database" for a foreign header, but a truncated database
+    opens fine and fails later, mid-run. The header records the page count; a file shorter than
+    that (with no WAL that could hold the missing pages) is truncated.
+    """
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"cannot read database file {path!r}: {exc.strerror}") from exc
+    if size == 0:
+        return
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(100)
+    except OSError as exc:
+        raise StoreError(f"cannot read database file {path!r}: {exc.strerror}") from exc
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        raise StoreError(f"{path!r} is not a SQLite database (bad header)")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    page_count = int.from_bytes(header[28:32], "big")
+    change_counter = int.from_bytes(header[24:28], "big")
+    valid_for = int.from_bytes(header[92:96], "big")
+    wal = path + "-wal"
+    wal_has_pages = os.path.exists(wal) and os.path.getsize(wal) > 32
+    if valid_for == change_counter and not wal_has_pages and size < page_count * page_size:
+        raise StoreError(
+            f"{path!r} is truncated: its header records {page_count} pages of {page_size} bytes "
+            f"but the file holds {size} bytes"
+        )
+
+
+def ensure_schema(conn: sqlite3.Connection, where: str) -> None:
+    """Create or migrate the schema; refuse newer schemas and other applications' databases."""
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{where} is not a usable SQLite database: {exc}") from exc
+    version = 0
+    if "repertory_meta" in tables:
+        row = conn.execute("SELECT value FROM repertory_meta WHERE key = 'schema_version'").fetchone()
+        version = int(row[0]) if row else 0
+    elif tables:
+        raise StoreError(
+            f"{where} is a SQLite database of another application (tables: {', '.join(sorted(tables)[:5])}); "
+            "refusing to add repertory's tables to it"
+        )
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{where} has repertory schema version {version}, newer than this repertory understands "
+            f"({SCHEMA_VERSION}); upgrade repertory"
+        )
+    if version == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Re-read inside the write lock: another process may have migrated meanwhile.
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "repertory_meta" in tables:
+            row = conn.execute("SELECT value FROM repertory_meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in _MIGRATIONS[target]:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT OR REPLACE INTO repertory_meta (key, value) VALUES ('schema_version', ?)",
+                (str(target),),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

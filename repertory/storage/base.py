@@ -1,0 +1,98 @@
+"""The ``SessionStore`` protocol: the one seam between the engine and a database.
+
+Every backend (memory, SQLite, PostgreSQL) implements it and passes the same conformance suite in
+``tests/conformance/``. The engine never reaches past this protocol for runs, threads and history.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Protocol, runtime_checkable
+
+from repertory.runtime.history import MessageHistory
+from repertory.runtime.state import RunState, ThreadState
+
+__all__ = ["SessionStore", "StoreAliases"]
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Durable home of runs, thread heads and the immutable history graph.
+
+    Returned records are copies: mutating one never changes the store. ``commit_session`` is the
+    one atomic write of a checkpoint; ``save`` is the seed's unconditional low-level escape hatch.
+    """
+
+    async def load_run(self, run_id: str) -> RunState | None:
+        """A copy of the run's checkpoint, or ``None`` for an unknown id."""
+
+    async def list_runs(self, thread_id: str | None = None) -> list[RunState]:
+        """Runs, ``updated_at`` descending, then most recent write first; optionally one thread's."""
+
+    async def delete_run(self, run_id: str) -> None:
+        """Remove a run row; history and threads are untouched (they are shared)."""
+
+    async def load_thread(self, thread_id: str) -> ThreadState | None:
+        """A copy of the thread head, or ``None`` for an unknown id."""
+
+    async def load_history(self, revision_id: str) -> MessageHistory | None:
+        """The revision and its whole lineage, root first, or ``None`` for an unknown revision."""
+
+    async def commit_session(
+        self,
+        *,
+        run: RunState,
+        thread: ThreadState,
+        history: MessageHistory,
+        base_revision_id: str | None = None,
+    ) -> None:
+        """Atomically write the history delta since ``base_revision_id``, the run row and the thread head.
+
+        Raises ``CommitConflict`` and writes nothing when the three revision pointers disagree,
+        when the stored thread head is not ``base_revision_id`` (``None``: the thread must not
+        have a head yet), or when the stored run is already ``done`` or ``cancelled``.
+        """
+
+    async def save(self, run: RunState) -> None:
+        """Write a run checkpoint alone, unconditionally."""
+
+    async def close(self) -> None:
+        """Release connections; the store is unusable afterwards."""
+
+    async def __aenter__(self) -> SessionStore:
+        """``async with store:`` closes it on exit."""
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the store."""
+
+
+class StoreAliases:
+    """The seed's short aliases (``load``, ``list``, ``delete``) and ``async with`` for a store class."""
+
+    async def load(self, run_id: str) -> RunState | None:
+        """Alias of ``load_run``."""
+        return await self.load_run(run_id)  # type: ignore[attr-defined, no-any-return]
+
+    async def list(self, thread_id: str | None = None) -> list[RunState]:
+        """Alias of ``list_runs``."""
+        return await self.list_runs(thread_id)  # type: ignore[attr-defined, no-any-return]
+
+    async def delete(self, run_id: str) -> None:
+        """Alias of ``delete_run``."""
+        await self.delete_run(run_id)  # type: ignore[attr-defined]
+
+    async def __aenter__(self) -> StoreAliases:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()  # type: ignore[attr-defined]

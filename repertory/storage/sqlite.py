@@ -1,0 +1,307 @@
+"""``SqliteSessionStore``: the embedded default store, one SQLite file in WAL mode.
+
+Why it is shaped this way (measured, see DESIGN.md "hot path"): a commit in WAL with
+``synchronous=NORMAL`` costs ~80 us, less than one hop to a worker thread, so short statements
+(commits, single-row reads) run inline on the event loop's thread. Reads that grow with the data
+(a whole history, a run listing) go to a worker thread on a reader connection of their own, which
+WAL lets run beside the writer. Writes take ``BEGIN IMMEDIATE`` so two processes sharing a file
+queue on the busy timeout instead of failing with "database is locked" on lock upgrade.
+
+Durability: ``"normal"`` (WAL + ``synchronous=NORMAL``) survives a process crash and may lose the
+last commits on power loss; ``"full"`` (``synchronous=FULL``) syncs every commit and survives
+power loss too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from typing import Literal, TypeVar
+
+from pydantic import TypeAdapter
+
+from repertory.errors import StoreError
+from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHistory
+from repertory.runtime.messages import ModelMessage
+from repertory.runtime.state import RunState, ThreadState
+from repertory.storage._commit import check_stored_state, plan_commit
+from repertory.storage._sqlite_schema import check_file, ensure_schema
+from repertory.storage.base import StoreAliases
+
+__all__ = ["Durability", "SqliteSessionStore"]
+
+Durability = Literal["normal", "full"]
+_T = TypeVar("_T")
+_MESSAGES = TypeAdapter(list[ModelMessage])
+_BUSY_TIMEOUT_MS = 10_000
+
+_LINEAGE_SQL = """
+WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
+    SELECT id, parent_id, entry_id, depth, created_at FROM history_revisions WHERE id = ?
+    UNION ALL
+    SELECT r.id, r.parent_id, r.entry_id, r.depth, r.created_at
+    FROM history_revisions AS r JOIN lineage AS l ON r.id = l.parent_id
+)
+SELECT l.id, l.parent_id, l.entry_id, l.depth, l.created_at, e.created_at, e.message
+FROM lineage AS l JOIN history_entries AS e ON e.id = l.entry_id
+ORDER BY l.depth
+"""
+
+_UPSERT_RUN = """
+INSERT INTO runs (run_id, thread_id, status, updated_at, write_seq, state)
+VALUES (?, ?, ?, ?, (SELECT COALESCE(MAX(write_seq), 0) + 1 FROM runs), ?)
+ON CONFLICT (run_id) DO UPDATE SET
+    thread_id = excluded.thread_id, status = excluded.status, updated_at = excluded.updated_at,
+    write_seq = excluded.write_seq, state = excluded.state
+"""
+
+_UPSERT_THREAD = """
+INSERT INTO threads (thread_id, head, created_at, updated_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (thread_id) DO UPDATE SET head = excluded.head, updated_at = excluded.updated_at
+"""
+
+
+@contextlib.contextmanager
+def _db_errors(action: str) -> Iterator[None]:
+    """Turn sqlite3's exceptions into ``StoreError`` naming what we were doing."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StoreError(f"sqlite: {action} failed: {exc}") from exc
+
+
+def _connect(target: str, *, uri: bool, durability: Durability, memory: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        if not memory:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"sqlite: could not switch {target!r} to WAL (got {mode!r})")
+            conn.execute("PRAGMA journal_size_limit = 67108864")
+        conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+class SqliteSessionStore(StoreAliases):
+    """A ``SessionStore`` in one SQLite file (or in memory for ``":memory:"``)."""
+
+    def __init__(self, path: str, writer: sqlite3.Connection, durability: Durability, memory: bool) -> None:
+        self.path = path
+        self.durability: Durability = durability
+        self._writer = writer
+        self._memory = memory
+        self._readers: list[sqlite3.Connection] = []
+        self._all_readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: str | os.PathLike[str], durability: Durability = "normal") -> SqliteSessionStore:
+        """Open or create the database at ``path`` and make sure its schema is current.
+
+        Raises ``StoreError`` for a file that is not a SQLite database, a truncated one, another
+        application's database, a newer schema, or a folder that cannot be written.
+        """
+        if durability not in ("normal", "full"):
+            raise StoreError(f"durability must be 'normal' or 'full', not {durability!r}")
+        target = os.fspath(path)
+        memory = target in ("", ":memory:")
+        if not memory:
+            check_file(target)
+            parent = os.path.dirname(os.path.abspath(target))
+            if not os.path.isdir(parent):
+                raise StoreError(f"sqlite: folder {parent!r} for database {target!r} does not exist")
+        with _db_errors(f"opening {target!r}"):
+            conn = _connect(":memory:" if memory else target, uri=False, durability=durability, memory=memory)
+        try:
+            ensure_schema(conn, repr(target))
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreError(f"sqlite: preparing {target!r} failed: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        return cls(":memory:" if memory else target, conn, durability, memory)
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("store is closed")
+
+    def _acquire_reader(self) -> sqlite3.Connection:
+        with self._readers_lock:
+            if self._readers:
+                return self._readers.pop()
+        conn = _connect(self.path, uri=False, durability=self.durability, memory=False)
+        with self._readers_lock:
+            self._all_readers.append(conn)
+        return conn
+
+    def _release_reader(self, conn: sqlite3.Connection) -> None:
+        with self._readers_lock:
+            self._readers.append(conn)
+
+    async def _read(self, action: str, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run a read that grows with the data: off the event loop, on a pooled reader connection."""
+        self._check_open()
+        if self._memory:
+            with _db_errors(action):
+                return fn(self._writer)
+
+        def work() -> _T:
+            with _db_errors(action):
+                conn = self._acquire_reader()
+                try:
+                    return fn(conn)
+                finally:
+                    self._release_reader(conn)
+
+        return await asyncio.to_thread(work)
+
+    # -- runs and threads -------------------------------------------------------------------------
+
+    async def load_run(self, run_id: str) -> RunState | None:
+        """A copy of the run's checkpoint, or ``None``."""
+        self._check_open()
+        with _db_errors("load_run"):
+            row = self._writer.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else RunState.model_validate_json(row[0])
+
+    async def list_runs(self, thread_id: str | None = None) -> list[RunState]:
+        """Runs newest-updated first, ties broken by most recent write."""
+
+        def query(conn: sqlite3.Connection) -> list[str]:
+            if thread_id is None:
+                cur = conn.execute("SELECT state FROM runs ORDER BY updated_at DESC, write_seq DESC")
+            else:
+                cur = conn.execute(
+                    "SELECT state FROM runs WHERE thread_id = ? ORDER BY updated_at DESC, write_seq DESC",
+                    (thread_id,),
+                )
+            return [r[0] for r in cur.fetchall()]
+
+        rows = await self._read("list_runs", query)
+        return [RunState.model_validate_json(r) for r in rows]
+
+    async def delete_run(self, run_id: str) -> None:
+        """Remove the run row only."""
+        self._check_open()
+        with _db_errors("delete_run"):
+            self._writer.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+
+    async def load_thread(self, thread_id: str) -> ThreadState | None:
+        """A copy of the thread head, or ``None``."""
+        self._check_open()
+        with _db_errors("load_thread"):
+            row = self._writer.execute(
+                "SELECT head, created_at, updated_at FROM threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+        if row is None:
+            return None
+        return ThreadState(thread_id=thread_id, history_revision_id=row[0], created_at=row[1], updated_at=row[2])
+
+    async def save(self, run: RunState) -> None:
+        """Write the run row unconditionally."""
+        self._check_open()
+        state = run.model_dump_json()
+        with _db_errors("save"):
+            self._writer.execute(_UPSERT_RUN, (run.run_id, run.thread_id, run.status, run.updated_at, state))
+
+    # -- history ----------------------------------------------------------------------------------
+
+    async def load_history(self, revision_id: str) -> MessageHistory | None:
+        """The lineage of ``revision_id``, root first, in one recursive query."""
+        rows = await self._read("load_history", lambda conn: conn.execute(_LINEAGE_SQL, (revision_id,)).fetchall())
+        if not rows:
+            return None
+        # One JSON array validated in one call is several times faster than a call per message.
+        messages = _MESSAGES.validate_json("[" + ",".join(r[6] for r in rows) + "]")
+        revisions = [
+            HistoryRevision.model_construct(id=r[0], parent_id=r[1], entry_id=r[2], depth=r[3], created_at=r[4])
+            for r in rows
+        ]
+        entries = [
+            HistoryEntry.model_construct(id=r[2], created_at=r[5], message=m)
+            for r, m in zip(rows, messages, strict=True)
+        ]
+        return MessageHistory(revision_id=revision_id, entries=entries, revisions=revisions)
+
+    def _holds(self, revision_id: str) -> bool:
+        row = self._writer.execute("SELECT 1 FROM history_revisions WHERE id = ?", (revision_id,)).fetchone()
+        return row is not None
+
+    async def commit_session(
+        self,
+        *,
+        run: RunState,
+        thread: ThreadState,
+        history: MessageHistory,
+        base_revision_id: str | None = None,
+    ) -> None:
+        """One ``BEGIN IMMEDIATE`` transaction: guards, history delta, run row, thread head."""
+        self._check_open()
+        with _db_errors("commit_session"):
+            delta = plan_commit(run, thread, history, base_revision_id, self._holds)
+        # Serialise before taking the write lock, so the lock is held for the statements alone.
+        run_row = (run.run_id, run.thread_id, run.status, run.updated_at, run.model_dump_json())
+        entry_rows = [(e.id, e.created_at, e.message.model_dump_json()) for e in delta.entries]
+        rev_rows = [(r.id, r.parent_id, r.entry_id, r.depth, r.created_at) for r in delta.revisions]
+        conn = self._writer
+        with _db_errors("commit_session"):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                head_row = conn.execute(
+                    "SELECT head FROM threads WHERE thread_id = ?", (thread.thread_id,)
+                ).fetchone()
+                status_row = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
+                check_stored_state(
+                    run,
+                    thread,
+                    base_revision_id,
+                    None if head_row is None else head_row[0],
+                    head_row is not None,
+                    None if status_row is None else status_row[0],
+                )
+                if entry_rows:
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO history_entries (id, created_at, message) VALUES (?, ?, ?)",
+                        entry_rows,
+                    )
+                if rev_rows:
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO history_revisions (id, parent_id, entry_id, depth, created_at) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        rev_rows,
+                    )
+                conn.execute(_UPSERT_RUN, run_row)
+                conn.execute(
+                    _UPSERT_THREAD,
+                    (thread.thread_id, thread.history_revision_id, thread.created_at, thread.updated_at),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close every connection; later calls raise ``StoreError``. Closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._readers_lock:
+            readers, self._all_readers, self._readers = self._all_readers, [], []
+        for conn in readers:
+            conn.close()
+        self._writer.close()
