@@ -1,5 +1,6 @@
 """The engine: records, the history graph, agents, tools and sessions. Imports no Ray and no driver."""
 
+from repertory.runtime.agent import Agent
 from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHistory
 from repertory.runtime.messages import (
     ModelMessage,
@@ -10,9 +11,44 @@ from repertory.runtime.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from repertory.runtime.state import ErrorInfo, RunState, RunStatus, SuspendReason, ThreadState, Usage
+from repertory.runtime.memory import Memory, RecalledContext
+from repertory.runtime.model import Model, ModelEvent, ModelResponse, ModelSettings, ReasoningDelta, TextDelta, ToolSpec
+from repertory.runtime.result import RunResult
+from repertory.runtime.session import Session
+from repertory.runtime.signals import AbortSignal, Signal
+from repertory.runtime.state import (
+    ApprovalRecord,
+    ErrorInfo,
+    PendingCall,
+    RunState,
+    RunStatus,
+    SuspendReason,
+    ThreadState,
+    Usage,
+)
+from repertory.runtime.tools import Tool, ToolContext, suspend, tool
 
 __all__ = [
+    "AbortSignal",
+    "Agent",
+    "ApprovalRecord",
+    "Memory",
+    "Model",
+    "ModelEvent",
+    "ModelResponse",
+    "ModelSettings",
+    "PendingCall",
+    "ReasoningDelta",
+    "RecalledContext",
+    "RunResult",
+    "Session",
+    "Signal",
+    "TextDelta",
+    "Tool",
+    "ToolContext",
+    "ToolSpec",
+    "suspend",
+    "tool",
     "ErrorInfo",
     "HistoryEntry",
     "HistoryRevision",

@@ -12,9 +12,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from repertory.runtime.ids import now_ms
+from repertory.runtime.messages import ModelMessage
 
 __all__ = [
     "SCHEMA_VERSION",
+    "ApprovalRecord",
+    "PendingCall",
     "ErrorInfo",
     "RunState",
     "RunStatus",
@@ -82,6 +85,34 @@ class ErrorInfo(BaseModel):
     stack: str | None = None
 
 
+class PendingCall(BaseModel):
+    """A suspension waiting its turn: approvals first, then tool suspends, one live token at a time."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: SuspendKind
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+    reason: str | None = None
+    payload: JsonValue | None = None
+    requested_at: int = Field(default_factory=now_ms)
+
+
+class ApprovalRecord(BaseModel):
+    """The durable record of one approval: who asked when, and what was decided (``None`` while open)."""
+
+    model_config = ConfigDict(extra="forbid")
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+    requested_at: int
+    decision: Literal["approved", "rejected", "cancelled"] | None = None
+    decided_at: int | None = None
+    approval: JsonValue | None = None
+    reason: str | None = None
+    args_replaced: bool = False
+
+
 class RunState(BaseModel):
     """One run's checkpoint: status, progress, usage, the history head it reached, and its scratch bag.
 
@@ -104,6 +135,14 @@ class RunState(BaseModel):
     error: ErrorInfo | None = None
     created_at: int = Field(default_factory=now_ms)
     updated_at: int = Field(default_factory=now_ms)
+    # Engine bookkeeping that must survive a restart. ``pending[0]`` is the live suspension.
+    agent: str | None = None
+    pending: list[PendingCall] = Field(default_factory=list)
+    approvals: list[ApprovalRecord] = Field(default_factory=list)
+    # Memory recalled at start, folded into every request at ``context_depth``; never in history.
+    context: list[ModelMessage] = Field(default_factory=list)
+    context_depth: int | None = None
+    output_retries: int = 0
 
     @field_validator("schema_version")
     @classmethod

@@ -7,6 +7,7 @@ terminal-run guard) and the writes.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -90,8 +91,14 @@ def check_stored_state(
     stored_head: str | None,
     thread_exists: bool,
     stored_run_status: str | None,
+    redeem_token: str | None = None,
+    stored_token: str | None = None,
 ) -> None:
-    """The in-transaction guards: compare-and-set on the thread head, and no write over a finished run."""
+    """The in-transaction guards: CAS on the thread head, no write over a finished run, token redemption.
+
+    ``redeem_token`` makes the commit a redemption: it lands only if that token is still the
+    stored run's live token, so of several racing redemptions of one token exactly one commits.
+    """
     if base_revision_id is None:
         if thread_exists and stored_head is not None:
             raise CommitConflict(
@@ -108,4 +115,10 @@ def check_stored_state(
         raise CommitConflict(
             f"run {run.run_id!r} is already {stored_run_status}; a finished run cannot change",
             run_id=run.run_id,
+        )
+    if redeem_token is not None and (
+        stored_token is None or not secrets.compare_digest(stored_token.encode(), redeem_token.encode())
+    ):
+        raise CommitConflict(
+            f"run {run.run_id!r}: the resume token is no longer live", run_id=run.run_id, token_redeemed=True
         )

@@ -42,6 +42,7 @@ _MIGRATIONS: dict[int, list[str]] = {
                status TEXT NOT NULL,
                updated_at INTEGER NOT NULL,
                write_seq INTEGER NOT NULL,
+               token TEXT,
                state TEXT NOT NULL)""",
         """CREATE INDEX runs_by_thread ON runs (thread_id)""",
         """CREATE INDEX runs_by_write ON runs (write_seq)""",

@@ -45,12 +45,15 @@ class SessionStore(Protocol):
         thread: ThreadState,
         history: MessageHistory,
         base_revision_id: str | None = None,
+        redeem_token: str | None = None,
     ) -> None:
         """Atomically write the history delta since ``base_revision_id``, the run row and the thread head.
 
         Raises ``CommitConflict`` and writes nothing when the three revision pointers disagree,
         when the stored thread head is not ``base_revision_id`` (``None``: the thread must not
         have a head yet), or when the stored run is already ``done`` or ``cancelled``.
+        With ``redeem_token`` (an engine extension) it also raises unless that token is the stored
+        run's live token: the redemption and the decision it records are one transaction.
         """
 
     async def save(self, run: RunState) -> None:

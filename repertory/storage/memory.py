@@ -83,20 +83,24 @@ class InMemorySessionStore(StoreAliases):
         thread: ThreadState,
         history: MessageHistory,
         base_revision_id: str | None = None,
+        redeem_token: str | None = None,
     ) -> None:
         """Atomic: every check passes before the first write, and the writes cannot fail halfway."""
         self._check_open()
         delta = plan_commit(run, thread, history, base_revision_id, self._revisions.__contains__)
         stored_thread = self._threads.get(thread.thread_id)
         stored_head = None if stored_thread is None else ThreadState.model_validate_json(stored_thread)
-        stored_run = self._runs.get(run.run_id)
+        raw_run = self._runs.get(run.run_id)
+        stored_run = None if raw_run is None else RunState.model_validate_json(raw_run[3])
         check_stored_state(
             run,
             thread,
             base_revision_id,
             None if stored_head is None else stored_head.history_revision_id,
             stored_head is not None,
-            None if stored_run is None else RunState.model_validate_json(stored_run[3]).status,
+            None if stored_run is None else stored_run.status,
+            redeem_token,
+            None if stored_run is None or stored_run.suspended_on is None else stored_run.suspended_on.token,
         )
         # Serialise everything first: a failure here leaves the store untouched.
         run_json = run.model_dump_json()

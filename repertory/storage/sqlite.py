@@ -52,11 +52,11 @@ ORDER BY l.depth
 """
 
 _UPSERT_RUN = """
-INSERT INTO runs (run_id, thread_id, status, updated_at, write_seq, state)
-VALUES (?, ?, ?, ?, (SELECT COALESCE(MAX(write_seq), 0) + 1 FROM runs), ?)
+INSERT INTO runs (run_id, thread_id, status, updated_at, write_seq, token, state)
+VALUES (?, ?, ?, ?, (SELECT COALESCE(MAX(write_seq), 0) + 1 FROM runs), ?, ?)
 ON CONFLICT (run_id) DO UPDATE SET
     thread_id = excluded.thread_id, status = excluded.status, updated_at = excluded.updated_at,
-    write_seq = excluded.write_seq, state = excluded.state
+    write_seq = excluded.write_seq, token = excluded.token, state = excluded.state
 """
 
 _UPSERT_THREAD = """
@@ -74,20 +74,29 @@ def _db_errors(action: str) -> Iterator[None]:
         raise StoreError(f"sqlite: {action} failed: {exc}") from exc
 
 
-def _connect(target: str, *, uri: bool, durability: Durability, memory: bool) -> sqlite3.Connection:
+def _use_wal(conn: sqlite3.Connection, target: str) -> None:
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise StoreError(f"sqlite: could not switch {target!r} to WAL (got {mode!r})")
+    conn.execute("PRAGMA journal_size_limit = 67108864")
+
+
+def _connect(target: str, *, uri: bool, durability: Durability, wal: bool) -> sqlite3.Connection:
     conn = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=False)
     try:
         conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        if not memory:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(f"sqlite: could not switch {target!r} to WAL (got {mode!r})")
-            conn.execute("PRAGMA journal_size_limit = 67108864")
+        if wal:
+            _use_wal(conn, target)
         conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _run_row(run: RunState) -> tuple[str, str, str, int, str | None, str]:
+    token = None if run.suspended_on is None else run.suspended_on.token
+    return (run.run_id, run.thread_id, run.status, run.updated_at, token, run.model_dump_json())
 
 
 class SqliteSessionStore(StoreAliases):
@@ -114,22 +123,27 @@ class SqliteSessionStore(StoreAliases):
             raise StoreError(f"durability must be 'normal' or 'full', not {durability!r}")
         target = os.fspath(path)
         memory = target in ("", ":memory:")
+        # Absolute, so reader connections opened later name the same file whatever the cwd is then.
+        location = ":memory:" if memory else os.path.abspath(target)
         if not memory:
             check_file(target)
-            parent = os.path.dirname(os.path.abspath(target))
+            parent = os.path.dirname(location)
             if not os.path.isdir(parent):
                 raise StoreError(f"sqlite: folder {parent!r} for database {target!r} does not exist")
         with _db_errors(f"opening {target!r}"):
-            conn = _connect(":memory:" if memory else target, uri=False, durability=durability, memory=memory)
+            conn = _connect(":memory:" if memory else target, uri=False, durability=durability, wal=False)
         try:
             ensure_schema(conn, repr(target))
+            if not memory:
+                # Only once the file is known to be ours: WAL mode persists in the file itself.
+                _use_wal(conn, target)
         except sqlite3.Error as exc:
             conn.close()
             raise StoreError(f"sqlite: preparing {target!r} failed: {exc}") from exc
         except BaseException:
             conn.close()
             raise
-        return cls(":memory:" if memory else target, conn, durability, memory)
+        return cls(location, conn, durability, memory)
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -141,7 +155,7 @@ class SqliteSessionStore(StoreAliases):
         with self._readers_lock:
             if self._readers:
                 return self._readers.pop()
-        conn = _connect(self.path, uri=False, durability=self.durability, memory=False)
+        conn = _connect(self.path, uri=False, durability=self.durability, wal=True)
         with self._readers_lock:
             self._all_readers.append(conn)
         return conn
@@ -212,9 +226,8 @@ class SqliteSessionStore(StoreAliases):
     async def save(self, run: RunState) -> None:
         """Write the run row unconditionally."""
         self._check_open()
-        state = run.model_dump_json()
         with _db_errors("save"):
-            self._writer.execute(_UPSERT_RUN, (run.run_id, run.thread_id, run.status, run.updated_at, state))
+            self._writer.execute(_UPSERT_RUN, _run_row(run))
 
     # -- history ----------------------------------------------------------------------------------
 
@@ -246,13 +259,14 @@ class SqliteSessionStore(StoreAliases):
         thread: ThreadState,
         history: MessageHistory,
         base_revision_id: str | None = None,
+        redeem_token: str | None = None,
     ) -> None:
         """One ``BEGIN IMMEDIATE`` transaction: guards, history delta, run row, thread head."""
         self._check_open()
         with _db_errors("commit_session"):
             delta = plan_commit(run, thread, history, base_revision_id, self._holds)
         # Serialise before taking the write lock, so the lock is held for the statements alone.
-        run_row = (run.run_id, run.thread_id, run.status, run.updated_at, run.model_dump_json())
+        run_row = _run_row(run)
         entry_rows = [(e.id, e.created_at, e.message.model_dump_json()) for e in delta.entries]
         rev_rows = [(r.id, r.parent_id, r.entry_id, r.depth, r.created_at) for r in delta.revisions]
         conn = self._writer
@@ -262,7 +276,9 @@ class SqliteSessionStore(StoreAliases):
                 head_row = conn.execute(
                     "SELECT head FROM threads WHERE thread_id = ?", (thread.thread_id,)
                 ).fetchone()
-                status_row = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
+                status_row = conn.execute(
+                    "SELECT status, token FROM runs WHERE run_id = ?", (run.run_id,)
+                ).fetchone()
                 check_stored_state(
                     run,
                     thread,
@@ -270,6 +286,8 @@ class SqliteSessionStore(StoreAliases):
                     None if head_row is None else head_row[0],
                     head_row is not None,
                     None if status_row is None else status_row[0],
+                    redeem_token,
+                    None if status_row is None else status_row[1],
                 )
                 if entry_rows:
                     conn.executemany(

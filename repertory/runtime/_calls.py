@@ -1,0 +1,76 @@
+"""Tool calls inside a step: finding the unanswered ones and running them.
+
+Every model request must pair each tool call with exactly one result, so the helpers here are the
+single place that decides what an unanswered call gets: its tool's real result, an error the model
+can read (unknown tool, invalid arguments, a raising tool, a rejection, "outcome unknown" after a
+crash), or a note that the tool suspended the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from repertory.errors import SuspendSignal, ToolError
+from repertory.runtime.messages import ModelMessage, Origin, ToolCallPart, ToolResultPart
+from repertory.runtime.tools import Tool, ToolContext
+
+__all__ = ["CallOutcome", "error_result", "run_calls", "tool_message", "unanswered_calls"]
+
+TOOL_ORIGIN = Origin(kind="tool")
+
+
+@dataclass(slots=True)
+class CallOutcome:
+    """The result of one call, and the suspension it asked for, if any."""
+
+    result: ToolResultPart
+    suspend: SuspendSignal | None = None
+
+
+def unanswered_calls(messages: list[ModelMessage]) -> list[ToolCallPart]:
+    """Calls of the last assistant message that have no result yet, in call order."""
+    answered: set[str] = set()
+    for message in reversed(messages):
+        if message.role == "assistant":
+            return [c for c in message.tool_calls if c.tool_call_id not in answered]
+        for part in message.tool_results:
+            answered.add(part.tool_call_id)
+    return []
+
+
+def error_result(call: ToolCallPart, message: str) -> ToolResultPart:
+    """An error result the model reads in place of the tool's output."""
+    return ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=message, is_error=True)
+
+
+def tool_message(results: list[ToolResultPart]) -> ModelMessage:
+    """One tool-role message carrying results, stamped with the tool origin."""
+    return ModelMessage(role="tool", parts=list(results), origin=TOOL_ORIGIN)
+
+
+async def _run_one(tool: Tool, call: ToolCallPart, args: dict[str, Any], ctx: ToolContext) -> CallOutcome:
+    try:
+        value = await tool.invoke(args, ctx)
+    except SuspendSignal as signal:
+        note = "suspended: waiting for input" + (f" ({signal.reason})" if signal.reason else "")
+        return CallOutcome(
+            ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=note), signal
+        )
+    except ToolError as exc:
+        return CallOutcome(error_result(call, exc.message))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a tool's failure is the model's to handle, never the run's
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return CallOutcome(error_result(call, f"tool {call.tool_name!r} failed: {detail}"))
+    return CallOutcome(ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=value))
+
+
+async def run_calls(jobs: list[tuple[Tool, ToolCallPart, dict[str, Any], ToolContext]]) -> list[CallOutcome]:
+    """Run calls concurrently; outcomes come back in the order of ``jobs`` (call order)."""
+    if len(jobs) == 1:
+        return [await _run_one(*jobs[0])]
+    return list(await asyncio.gather(*(_run_one(*job) for job in jobs)))

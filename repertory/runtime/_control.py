@@ -1,0 +1,77 @@
+"""Run control outside the step loop: cancelling a run and superseding a thread's open runs.
+
+Both work from the store's committed state, not from any in-memory copy, so they are correct
+whether the run is driven in this process, elsewhere, or nowhere (crashed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from repertory.errors import CommitConflict
+from repertory.runtime._calls import error_result, tool_message, unanswered_calls
+from repertory.runtime.history import MessageHistory
+from repertory.runtime.ids import now_ms
+from repertory.runtime.state import RunState, ThreadState
+
+__all__ = ["commit_cancelled", "supersede_open_runs", "pair_unanswered"]
+
+_ATTEMPTS = 5
+
+
+def pair_unanswered(history: MessageHistory, reason: str) -> bool:
+    """Give every unanswered call at the head an error result; True if anything was appended."""
+    messages = history.messages
+    calls = unanswered_calls(messages)
+    if not calls:
+        return False
+    history.append(tool_message([error_result(c, reason) for c in calls]))
+    return True
+
+
+async def commit_cancelled(store: Any, run_id: str, reason: str) -> RunState | None:
+    """Commit the run as ``cancelled``: its token dies and its pending calls get error results.
+
+    A finished run is left alone (and returned as it is). Retries when it races with a commit.
+    """
+    for _ in range(_ATTEMPTS):
+        run: RunState | None = await store.load_run(run_id)
+        if run is None or run.is_terminal:
+            return run
+        thread: ThreadState | None = await store.load_thread(run.thread_id)
+        head = None if thread is None else thread.history_revision_id
+        now = now_ms()
+        for record in run.approvals:
+            if record.decision is None:
+                record.decision, record.decided_at, record.reason = "cancelled", now, reason
+        run.status = "cancelled"
+        run.suspended_on = None
+        run.pending = []
+        run.updated_at = now
+        if thread is None or run.history_revision_id != head:
+            # The thread has moved past this run (or never existed): the run no longer owns the
+            # head, so only its own row changes.
+            await store.save(run)
+            return run
+        history = MessageHistory() if head is None else await store.load_history(head)
+        assert history is not None
+        pair_unanswered(history, f"cancelled: {reason}")
+        run.history_revision_id = history.revision_id
+        new_thread = thread.model_copy(update={"history_revision_id": history.revision_id, "updated_at": now})
+        try:
+            await store.commit_session(run=run, thread=new_thread, history=history, base_revision_id=head)
+        except CommitConflict:
+            continue
+        return run
+    raise CommitConflict(f"could not cancel run {run_id!r}: it kept changing", run_id=run_id)
+
+
+async def supersede_open_runs(store: Any, thread_id: str, keep: str | None = None) -> list[RunState]:
+    """Cancel every suspended or running run of a thread (a new run is about to start on it)."""
+    cancelled: list[RunState] = []
+    for run in await store.list_runs(thread_id):
+        if run.status in ("suspended", "running") and run.run_id != keep:
+            done = await commit_cancelled(store, run.run_id, "superseded by a new run")
+            if done is not None:
+                cancelled.append(done)
+    return cancelled

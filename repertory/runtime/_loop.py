@@ -1,0 +1,372 @@
+"""The step loop: one drive of one run, from its committed state to done, suspended, error or cancelled.
+
+There is one loop and no second engine for recovery: a fresh start, a resume, a decision and a
+crash recovery all enter the same ``Drive.run()``. It first settles the calls of the last
+assistant message that have no result (after a crash some may have started: only idempotent tools
+run again, others get "outcome unknown"), then asks the model, step after step, committing a
+checkpoint after every step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import traceback
+from collections.abc import Callable, Collection
+from typing import Any
+
+from pydantic import BaseModel, JsonValue, ValidationError
+
+from repertory.errors import (
+    CommitConflict,
+    ModelError,
+    OutputValidationError,
+    RunCancelled,
+    StepBudgetExceeded,
+    StoreError,
+)
+from repertory.runtime._calls import error_result, run_calls, tool_message, unanswered_calls
+from repertory.runtime.agent import Agent
+from repertory.runtime.history import MessageHistory
+from repertory.runtime.ids import new_token, now_ms
+from repertory.runtime.memory import Memory
+from repertory.runtime.messages import ModelMessage, Origin, TextPart, ToolResultPart
+from repertory.runtime.model import ModelResponse, ModelSettings, ReasoningDelta, TextDelta
+from repertory.runtime.result import RunResult
+from repertory.runtime.signals import AbortSignal
+from repertory.runtime.state import ApprovalRecord, ErrorInfo, PendingCall, RunState, SuspendReason, ThreadState
+from repertory.runtime.tools import Tool, ToolContext
+
+__all__ = ["Drive", "EventSink", "OUTPUT_RETRIES"]
+
+MODEL_ORIGIN = Origin(kind="model")
+FEEDBACK_ORIGIN = Origin(kind="system", id="output-validation")
+OUTPUT_RETRIES = 2
+OUTCOME_UNKNOWN = (
+    "outcome unknown: the run stopped while this tool was running, and it is not idempotent, "
+    "so it was not run again"
+)
+EventSink = Callable[[str, dict[str, Any]], None]
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+def parse_output(output_type: type[BaseModel], text: str) -> BaseModel:
+    """Validate a final reply into ``output_type``, tolerating a Markdown code fence around the JSON."""
+    match = _FENCE.match(text)
+    return output_type.model_validate_json(match.group(1) if match else text)
+
+
+class Drive:
+    """Drives one run. Holds the run and its history in memory and commits only what is new."""
+
+    def __init__(
+        self,
+        *,
+        store: Any,
+        agent: Agent,
+        run: RunState,
+        history: MessageHistory,
+        base_revision_id: str | None,
+        thread_created_at: int,
+        memory: Memory | None = None,
+        output_type: type[BaseModel] | None = None,
+        on_commit: Callable[[RunState], None] | None = None,
+        on_event: EventSink | None = None,
+        signal: AbortSignal | None = None,
+        just_decided: Collection[str] = (),
+    ) -> None:
+        self.store = store
+        self.agent = agent
+        self.run_state = run
+        self.history = history
+        self.base = base_revision_id
+        self.thread_created_at = thread_created_at
+        self.memory = memory
+        self.output_type = output_type
+        self.on_commit = on_commit
+        self.on_event = on_event
+        self.signal = signal
+        self.just_decided = set(just_decided)
+        self.messages = history.messages
+        self.cancel_requested = False
+        self.output: BaseModel | None = None
+        settings = agent.settings
+        if output_type is not None:
+            settings = settings.model_copy(update={"output_schema": output_type.model_json_schema()})
+        self.settings: ModelSettings = settings
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def emit(self, kind: str, data: dict[str, Any]) -> None:
+        """Hand an event to the listener (the session actor's event bus), if any."""
+        if self.on_event is not None:
+            self.on_event(kind, data)
+
+    def append(self, message: ModelMessage) -> None:
+        """Add a message to the run's history (committed with the next checkpoint)."""
+        self.history.append(message)
+        self.messages.append(message)
+
+    async def commit(self, redeem_token: str | None = None) -> None:
+        """Commit the run, the thread head and the history since the last commit, atomically."""
+        run = self.run_state
+        run.history_revision_id = self.history.revision_id
+        run.updated_at = now_ms()
+        thread = ThreadState(
+            thread_id=run.thread_id,
+            history_revision_id=self.history.revision_id,
+            created_at=self.thread_created_at,
+            updated_at=run.updated_at,
+        )
+        fresh: list[ModelMessage] = []
+        if self.memory is not None:
+            fresh = [self.history.entry(r.entry_id).message for r in reversed(self.history.walk_back(self.base))]  # type: ignore[union-attr]
+        try:
+            await self.store.commit_session(
+                run=run, thread=thread, history=self.history, base_revision_id=self.base, redeem_token=redeem_token
+            )
+        except CommitConflict:
+            stored = await self.store.load_run(run.run_id)
+            if stored is not None and stored.status == "cancelled" and redeem_token is None:
+                raise RunCancelled(f"run {run.run_id!r} was cancelled elsewhere", run_id=run.run_id) from None
+            raise
+        self.base = self.history.revision_id
+        if self.memory is not None and fresh:
+            await self.memory.append(thread_id=run.thread_id, messages=fresh)
+        if self.on_commit is not None:
+            self.on_commit(run)
+        if self.on_event is not None:
+            self.emit("checkpoint", {"run_id": run.run_id, "status": run.status, "step_index": run.step_index})
+
+    def result(self) -> RunResult:
+        """The outcome of this drive as the caller sees it."""
+        run = self.run_state
+        text = run.result if run.status == "done" and isinstance(run.result, str) else None
+        return RunResult(run_id=run.run_id, status=run.status, state=run.model_copy(deep=True), text=text,
+                         output=self.output)
+
+    def request_messages(self) -> list[ModelMessage]:
+        """What the model sees: instructions, then history with recalled context folded in."""
+        run = self.run_state
+        msgs = self.messages
+        if run.context and run.context_depth is not None:
+            msgs = msgs[: run.context_depth] + run.context + msgs[run.context_depth :]
+        else:
+            msgs = list(msgs)
+        if self.agent.instructions:
+            msgs.insert(0, ModelMessage(role="system", parts=[TextPart(text=self.agent.instructions)],
+                                        origin=Origin(kind="system")))
+        return msgs
+
+    async def request(self) -> ModelResponse:
+        """One model request; deltas go to the listener, the final response comes back."""
+        response: ModelResponse | None = None
+        stream = self.agent.model.request(self.request_messages(), self.agent.tool_specs, self.settings)
+        async for event in stream:
+            if isinstance(event, ModelResponse):
+                response = event
+            elif self.on_event is not None and isinstance(event, TextDelta | ReasoningDelta):
+                kind = "text.delta" if isinstance(event, TextDelta) else "reasoning.delta"
+                self.emit(kind, {"text": event.text})
+        if response is None:
+            raise ModelError("the model's stream ended without a response")
+        if response.message.role != "assistant":
+            raise ModelError(f"the model answered with a {response.message.role!r} message")
+        return response
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    async def run(self) -> RunResult:
+        """Drive to a resting state; errors commit an ``error`` checkpoint, aborts a ``cancelled`` one."""
+        from repertory.runtime._control import commit_cancelled
+
+        task = asyncio.current_task()
+        if self.signal is not None and task is not None:
+            self.signal._register(task)
+        try:
+            if self.signal is not None and self.signal.aborted:
+                raise asyncio.CancelledError
+            return await self._loop()
+        except asyncio.CancelledError:
+            ours = self.cancel_requested or (self.signal is not None and self.signal.aborted)
+            if ours and task is not None:
+                task.uncancel()
+            await commit_cancelled(self.store, self.run_state.run_id, "the run was cancelled")
+            if ours:
+                raise RunCancelled(f"run {self.run_state.run_id!r} was cancelled", run_id=self.run_state.run_id) from None
+            raise
+        except (RunCancelled, StoreError):
+            raise
+        except Exception as exc:
+            await self._commit_error(exc)
+            raise
+        finally:
+            if self.signal is not None and task is not None:
+                self.signal._unregister(task)
+
+    async def _commit_error(self, exc: Exception) -> None:
+        run = self.run_state
+        run.status = "error"
+        run.suspended_on = None
+        run.error = ErrorInfo(
+            message=str(exc) or type(exc).__name__,
+            type=type(exc).__name__,
+            stack="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        )
+        self.emit("error", {"run_id": run.run_id, "type": run.error.type, "message": run.error.message})
+        try:
+            await self.commit()
+        except StoreError:
+            pass  # the original error is the one to report; the run stays as last committed
+
+    async def _loop(self) -> RunResult:
+        run = self.run_state
+        run.status = "running"
+        run.error = None
+        if await self.settle_calls(fresh=False):
+            return self.result()
+        while True:
+            if run.step_index >= self.agent.max_steps:
+                raise StepBudgetExceeded(
+                    f"run {run.run_id!r} reached max_steps={self.agent.max_steps} model requests",
+                    run_id=run.run_id,
+                )
+            response = await self.request()
+            run.step_index += 1
+            run.usage = run.usage + response.usage
+            if response.cost is not None:
+                run.cost = (run.cost or 0.0) + response.cost
+            message = response.message.model_copy(update={"origin": MODEL_ORIGIN})
+            self.append(message)
+            calls = message.tool_calls
+            if not calls:
+                if await self._finish(message):
+                    return self.result()
+                continue
+            for call in calls:
+                self.emit("tool.call", {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name,
+                                        "args": call.args})
+            if any(self._needs_early_commit(self.agent.tools.get(c.tool_name)) for c in calls):
+                await self.commit()  # a non-idempotent tool must never run before its call is durable
+            if await self.settle_calls(fresh=True):
+                return self.result()
+            await self.commit()
+
+    @staticmethod
+    def _needs_early_commit(tool: Tool | None) -> bool:
+        return tool is not None and (tool.requires_approval or not tool.idempotent)
+
+    async def _finish(self, message: ModelMessage) -> bool:
+        """Handle a final reply; False when it failed output validation and the model gets another try."""
+        run = self.run_state
+        if self.output_type is not None:
+            try:
+                self.output = parse_output(self.output_type, message.text)
+            except ValidationError as exc:
+                if run.output_retries >= OUTPUT_RETRIES:
+                    raise OutputValidationError(
+                        f"the reply did not validate into {self.output_type.__name__} after "
+                        f"{OUTPUT_RETRIES} retries: {exc}",
+                        run_id=run.run_id,
+                    ) from None
+                run.output_retries += 1
+                self.append(ModelMessage(role="user", origin=FEEDBACK_ORIGIN, parts=[TextPart(
+                    text=f"Your reply did not validate against the required output schema:\n{exc}\n"
+                    "Reply again with only a JSON document that matches the schema.")]))
+                await self.commit()
+                return False
+        run.status = "done"
+        run.result = message.text
+        await self.commit()
+        return True
+
+    async def settle_calls(self, fresh: bool) -> bool:
+        """Answer the last assistant message's unanswered calls; True when the run suspended.
+
+        ``fresh`` calls come straight from the model and have not started. Otherwise a call may
+        have started before a crash: it is re-run only if idempotent (or approved in this drive).
+        """
+        run = self.run_state
+        unanswered = unanswered_calls(self.messages)
+        if not unanswered:
+            if run.pending:
+                await self._suspend()
+                return True
+            return False
+        queued = {p.tool_call_id for p in run.pending}
+        decided = {a.tool_call_id: a for a in run.approvals if a.decision is not None}
+        results: dict[str, ToolResultPart] = {}
+        jobs: list[tuple[Tool, Any, dict[str, Any], ToolContext]] = []
+        approvals: list[PendingCall] = []
+        for call in unanswered:
+            cid = call.tool_call_id
+            if cid in queued:
+                continue
+            tool = self.agent.tools.get(call.tool_name)
+            if tool is None:
+                known = ", ".join(sorted(self.agent.tools)) or "none"
+                results[cid] = error_result(call, f"unknown tool {call.tool_name!r}; available tools: {known}")
+                continue
+            decision = decided.get(cid)
+            args: dict[str, Any] = decision.args if decision is not None else call.args
+            if tool.requires_approval and decision is None:
+                try:
+                    tool.validate(args)  # never ask a human to approve a call that cannot run
+                except Exception as exc:
+                    results[cid] = error_result(call, str(exc))
+                    continue
+                approvals.append(PendingCall(kind="approval", tool_call_id=cid, tool_name=tool.name,
+                                             args=args, reason=f"tool {tool.name!r} requires approval"))
+                continue
+            if decision is not None and decision.decision != "approved":
+                results[cid] = error_result(call, decision.reason or "not approved")
+                continue
+            if not fresh and cid not in self.just_decided and not tool.idempotent:
+                results[cid] = error_result(call, OUTCOME_UNKNOWN)
+                continue
+            ctx = ToolContext(call_id=cid, tool_name=tool.name, run_id=run.run_id, thread_id=run.thread_id,
+                              approval=None if decision is None else decision.approval, scratch=run.scratch)
+            jobs.append((tool, call, args, ctx))
+        suspends: list[PendingCall] = []
+        if jobs:
+            outcomes = await run_calls([(t, c, a, x) for t, c, a, x in jobs])
+            for (tool, call, args, _), outcome in zip(jobs, outcomes, strict=True):
+                results[call.tool_call_id] = outcome.result
+                if outcome.suspend is not None:
+                    payload: JsonValue = json.loads(json.dumps(outcome.suspend.payload, default=str))
+                    suspends.append(PendingCall(kind="suspend", tool_call_id=call.tool_call_id,
+                                                tool_name=tool.name, args=args, reason=outcome.suspend.reason,
+                                                payload=payload))
+        if results:
+            ordered = [results[c.tool_call_id] for c in unanswered if c.tool_call_id in results]
+            self.append(tool_message(ordered))
+            for part in ordered:
+                self.emit("tool.result", {"tool_call_id": part.tool_call_id, "tool_name": part.tool_name,
+                                          "result": part.result, "is_error": part.is_error})
+        for p in approvals:
+            run.approvals.append(ApprovalRecord(tool_call_id=p.tool_call_id, tool_name=p.tool_name,
+                                                args=p.args, requested_at=p.requested_at))
+        waiting = [p for p in run.pending if p.kind == "approval"] + approvals
+        run.pending = waiting + [p for p in run.pending if p.kind == "suspend"] + suspends
+        if run.pending:
+            await self._suspend()
+            return True
+        return False
+
+    async def _suspend(self) -> None:
+        """Suspend on the first pending call with a fresh token, and commit."""
+        run = self.run_state
+        first = run.pending[0]
+        payload: JsonValue = first.payload
+        if first.kind == "approval":
+            payload = {"tool_name": first.tool_name, "args": first.args, "tool_call_id": first.tool_call_id}
+        run.suspended_on = SuspendReason(token=new_token(), kind=first.kind, reason=first.reason, payload=payload,
+                                         tool_call_id=first.tool_call_id)
+        run.status = "suspended"
+        await self.commit()
+        data = {"run_id": run.run_id, "kind": first.kind, "reason": first.reason, "payload": payload,
+                "tool_call_id": first.tool_call_id}
+        if first.kind == "approval":
+            self.emit("approval.requested", data)
+        self.emit("run.suspended", data)

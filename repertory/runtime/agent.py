@@ -1,0 +1,58 @@
+"""``Agent``: a model, instructions and tools; the configuration a session drives."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from repertory.runtime.model import Model, ModelSettings, ToolSpec
+from repertory.runtime.tools import Tool, tool
+
+__all__ = ["Agent"]
+
+
+class Agent:
+    """What a session runs: ``model`` answers, ``tools`` act, ``instructions`` lead every request.
+
+    ``max_steps`` bounds the model requests of one run (the next one raises
+    ``StepBudgetExceeded``). ``output_type`` validates every final reply into that pydantic model,
+    sending validation errors back to the model at most twice before ``OutputValidationError``.
+    Instructions are sent with each request and never written into the history.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: Model,
+        instructions: str | None = None,
+        tools: Sequence[Tool | Any] = (),
+        max_steps: int = 100,
+        output_type: type[BaseModel] | None = None,
+        settings: ModelSettings | None = None,
+    ) -> None:
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        self.name = name
+        self.model = model
+        self.instructions = instructions
+        self.max_steps = max_steps
+        self.output_type = output_type
+        self.settings = settings or ModelSettings()
+        self.tools: dict[str, Tool] = {}
+        for t in tools:
+            t = t if isinstance(t, Tool) else tool(t)
+            if t.name in self.tools:
+                raise ValueError(f"agent {name!r} has two tools named {t.name!r}")
+            self.tools[t.name] = t
+        self._specs = [t.spec() for t in self.tools.values()]
+
+    @property
+    def tool_specs(self) -> list[ToolSpec]:
+        """The tools as the model sees them (computed once)."""
+        return self._specs
+
+    def __repr__(self) -> str:
+        return f"Agent({self.name!r}, tools={list(self.tools)})"

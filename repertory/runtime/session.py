@@ -1,0 +1,425 @@
+"""``Session``: durable runs on one thread, one run at a time (the seed's session API).
+
+A session starts runs, answers their suspensions (resume, approve, reject), forks its thread and
+cancels. Every path ends in the same step loop (``Drive``); the static helpers do the same from
+nothing but the store, for stateless callers such as HTTP handlers and crash recovery.
+
+Token checks happen in this order: the run exists (``RunNotFound``); the token is the run's live
+token, whatever its status (``InvalidResumeToken``); the suspension kind (``WrongSuspensionKind``,
+which leaves the token live). The token is then consumed by the same commit that records the
+decision, so of several racing redemptions exactly one proceeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
+
+from repertory.errors import (
+    CommitConflict,
+    InvalidResumeToken,
+    RunNotFound,
+    RunSuspended,
+    SessionBusy,
+    StoreError,
+    WrongSuspensionKind,
+)
+from repertory.runtime._control import commit_cancelled, pair_unanswered, supersede_open_runs
+from repertory.runtime._loop import Drive, EventSink, parse_output
+from repertory.runtime.agent import Agent
+from repertory.runtime.history import MessageHistory
+from repertory.runtime.ids import new_id, now_ms
+from repertory.runtime.memory import Memory, fold_context
+from repertory.runtime.messages import ModelMessage, Origin
+from repertory.runtime.result import RunResult
+from repertory.runtime.signals import AbortSignal, Signal
+from repertory.runtime.state import RunState, SuspendKind
+from repertory.storage.base import SessionStore
+
+__all__ = ["Session", "SessionInput"]
+
+SessionInput = str | dict[str, Any]
+USER_ORIGIN = Origin(kind="user")
+_MESSAGES = TypeAdapter(list[ModelMessage])
+
+
+def _input_messages(value: SessionInput, origin: Origin | None) -> list[ModelMessage]:
+    if isinstance(value, str):
+        return [ModelMessage.user(value, origin=origin)]
+    if isinstance(value, dict) and set(value) == {"messages"}:
+        messages = _MESSAGES.validate_python(value["messages"])
+        if not messages:
+            raise ValueError("input {'messages': [...]} needs at least one message")
+        return messages
+    raise TypeError("a session input is a string or {'messages': [ModelMessage, ...]}")
+
+
+def _value_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+class Session:
+    """Durable runs on one thread; every step is checkpointed to ``store``.
+
+    ``thread_id`` continues an existing conversation (default: a fresh one). ``on_checkpoint`` is
+    called after every commit with a copy of the run state; ``watch()`` offers the same as a signal.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        agent: Agent,
+        memory: Memory | None = None,
+        thread_id: str | None = None,
+        on_checkpoint: Callable[[RunState], None] | None = None,
+        on_event: EventSink | None = None,
+        origin: Origin | None = USER_ORIGIN,
+    ) -> None:
+        self.store = store
+        self.agent = agent
+        self.memory = memory
+        self.thread_id = thread_id or new_id()
+        self.on_checkpoint = on_checkpoint
+        self.on_event = on_event
+        self.origin = origin
+        self._state: RunState | None = None
+        self._history: MessageHistory | None = None
+        self._signal: Signal[RunState | None] = Signal(None)
+        self._busy = False
+        self._drive: Drive | None = None
+        self._drive_task: asyncio.Task[Any] | None = None
+        self._drive_over = asyncio.Event()
+
+    # -- observation ------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> RunState | None:
+        """The latest run state this session holds, or ``None`` before a run started."""
+        return self._state
+
+    def watch(self) -> Signal[RunState | None]:
+        """A signal of the latest run state: ``.value``, ``.subscribe(fn)``, ``async for``."""
+        return self._signal
+
+    def _committed(self, run: RunState) -> None:
+        self._state = run
+        if self.on_checkpoint is not None or self._signal._subscribers or self._signal._queues:
+            snapshot = run.model_copy(deep=True)
+            if self.on_checkpoint is not None:
+                self.on_checkpoint(snapshot)
+            self._signal.set(snapshot)
+
+    # -- drive plumbing ---------------------------------------------------------------------------
+
+    def _claim(self) -> None:
+        if self._busy:
+            raise SessionBusy(f"session on thread {self.thread_id!r} is already driving a run")
+        self._busy = True
+
+    async def _load_history(self, head: str | None) -> MessageHistory:
+        if head is None:
+            return MessageHistory()
+        if self._history is not None and self._history.revision_id == head:
+            return self._history
+        history = await self.store.load_history(head)
+        if history is None:
+            raise StoreError(f"thread {self.thread_id!r} points at revision {head!r}, which the store lacks")
+        return history
+
+    def _new_drive(self, run: RunState, history: MessageHistory, base: str | None, created_at: int,
+                   signal: AbortSignal | None, output_type: type[BaseModel] | None,
+                   just_decided: tuple[str, ...] = ()) -> Drive:
+        return Drive(store=self.store, agent=self.agent, run=run, history=history, base_revision_id=base,
+                     thread_created_at=created_at, memory=self.memory,
+                     output_type=output_type or self.agent.output_type, on_commit=self._committed,
+                     on_event=self.on_event, signal=signal, just_decided=just_decided)
+
+    async def _drive_for(self, run: RunState, signal: AbortSignal | None,
+                         output_type: type[BaseModel] | None = None,
+                         just_decided: tuple[str, ...] = ()) -> Drive:
+        """A drive of a stored run, from the thread head it must still own."""
+        thread = await self.store.load_thread(run.thread_id)
+        head = None if thread is None else thread.history_revision_id
+        if head != run.history_revision_id:
+            raise CommitConflict(
+                f"run {run.run_id!r} is at revision {run.history_revision_id!r} but its thread moved to "
+                f"{head!r}; it can no longer continue",
+                run_id=run.run_id,
+            )
+        history = await self._load_history(head)
+        created = now_ms() if thread is None else thread.created_at
+        return self._new_drive(run, history, head, created, signal, output_type, just_decided)
+
+    async def _run(self, drive: Drive, first_commit: str | None = None, *, commit: bool = False) -> RunResult:
+        """Run a claimed drive to rest; keeps the history cache only when the drive ended cleanly."""
+        self._drive, self._drive_task = drive, asyncio.current_task()
+        self._drive_over.clear()
+        self._state = drive.run_state
+        ok = False
+        try:
+            if commit:
+                try:
+                    await drive.commit(redeem_token=first_commit)
+                except CommitConflict:
+                    if first_commit is None:
+                        raise
+                    raise InvalidResumeToken(
+                        "the resume token was already used", run_id=drive.run_state.run_id
+                    ) from None
+            result = await drive.run()
+            ok = True
+            return result
+        finally:
+            self._history = drive.history if ok else None
+            if not ok:
+                stored = await self._reload_state(drive.run_state.run_id)
+                if stored is not None:
+                    self._committed(stored)
+            self._drive, self._drive_task, self._busy = None, None, False
+            self._drive_over.set()
+
+    async def _reload_state(self, run_id: str) -> RunState | None:
+        try:
+            return await asyncio.shield(self.store.load_run(run_id))
+        except (StoreError, asyncio.CancelledError):
+            return None
+
+    # -- starting runs ----------------------------------------------------------------------------
+
+    async def start(self, input: SessionInput, *, run_id: str | None = None, signal: AbortSignal | None = None,
+                    output_type: type[BaseModel] | None = None) -> RunResult:
+        """Start a run on this thread from its head; returns once it is ``done`` or ``suspended``.
+
+        A suspended or running run on the thread is superseded first (committed ``cancelled``, its
+        pending calls answered with errors, its token dead). The run row is committed before the
+        first model call. Errors and an exceeded ``max_steps`` commit ``error`` and raise; an abort
+        through ``signal`` commits ``cancelled`` and raises ``RunCancelled``.
+        """
+        return await self._start(input, run_id=run_id, signal=signal, output_type=output_type, fork_of=None)
+
+    async def _start(self, input: SessionInput, *, run_id: str | None, signal: AbortSignal | None,
+                     output_type: type[BaseModel] | None, fork_of: MessageHistory | None) -> RunResult:
+        messages = _input_messages(input, self.origin)
+        self._claim()
+        try:
+            run_id = run_id or new_id()
+            if await self.store.load_run(run_id) is not None:
+                raise CommitConflict(f"a run with id {run_id!r} already exists", run_id=run_id)
+            if fork_of is None:
+                await supersede_open_runs(self.store, self.thread_id)
+            thread = await self.store.load_thread(self.thread_id)
+            base = None if thread is None else thread.history_revision_id
+            history = fork_of if fork_of is not None else await self._load_history(base)
+            pair_unanswered(history, "superseded: the conversation moved on before this call was answered")
+            context: list[ModelMessage] = []
+            if self.memory is not None:
+                context = fold_context(await self.memory.recall(thread_id=self.thread_id, query=messages))
+            run = RunState(run_id=run_id, thread_id=self.thread_id, agent=self.agent.name, context=context,
+                           context_depth=history.depth if context else None)
+            history.extend(messages)
+            created = now_ms() if thread is None else thread.created_at
+            drive = self._new_drive(run, history, base, created, signal, output_type)
+        except BaseException:
+            self._busy = False
+            self._history = None
+            raise
+        return await self._run(drive, commit=True)
+
+    async def fork(self, input: SessionInput, *, run_id: str | None = None,
+                   signal: AbortSignal | None = None) -> RunResult:
+        """Start a run on a new thread that shares this thread's history up to now.
+
+        Costs no copy: the new thread's head is built on the shared revisions. This session stays
+        on its own thread; continue the fork with ``Session(thread_id=result.state.thread_id)``.
+        """
+        if self._state is None:
+            raise RunNotFound("this session has not started a run, so there is nothing to fork")
+        thread = await self.store.load_thread(self.thread_id)
+        head = None if thread is None else thread.history_revision_id
+        if head is None:
+            raise RunNotFound(f"thread {self.thread_id!r} has no committed history to fork")
+        shared = (await self._load_history(head)).branch()
+        alt = Session(store=self.store, agent=self.agent, memory=self.memory, thread_id=new_id(),
+                      on_checkpoint=self.on_checkpoint, on_event=self.on_event, origin=self.origin)
+        return await alt._start(input, run_id=run_id, signal=signal, output_type=None, fork_of=shared)
+
+    # -- decisions --------------------------------------------------------------------------------
+
+    async def _redeem(self, run_id: str, token: str, kind: SuspendKind, signal: AbortSignal | None,
+                      decide: Callable[[Drive], tuple[str, ...]]) -> RunResult:
+        run = await self.store.load_run(run_id)
+        if run is None:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        live = run.suspended_on.token if run.status == "suspended" and run.suspended_on is not None else None
+        if live is None or not isinstance(token, str) or not secrets.compare_digest(live.encode(), token.encode()):
+            raise InvalidResumeToken(f"not the live resume token of run {run_id!r}", run_id=run_id)
+        assert run.suspended_on is not None
+        if run.suspended_on.kind != kind:
+            use = "resume()" if run.suspended_on.kind == "suspend" else "approve_tool() or reject_tool()"
+            raise WrongSuspensionKind(
+                f"run {run_id!r} is suspended for {run.suspended_on.kind!r}; use {use}", run_id=run_id
+            )
+        self._claim()
+        self.thread_id = run.thread_id
+        try:
+            drive = await self._drive_for(run, signal)
+            drive.just_decided = set(decide(drive))
+            drive.run_state.pending.pop(0)
+            drive.run_state.suspended_on = None
+            drive.run_state.status = "running"
+        except BaseException:
+            self._busy = False
+            self._history = None
+            raise
+        return await self._run(drive, token, commit=True)
+
+    async def resume(self, token: str, value: Any, *, signal: AbortSignal | None = None) -> RunResult:
+        """Answer a ``suspend()``: ``value`` becomes a user message (a string verbatim, else JSON)."""
+        run = self._require_run()
+
+        def decide(drive: Drive) -> tuple[str, ...]:
+            drive.append(ModelMessage.user(_value_text(value), origin=self.origin))
+            return ()
+
+        return await self._redeem(run.run_id, token, "suspend", signal, decide)
+
+    async def approve_tool(self, token: str, approval: Any = None, args: dict[str, Any] | None = None, *,
+                           signal: AbortSignal | None = None) -> RunResult:
+        """Approve the pending tool call: it runs exactly once, with ``ctx.approval``; ``args`` replace its own."""
+        run = self._require_run()
+        return await self._redeem(run.run_id, token, "approval", signal, _approve(approval, args))
+
+    async def reject_tool(self, token: str, reason: str = "not approved", *,
+                          signal: AbortSignal | None = None) -> RunResult:
+        """Reject the pending tool call: it never runs; ``reason`` is the error result the model reads."""
+        run = self._require_run()
+        return await self._redeem(run.run_id, token, "approval", signal, _reject(reason))
+
+    def _require_run(self) -> RunState:
+        if self._state is None:
+            raise RunNotFound("this session has not started a run")
+        return self._state
+
+    # -- cancel -----------------------------------------------------------------------------------
+
+    async def cancel(self) -> None:
+        """Commit the current run ``cancelled`` and stop its drive in this session (a no-op if finished).
+
+        A ``start()``/``resume()`` driving it here raises ``RunCancelled``; a drive elsewhere fails
+        its next commit and stops.
+        """
+        if self._drive is not None and self._drive_task is not None:
+            self._drive.cancel_requested = True
+            self._drive_task.cancel("cancel() was called")
+            if asyncio.current_task() is not self._drive_task:
+                await self._drive_over.wait()
+            return
+        if self._state is None:
+            return
+        run = await commit_cancelled(self.store, self._state.run_id, "the run was cancelled")
+        self._history = None
+        if run is not None:
+            self._committed(run)
+
+    # -- stateless helpers ------------------------------------------------------------------------
+
+    @classmethod
+    async def recover(cls, *, store: SessionStore, agent: Agent, run_id: str, memory: Memory | None = None,
+                      on_checkpoint: Callable[[RunState], None] | None = None,
+                      signal: AbortSignal | None = None) -> RunResult:
+        """Re-drive a ``running`` or ``error`` run from its last checkpoint (crash recovery).
+
+        ``done`` and ``cancelled`` runs return their stored result without calling the model;
+        a ``suspended`` run raises ``RunSuspended`` (it needs its token).
+        """
+        run = await store.load_run(run_id)
+        if run is None:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        sess = cls(store=store, agent=agent, memory=memory, thread_id=run.thread_id, on_checkpoint=on_checkpoint)
+        if run.is_terminal:
+            sess._state = run
+            text = run.result if run.status == "done" and isinstance(run.result, str) else None
+            output = parse_output(agent.output_type, text) if agent.output_type and text is not None else None
+            return RunResult(run_id=run.run_id, status=run.status, state=run, text=text, output=output)
+        if run.status == "suspended":
+            raise RunSuspended(f"run {run_id!r} is suspended and needs its resume token", run_id=run_id)
+        sess._claim()
+        try:
+            drive = await sess._drive_for(run, signal)
+        except BaseException:
+            sess._busy = False
+            raise
+        return await sess._run(drive)
+
+    @classmethod
+    async def resume_suspended(cls, *, store: SessionStore, agent: Agent, run_id: str, resume_token: str,
+                               value: Any, memory: Memory | None = None,
+                               on_checkpoint: Callable[[RunState], None] | None = None,
+                               signal: AbortSignal | None = None) -> RunResult:
+        """``resume()`` from nothing but the store, e.g. in a stateless HTTP handler."""
+        sess = cls(store=store, agent=agent, memory=memory, on_checkpoint=on_checkpoint)
+        sess._state = await _stored(store, run_id)
+        return await sess.resume(resume_token, value, signal=signal)
+
+    @classmethod
+    async def approve_suspended(cls, *, store: SessionStore, agent: Agent, run_id: str, resume_token: str,
+                                approval: Any = None, args: dict[str, Any] | None = None,
+                                memory: Memory | None = None,
+                                on_checkpoint: Callable[[RunState], None] | None = None,
+                                signal: AbortSignal | None = None) -> RunResult:
+        """``approve_tool()`` after a restart: the pending tool runs exactly once."""
+        sess = cls(store=store, agent=agent, memory=memory, on_checkpoint=on_checkpoint)
+        sess._state = await _stored(store, run_id)
+        return await sess.approve_tool(resume_token, approval, args, signal=signal)
+
+    @classmethod
+    async def reject_suspended(cls, *, store: SessionStore, agent: Agent, run_id: str, resume_token: str,
+                               reason: str = "not approved", memory: Memory | None = None,
+                               on_checkpoint: Callable[[RunState], None] | None = None,
+                               signal: AbortSignal | None = None) -> RunResult:
+        """``reject_tool()`` after a restart: the pending tool never runs."""
+        sess = cls(store=store, agent=agent, memory=memory, on_checkpoint=on_checkpoint)
+        sess._state = await _stored(store, run_id)
+        return await sess.reject_tool(resume_token, reason, signal=signal)
+
+
+async def _stored(store: SessionStore, run_id: str) -> RunState:
+    run = await store.load_run(run_id)
+    if run is None:
+        raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+    return run
+
+
+def _approve(approval: Any, args: dict[str, Any] | None) -> Callable[[Drive], tuple[str, ...]]:
+    def decide(drive: Drive) -> tuple[str, ...]:
+        run = drive.run_state
+        pending = run.pending[0]
+        record = next(a for a in run.approvals if a.tool_call_id == pending.tool_call_id)
+        if args is not None:
+            tool = drive.agent.tools.get(pending.tool_name)
+            if tool is not None:
+                tool.validate(args)  # raises ToolError before the token is used
+            record.args = json.loads(json.dumps(args, default=str))
+            record.args_replaced = True
+        record.decision, record.decided_at = "approved", now_ms()
+        record.approval = json.loads(json.dumps(approval, default=str))
+        return (pending.tool_call_id,)
+
+    return decide
+
+
+def _reject(reason: str) -> Callable[[Drive], tuple[str, ...]]:
+    def decide(drive: Drive) -> tuple[str, ...]:
+        run = drive.run_state
+        pending = run.pending[0]
+        record = next(a for a in run.approvals if a.tool_call_id == pending.tool_call_id)
+        record.decision, record.decided_at, record.reason = "rejected", now_ms(), reason
+        return ()
+
+    return decide
