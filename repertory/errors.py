@@ -129,7 +129,7 @@ class ToolError(RepertoryError):
     """Raised by a tool to choose the error message the model reads; never escapes the step loop."""
 
 
-class SuspendSignal(Exception):  # noqa: N818 - a signal, deliberately not named *Error
+class SuspendSignal(Exception):
     """Raised by ``suspend()`` inside a tool to pause the run; control flow, not a fault."""
 
     def __init__(self, reason: str | None = None, payload: Any = None) -> None:

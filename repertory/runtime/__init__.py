@@ -2,6 +2,7 @@
 
 from repertory.runtime.agent import Agent
 from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHistory
+from repertory.runtime.memory import Memory, RecalledContext
 from repertory.runtime.messages import (
     ModelMessage,
     Origin,
@@ -11,8 +12,15 @@ from repertory.runtime.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from repertory.runtime.memory import Memory, RecalledContext
-from repertory.runtime.model import Model, ModelEvent, ModelResponse, ModelSettings, ReasoningDelta, TextDelta, ToolSpec
+from repertory.runtime.model import (
+    Model,
+    ModelEvent,
+    ModelResponse,
+    ModelSettings,
+    ReasoningDelta,
+    TextDelta,
+    ToolSpec,
+)
 from repertory.runtime.result import RunResult
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal, Signal

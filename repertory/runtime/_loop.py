@@ -35,7 +35,14 @@ from repertory.runtime.messages import ModelMessage, Origin, TextPart, ToolResul
 from repertory.runtime.model import ModelResponse, ModelSettings, ReasoningDelta, TextDelta
 from repertory.runtime.result import RunResult
 from repertory.runtime.signals import AbortSignal
-from repertory.runtime.state import ApprovalRecord, ErrorInfo, PendingCall, RunState, SuspendReason, ThreadState
+from repertory.runtime.state import (
+    ApprovalRecord,
+    ErrorInfo,
+    PendingCall,
+    RunState,
+    SuspendReason,
+    ThreadState,
+)
 from repertory.runtime.tools import Tool, ToolContext
 
 __all__ = ["Drive", "EventSink", "OUTPUT_RETRIES"]
@@ -194,7 +201,8 @@ class Drive:
                 task.uncancel()
             await commit_cancelled(self.store, self.run_state.run_id, "the run was cancelled")
             if ours:
-                raise RunCancelled(f"run {self.run_state.run_id!r} was cancelled", run_id=self.run_state.run_id) from None
+                run_id = self.run_state.run_id
+                raise RunCancelled(f"run {run_id!r} was cancelled", run_id=run_id) from None
             raise
         except (RunCancelled, StoreError):
             raise

@@ -13,12 +13,11 @@ decision, so of several racing redemptions exactly one proceeds.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from repertory.errors import (
     CommitConflict,
@@ -30,6 +29,7 @@ from repertory.errors import (
     WrongSuspensionKind,
 )
 from repertory.runtime._control import commit_cancelled, pair_unanswered, supersede_open_runs
+from repertory.runtime._decisions import SessionInput, approve, input_messages, reject, stored_run, value_text
 from repertory.runtime._loop import Drive, EventSink, parse_output
 from repertory.runtime.agent import Agent
 from repertory.runtime.history import MessageHistory
@@ -43,24 +43,7 @@ from repertory.storage.base import SessionStore
 
 __all__ = ["Session", "SessionInput"]
 
-SessionInput = str | dict[str, Any]
 USER_ORIGIN = Origin(kind="user")
-_MESSAGES = TypeAdapter(list[ModelMessage])
-
-
-def _input_messages(value: SessionInput, origin: Origin | None) -> list[ModelMessage]:
-    if isinstance(value, str):
-        return [ModelMessage.user(value, origin=origin)]
-    if isinstance(value, dict) and set(value) == {"messages"}:
-        messages = _MESSAGES.validate_python(value["messages"])
-        if not messages:
-            raise ValueError("input {'messages': [...]} needs at least one message")
-        return messages
-    raise TypeError("a session input is a string or {'messages': [ModelMessage, ...]}")
-
-
-def _value_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
 class Session:
@@ -205,7 +188,7 @@ class Session:
 
     async def _start(self, input: SessionInput, *, run_id: str | None, signal: AbortSignal | None,
                      output_type: type[BaseModel] | None, fork_of: MessageHistory | None) -> RunResult:
-        messages = _input_messages(input, self.origin)
+        messages = input_messages(input, self.origin)
         self._claim()
         try:
             run_id = run_id or new_id()
@@ -284,7 +267,7 @@ class Session:
         run = self._require_run()
 
         def decide(drive: Drive) -> tuple[str, ...]:
-            drive.append(ModelMessage.user(_value_text(value), origin=self.origin))
+            drive.append(ModelMessage.user(value_text(value), origin=self.origin))
             return ()
 
         return await self._redeem(run.run_id, token, "suspend", signal, decide)
@@ -293,13 +276,13 @@ class Session:
                            signal: AbortSignal | None = None) -> RunResult:
         """Approve the pending tool call: it runs exactly once, with ``ctx.approval``; ``args`` replace its own."""
         run = self._require_run()
-        return await self._redeem(run.run_id, token, "approval", signal, _approve(approval, args))
+        return await self._redeem(run.run_id, token, "approval", signal, approve(approval, args))
 
     async def reject_tool(self, token: str, reason: str = "not approved", *,
                           signal: AbortSignal | None = None) -> RunResult:
         """Reject the pending tool call: it never runs; ``reason`` is the error result the model reads."""
         run = self._require_run()
-        return await self._redeem(run.run_id, token, "approval", signal, _reject(reason))
+        return await self._redeem(run.run_id, token, "approval", signal, reject(reason))
 
     def _require_run(self) -> RunState:
         if self._state is None:
@@ -364,7 +347,7 @@ class Session:
                                signal: AbortSignal | None = None) -> RunResult:
         """``resume()`` from nothing but the store, e.g. in a stateless HTTP handler."""
         sess = cls(store=store, agent=agent, memory=memory, on_checkpoint=on_checkpoint)
-        sess._state = await _stored(store, run_id)
+        sess._state = await stored_run(store, run_id)
         return await sess.resume(resume_token, value, signal=signal)
 
     @classmethod
@@ -375,7 +358,7 @@ class Session:
                                 signal: AbortSignal | None = None) -> RunResult:
         """``approve_tool()`` after a restart: the pending tool runs exactly once."""
         sess = cls(store=store, agent=agent, memory=memory, on_checkpoint=on_checkpoint)
-        sess._state = await _stored(store, run_id)
+        sess._state = await stored_run(store, run_id)
         return await sess.approve_tool(resume_token, approval, args, signal=signal)
 
     @classmethod
@@ -385,41 +368,5 @@ class Session:
                                signal: AbortSignal | None = None) -> RunResult:
         """``reject_tool()`` after a restart: the pending tool never runs."""
         sess = cls(store=store, agent=agent, memory=memory, on_checkpoint=on_checkpoint)
-        sess._state = await _stored(store, run_id)
+        sess._state = await stored_run(store, run_id)
         return await sess.reject_tool(resume_token, reason, signal=signal)
-
-
-async def _stored(store: SessionStore, run_id: str) -> RunState:
-    run = await store.load_run(run_id)
-    if run is None:
-        raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
-    return run
-
-
-def _approve(approval: Any, args: dict[str, Any] | None) -> Callable[[Drive], tuple[str, ...]]:
-    def decide(drive: Drive) -> tuple[str, ...]:
-        run = drive.run_state
-        pending = run.pending[0]
-        record = next(a for a in run.approvals if a.tool_call_id == pending.tool_call_id)
-        if args is not None:
-            tool = drive.agent.tools.get(pending.tool_name)
-            if tool is not None:
-                tool.validate(args)  # raises ToolError before the token is used
-            record.args = json.loads(json.dumps(args, default=str))
-            record.args_replaced = True
-        record.decision, record.decided_at = "approved", now_ms()
-        record.approval = json.loads(json.dumps(approval, default=str))
-        return (pending.tool_call_id,)
-
-    return decide
-
-
-def _reject(reason: str) -> Callable[[Drive], tuple[str, ...]]:
-    def decide(drive: Drive) -> tuple[str, ...]:
-        run = drive.run_state
-        pending = run.pending[0]
-        record = next(a for a in run.approvals if a.tool_call_id == pending.tool_call_id)
-        record.decision, record.decided_at, record.reason = "rejected", now_ms(), reason
-        return ()
-
-    return decide

@@ -8,14 +8,14 @@ terminal-run guard) and the writes.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from repertory.errors import CommitConflict
 from repertory.runtime.history import HistoryEntry, HistoryIntegrityError, HistoryRevision, MessageHistory
 from repertory.runtime.state import RunState, ThreadState
 
-__all__ = ["CommitDelta", "plan_commit", "check_stored_state"]
+__all__ = ["CommitDelta", "check_stored_state", "plan_commit", "plan_commit_async"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,36 @@ def _check_pointers(run: RunState, thread: ThreadState, history: MessageHistory)
         )
 
 
+def _walk(
+    run: RunState, thread: ThreadState, history: MessageHistory, base_revision_id: str | None
+) -> tuple[list[HistoryRevision], bool]:
+    """Revisions from the head back to the base (newest first), and whether the walk met the base."""
+    _check_pointers(run, thread, history)
+    try:
+        walked = history.walk_back(stop_at=base_revision_id)
+    except HistoryIntegrityError as exc:
+        raise CommitConflict(f"history is incomplete: {exc}", run_id=run.run_id) from exc
+    met_base = base_revision_id is not None and (
+        (bool(walked) and walked[-1].parent_id == base_revision_id) or history.revision_id == base_revision_id
+    )
+    return walked, met_base
+
+
+def _finish(history: MessageHistory, walked: list[HistoryRevision]) -> CommitDelta:
+    walked.reverse()
+    entries: list[HistoryEntry] = []
+    for i, rev in enumerate(walked):
+        entry = history.entry(rev.entry_id)
+        if entry is None:
+            raise CommitConflict(f"history is incomplete: no entry {rev.entry_id!r} for revision {rev.id!r}")
+        parent = walked[i - 1] if i else (history.revision(rev.parent_id) if rev.parent_id else None)
+        expected = 1 if rev.parent_id is None else (parent.depth + 1 if parent is not None else rev.depth)
+        if rev.depth != expected:
+            raise CommitConflict(f"revision {rev.id!r} has depth {rev.depth}, expected {expected}")
+        entries.append(entry)
+    return CommitDelta(revisions=walked, entries=entries)
+
+
 def plan_commit(
     run: RunState,
     thread: ThreadState,
@@ -57,31 +87,30 @@ def plan_commit(
     does not (a fork's first commit, or a head that is not a descendant of the base), it stops at
     the first revision the store already ``holds``, so a fork's shared prefix is never rewritten.
     """
-    _check_pointers(run, thread, history)
-    try:
-        walked = history.walk_back(stop_at=base_revision_id)
-    except HistoryIntegrityError as exc:
-        raise CommitConflict(f"history is incomplete: {exc}", run_id=run.run_id) from exc
-    met_base = base_revision_id is not None and (
-        (walked and walked[-1].parent_id == base_revision_id) or history.revision_id == base_revision_id
-    )
+    walked, met_base = _walk(run, thread, history, base_revision_id)
     if not met_base:
         for i, rev in enumerate(walked):
             if holds(rev.id):
                 walked = walked[:i]
                 break
-    walked.reverse()
-    entries: list[HistoryEntry] = []
-    for i, rev in enumerate(walked):
-        entry = history.entry(rev.entry_id)
-        if entry is None:
-            raise CommitConflict(f"history is incomplete: no entry {rev.entry_id!r} for revision {rev.id!r}")
-        parent = walked[i - 1] if i else (history.revision(rev.parent_id) if rev.parent_id else None)
-        expected = 1 if rev.parent_id is None else (parent.depth + 1 if parent is not None else rev.depth)
-        if rev.depth != expected:
-            raise CommitConflict(f"revision {rev.id!r} has depth {rev.depth}, expected {expected}")
-        entries.append(entry)
-    return CommitDelta(revisions=walked, entries=entries)
+    return _finish(history, walked)
+
+
+async def plan_commit_async(
+    run: RunState,
+    thread: ThreadState,
+    history: MessageHistory,
+    base_revision_id: str | None,
+    holds: Callable[[str], Awaitable[bool]],
+) -> CommitDelta:
+    """``plan_commit`` for a store whose existence check is a network round trip."""
+    walked, met_base = _walk(run, thread, history, base_revision_id)
+    if not met_base:
+        for i, rev in enumerate(walked):
+            if await holds(rev.id):
+                walked = walked[:i]
+                break
+    return _finish(history, walked)
 
 
 def check_stored_state(

@@ -7,7 +7,7 @@ Every backend (memory, SQLite, PostgreSQL) implements it and passes the same con
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Self, runtime_checkable
 
 from repertory.runtime.history import MessageHistory
 from repertory.runtime.state import RunState, ThreadState
@@ -62,7 +62,7 @@ class SessionStore(Protocol):
     async def close(self) -> None:
         """Release connections; the store is unusable afterwards."""
 
-    async def __aenter__(self) -> SessionStore:
+    async def __aenter__(self) -> Self:
         """``async with store:`` closes it on exit."""
 
     async def __aexit__(
@@ -89,7 +89,7 @@ class StoreAliases:
         """Alias of ``delete_run``."""
         await self.delete_run(run_id)  # type: ignore[attr-defined]
 
-    async def __aenter__(self) -> StoreAliases:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(

@@ -1,0 +1,82 @@
+"""Pure helpers of ``Session``: turning inputs into messages and decisions into run bookkeeping.
+
+A decision function mutates a drive's run (it records what was decided) and returns the call ids
+decided in this drive; it runs before the token is consumed, so a decision that raises (approval
+arguments that do not validate) leaves the token live.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from repertory.errors import RunNotFound
+from repertory.runtime._loop import Drive
+from repertory.runtime.ids import now_ms
+from repertory.runtime.messages import ModelMessage, Origin
+from repertory.runtime.state import RunState
+from repertory.storage.base import SessionStore
+
+__all__ = ["SessionInput", "approve", "input_messages", "reject", "stored_run", "value_text"]
+
+SessionInput = str | dict[str, Any]
+_MESSAGES = TypeAdapter(list[ModelMessage])
+
+
+def input_messages(value: SessionInput, origin: Origin | None) -> list[ModelMessage]:
+    """A run's input as messages: a string becomes one user message with ``origin``."""
+    if isinstance(value, str):
+        return [ModelMessage.user(value, origin=origin)]
+    if isinstance(value, dict) and set(value) == {"messages"}:
+        messages = _MESSAGES.validate_python(value["messages"])
+        if not messages:
+            raise ValueError("input {'messages': [...]} needs at least one message")
+        return messages
+    raise TypeError("a session input is a string or {'messages': [ModelMessage, ...]}")
+
+
+def value_text(value: Any) -> str:
+    """A resume value as message text: a string verbatim, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+async def stored_run(store: SessionStore, run_id: str) -> RunState:
+    """The stored run, or ``RunNotFound``."""
+    run = await store.load_run(run_id)
+    if run is None:
+        raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+    return run
+
+
+def approve(approval: Any, args: dict[str, Any] | None) -> Callable[[Drive], tuple[str, ...]]:
+    """Record an approval (with replaced, validated arguments) for the live pending call."""
+    def decide(drive: Drive) -> tuple[str, ...]:
+        run = drive.run_state
+        pending = run.pending[0]
+        record = next(a for a in run.approvals if a.tool_call_id == pending.tool_call_id)
+        if args is not None:
+            tool = drive.agent.tools.get(pending.tool_name)
+            if tool is not None:
+                tool.validate(args)  # raises ToolError before the token is used
+            record.args = json.loads(json.dumps(args, default=str))
+            record.args_replaced = True
+        record.decision, record.decided_at = "approved", now_ms()
+        record.approval = json.loads(json.dumps(approval, default=str))
+        return (pending.tool_call_id,)
+
+    return decide
+
+
+def reject(reason: str) -> Callable[[Drive], tuple[str, ...]]:
+    """Record a rejection for the live pending call; the loop answers it with an error result."""
+    def decide(drive: Drive) -> tuple[str, ...]:
+        run = drive.run_state
+        pending = run.pending[0]
+        record = next(a for a in run.approvals if a.tool_call_id == pending.tool_call_id)
+        record.decision, record.decided_at, record.reason = "rejected", now_ms(), reason
+        return ()
+
+    return decide

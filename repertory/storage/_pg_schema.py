@@ -1,0 +1,97 @@
+"""PostgreSQL schema, versioned migrations and the one-round-trip commit function.
+
+Everything lives in its own schema, ``repertory``, so it never collides with an application's
+tables in a shared database. Migrations run under a transaction-scoped advisory lock, so several
+processes opening the same database at once migrate it exactly once.
+
+``repertory_commit`` is the whole of ``commit_session`` on the server: the compare-and-set on the
+thread head, the finished-run and token guards, the history delta, the run row and the thread head,
+in one statement and so one round trip. A guard that fails raises SQLSTATE ``RP001`` (conflict)
+and the transaction writes nothing.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CONFLICT_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
+
+SCHEMA = "repertory"
+SCHEMA_VERSION = 1
+CONFLICT_SQLSTATE = "RP001"
+MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
+
+_COMMIT_FUNCTION = r"""
+CREATE OR REPLACE FUNCTION repertory.repertory_commit(
+    p_thread_id text, p_base text, p_head text, p_thread_created bigint, p_updated bigint,
+    p_run_id text, p_status text, p_token text, p_state text, p_redeem text,
+    p_entry_ids text[], p_entry_created bigint[], p_entry_messages text[],
+    p_rev_ids text[], p_rev_parents text[], p_rev_entries text[], p_rev_depths integer[], p_rev_created bigint[]
+) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_head text;
+    v_status text;
+    v_token text;
+BEGIN
+    IF p_base IS NULL THEN
+        -- Creating a thread: racing creators serialise on the primary key here.
+        INSERT INTO repertory.threads (thread_id, head, created_at, updated_at)
+        VALUES (p_thread_id, NULL, p_thread_created, p_updated) ON CONFLICT (thread_id) DO NOTHING;
+    END IF;
+    SELECT head INTO v_head FROM repertory.threads WHERE thread_id = p_thread_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP001',
+            MESSAGE = format('thread %L head moved: stored none, expected %L', p_thread_id, p_base);
+    END IF;
+    IF p_base IS NULL AND v_head IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP001',
+            MESSAGE = format('thread %L already has head %L; a commit with base_revision_id=None only creates a thread',
+                             p_thread_id, v_head);
+    ELSIF p_base IS NOT NULL AND v_head IS DISTINCT FROM p_base THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP001',
+            MESSAGE = format('thread %L head moved: stored %L, expected %L', p_thread_id, v_head, p_base);
+    END IF;
+    SELECT status, token INTO v_status, v_token FROM repertory.runs WHERE run_id = p_run_id FOR UPDATE;
+    IF v_status IN ('done', 'cancelled') THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP001',
+            MESSAGE = format('run %L is already %s; a finished run cannot change', p_run_id, v_status);
+    END IF;
+    IF p_redeem IS NOT NULL AND (v_token IS NULL OR v_token <> p_redeem) THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP001',
+            MESSAGE = format('run %L: the resume token is no longer live', p_run_id);
+    END IF;
+    IF cardinality(p_entry_ids) > 0 THEN
+        INSERT INTO repertory.history_entries (id, created_at, message)
+        SELECT * FROM unnest(p_entry_ids, p_entry_created, p_entry_messages) ON CONFLICT (id) DO NOTHING;
+    END IF;
+    IF cardinality(p_rev_ids) > 0 THEN
+        INSERT INTO repertory.history_revisions (id, parent_id, entry_id, depth, created_at)
+        SELECT * FROM unnest(p_rev_ids, p_rev_parents, p_rev_entries, p_rev_depths, p_rev_created)
+        ON CONFLICT (id) DO NOTHING;
+    END IF;
+    INSERT INTO repertory.runs (run_id, thread_id, status, updated_at, write_seq, token, state)
+    VALUES (p_run_id, p_thread_id, p_status, p_updated, nextval('repertory.runs_write_seq'), p_token, p_state)
+    ON CONFLICT (run_id) DO UPDATE SET
+        thread_id = excluded.thread_id, status = excluded.status, updated_at = excluded.updated_at,
+        write_seq = excluded.write_seq, token = excluded.token, state = excluded.state;
+    UPDATE repertory.threads SET head = p_head, updated_at = p_updated WHERE thread_id = p_thread_id;
+END
+$fn$;
+"""
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE TABLE repertory.meta (key text PRIMARY KEY, value text NOT NULL)",
+        """CREATE TABLE repertory.history_entries (
+               id text PRIMARY KEY, created_at bigint NOT NULL, message text NOT NULL)""",
+        """CREATE TABLE repertory.history_revisions (
+               id text PRIMARY KEY, parent_id text, entry_id text NOT NULL,
+               depth integer NOT NULL, created_at bigint NOT NULL)""",
+        """CREATE TABLE repertory.threads (
+               thread_id text PRIMARY KEY, head text, created_at bigint NOT NULL, updated_at bigint NOT NULL)""",
+        "CREATE SEQUENCE repertory.runs_write_seq",
+        """CREATE TABLE repertory.runs (
+               run_id text PRIMARY KEY, thread_id text NOT NULL, status text NOT NULL,
+               updated_at bigint NOT NULL, write_seq bigint NOT NULL, token text, state text NOT NULL)""",
+        "CREATE INDEX runs_by_thread ON repertory.runs (thread_id)",
+        _COMMIT_FUNCTION,
+    ],
+}

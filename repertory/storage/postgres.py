@@ -1,0 +1,285 @@
+"""``PostgresSessionStore``: the cluster store, for when one machine is outgrown.
+
+psycopg 3 (async) with a connection pool. A commit is one call of a server-side function (see
+``_pg_schema``), so it costs one round trip however many guards it checks, and several processes
+on several machines can share the database safely: the thread head is compare-and-set under a row
+lock and a resume token is redeemed by a conditional check in the same transaction.
+
+Failures are bounded and clear: an unreachable server, a refused login or a missing database raise
+``StoreError`` at open within ``connect_timeout``; a server restart mid-run makes the commits in
+flight raise ``StoreError`` (each one landed whole or not at all) and the pool reconnects. The
+password never appears in a message: every error text is passed through ``redact``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from pydantic import TypeAdapter
+
+from repertory.errors import CommitConflict, StoreError
+from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHistory
+from repertory.runtime.messages import ModelMessage
+from repertory.runtime.state import RunState, ThreadState
+from repertory.storage._commit import plan_commit_async
+from repertory.storage._pg_schema import CONFLICT_SQLSTATE, MIGRATION_LOCK, MIGRATIONS, SCHEMA, SCHEMA_VERSION
+from repertory.storage.base import StoreAliases
+
+__all__ = ["PostgresSessionStore", "redact"]
+
+_MESSAGES = TypeAdapter(list[ModelMessage])
+
+_LINEAGE_SQL = """
+WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
+    SELECT id, parent_id, entry_id, depth, created_at FROM repertory.history_revisions WHERE id = %s
+    UNION ALL
+    SELECT r.id, r.parent_id, r.entry_id, r.depth, r.created_at
+    FROM repertory.history_revisions AS r JOIN lineage AS l ON r.id = l.parent_id
+)
+SELECT l.id, l.parent_id, l.entry_id, l.depth, l.created_at, e.created_at, e.message
+FROM lineage AS l JOIN repertory.history_entries AS e ON e.id = l.entry_id
+ORDER BY l.depth
+"""
+
+_UPSERT_RUN = """
+INSERT INTO repertory.runs (run_id, thread_id, status, updated_at, write_seq, token, state)
+VALUES (%s, %s, %s, %s, nextval('repertory.runs_write_seq'), %s, %s)
+ON CONFLICT (run_id) DO UPDATE SET
+    thread_id = excluded.thread_id, status = excluded.status, updated_at = excluded.updated_at,
+    write_seq = excluded.write_seq, token = excluded.token, state = excluded.state
+"""
+
+_COMMIT_SQL = (
+    "SELECT repertory.repertory_commit(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+def redact(text: str, secret: str | None = None) -> str:
+    """Remove passwords from a text: the known ``secret`` and any ``user:password@`` in a URL."""
+    if secret:
+        text = text.replace(secret, "***")
+    text = re.sub(r"(postgres(?:ql)?://[^:/@\s]+:)[^@\s]*@", r"\1***@", text)
+    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", text, flags=re.IGNORECASE)
+
+
+def _normalise(url: str, connect_timeout: float) -> tuple[str, str | None]:
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgres", "postgresql"):
+        raise StoreError(f"not a PostgreSQL URL: {redact(url)!r}")
+    password = parts.password
+    query = parts.query
+    if "connect_timeout=" not in query:
+        query = "&".join(q for q in (query, f"connect_timeout={max(1, round(connect_timeout))}") if q)
+    return urlunsplit(("postgresql", parts.netloc, parts.path, query, parts.fragment)), password
+
+
+class PostgresSessionStore(StoreAliases):
+    """A ``SessionStore`` in a PostgreSQL database (tables in the ``repertory`` schema)."""
+
+    def __init__(self, pool: AsyncConnectionPool, url: str, password: str | None) -> None:
+        self._pool = pool
+        self._password = password
+        self.url = redact(url, password)
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 16,
+        connect_timeout: float = 5.0,
+        pool_timeout: float = 10.0,
+    ) -> PostgresSessionStore:
+        """Connect, migrate the schema, and open a pool of up to ``max_size`` connections.
+
+        ``pool_timeout`` bounds how long a call waits for a pooled connection (for instance while
+        the server restarts) before it raises ``StoreError``.
+        """
+        conninfo, password = _normalise(url, connect_timeout)
+        try:
+            # One direct connection first: it fails with the server's own reason (refused login,
+            # missing database), which a pool would hide behind a timeout.
+            conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"postgres: cannot connect to {redact(url, password)}: {redact(str(exc), password)}"
+            ) from None
+        try:
+            async with conn:
+                await _migrate(conn)
+        except psycopg.Error as exc:
+            raise StoreError(f"postgres: preparing the schema failed: {redact(str(exc), password)}") from None
+        pool = AsyncConnectionPool(
+            conninfo,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            timeout=pool_timeout,
+            kwargs={"autocommit": True},
+            check=AsyncConnectionPool.check_connection,
+            reconnect_timeout=max(pool_timeout, 30.0),
+            name="repertory",
+        )
+        try:
+            await pool.open(wait=True, timeout=connect_timeout + pool_timeout)
+        except (PoolTimeout, psycopg.Error) as exc:
+            await pool.close()
+            raise StoreError(
+                f"postgres: cannot open a pool to {redact(url, password)}: {redact(str(exc), password)}"
+            ) from None
+        return cls(pool, conninfo, password)
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _conn(self, action: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        if self._closed:
+            raise StoreError("store is closed")
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout:
+            raise StoreError(f"postgres: {action}: no connection to {self.url} within the pool timeout") from None
+        except psycopg.Error as exc:
+            if exc.sqlstate == CONFLICT_SQLSTATE:
+                message = exc.diag.message_primary or str(exc)
+                raise CommitConflict(redact(message, self._password)) from None
+            raise StoreError(f"postgres: {action} failed: {redact(str(exc), self._password)}") from None
+
+    # -- runs and threads -------------------------------------------------------------------------
+
+    async def load_run(self, run_id: str) -> RunState | None:
+        """A copy of the run's checkpoint, or ``None``."""
+        async with self._conn("load_run") as conn:
+            cur = await conn.execute("SELECT state FROM repertory.runs WHERE run_id = %s", (run_id,))
+            row = await cur.fetchone()
+        return None if row is None else RunState.model_validate_json(row[0])
+
+    async def list_runs(self, thread_id: str | None = None) -> list[RunState]:
+        """Runs newest-updated first, ties broken by most recent write."""
+        async with self._conn("list_runs") as conn:
+            if thread_id is None:
+                cur = await conn.execute("SELECT state FROM repertory.runs ORDER BY updated_at DESC, write_seq DESC")
+            else:
+                cur = await conn.execute(
+                    "SELECT state FROM repertory.runs WHERE thread_id = %s ORDER BY updated_at DESC, write_seq DESC",
+                    (thread_id,),
+                )
+            rows = await cur.fetchall()
+        return [RunState.model_validate_json(r[0]) for r in rows]
+
+    async def delete_run(self, run_id: str) -> None:
+        """Remove the run row only."""
+        async with self._conn("delete_run") as conn:
+            await conn.execute("DELETE FROM repertory.runs WHERE run_id = %s", (run_id,))
+
+    async def load_thread(self, thread_id: str) -> ThreadState | None:
+        """A copy of the thread head, or ``None``."""
+        async with self._conn("load_thread") as conn:
+            cur = await conn.execute(
+                "SELECT head, created_at, updated_at FROM repertory.threads WHERE thread_id = %s", (thread_id,)
+            )
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        return ThreadState(thread_id=thread_id, history_revision_id=row[0], created_at=row[1], updated_at=row[2])
+
+    async def save(self, run: RunState) -> None:
+        """Write the run row unconditionally."""
+        token = None if run.suspended_on is None else run.suspended_on.token
+        async with self._conn("save") as conn:
+            await conn.execute(
+                _UPSERT_RUN, (run.run_id, run.thread_id, run.status, run.updated_at, token, run.model_dump_json())
+            )
+
+    # -- history ----------------------------------------------------------------------------------
+
+    async def load_history(self, revision_id: str) -> MessageHistory | None:
+        """The lineage of ``revision_id``, root first, in one recursive query."""
+        async with self._conn("load_history") as conn:
+            cur = await conn.execute(_LINEAGE_SQL, (revision_id,))
+            rows = await cur.fetchall()
+        if not rows:
+            return None
+        messages = _MESSAGES.validate_json("[" + ",".join(r[6] for r in rows) + "]")
+        revisions = [
+            HistoryRevision.model_construct(id=r[0], parent_id=r[1], entry_id=r[2], depth=r[3], created_at=r[4])
+            for r in rows
+        ]
+        entries = [
+            HistoryEntry.model_construct(id=r[2], created_at=r[5], message=m)
+            for r, m in zip(rows, messages, strict=True)
+        ]
+        return MessageHistory(revision_id=revision_id, entries=entries, revisions=revisions)
+
+    async def _holds(self, revision_id: str) -> bool:
+        async with self._conn("commit_session") as conn:
+            cur = await conn.execute("SELECT 1 FROM repertory.history_revisions WHERE id = %s", (revision_id,))
+            return await cur.fetchone() is not None
+
+    async def commit_session(
+        self,
+        *,
+        run: RunState,
+        thread: ThreadState,
+        history: MessageHistory,
+        base_revision_id: str | None = None,
+        redeem_token: str | None = None,
+    ) -> None:
+        """One call of ``repertory_commit``: guards, history delta, run row and thread head, atomically."""
+        delta = await plan_commit_async(run, thread, history, base_revision_id, self._holds)
+        token = None if run.suspended_on is None else run.suspended_on.token
+        params = (
+            thread.thread_id, base_revision_id, thread.history_revision_id, thread.created_at, run.updated_at,
+            run.run_id, run.status, token, run.model_dump_json(), redeem_token,
+            [e.id for e in delta.entries], [e.created_at for e in delta.entries],
+            [e.message.model_dump_json() for e in delta.entries],
+            [r.id for r in delta.revisions], [r.parent_id for r in delta.revisions],
+            [r.entry_id for r in delta.revisions], [r.depth for r in delta.revisions],
+            [r.created_at for r in delta.revisions],
+        )  # fmt: skip
+        async with self._conn("commit_session") as conn:
+            await conn.execute(_COMMIT_SQL, params)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close the pool; later calls raise ``StoreError``. Closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._pool.close()
+
+
+async def _migrate(conn: psycopg.AsyncConnection[Any]) -> None:
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        cur = await conn.execute("SELECT to_regclass('repertory.meta') IS NOT NULL")
+        row = await cur.fetchone()
+        version = 0
+        if row is not None and row[0]:
+            cur = await conn.execute("SELECT value FROM repertory.meta WHERE key = 'schema_version'")
+            found = await cur.fetchone()
+            version = int(found[0]) if found else 0
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"postgres: the database has repertory schema version {version}, newer than this "
+                f"repertory understands ({SCHEMA_VERSION}); upgrade repertory"
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[target]:
+                await conn.execute(statement)  # type: ignore[arg-type]
+            await conn.execute(
+                "INSERT INTO repertory.meta (key, value) VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(target),),
+            )
