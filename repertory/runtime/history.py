@@ -54,19 +54,27 @@ class MessageHistory(BaseModel):
     entries: list[HistoryEntry] = Field(default_factory=list)
     revisions: list[HistoryRevision] = Field(default_factory=list)
 
-    # Lookup indexes, rebuilt lazily when someone changed the public lists behind our back.
+    # Lookup indexes, rebuilt lazily when someone changed the public lists behind our back. They
+    # are read through ``__pydantic_private__`` directly: pydantic's attribute hook costs ~1.7 us
+    # per private read, which was a fifth of a whole step on the hot path.
     _rev_index: dict[str, HistoryRevision] = PrivateAttr(default_factory=dict)
     _entry_index: dict[str, HistoryEntry] = PrivateAttr(default_factory=dict)
 
     def _revs(self) -> dict[str, HistoryRevision]:
-        if len(self._rev_index) != len(self.revisions):
-            self._rev_index = {r.id: r for r in self.revisions}
-        return self._rev_index
+        private = self.__pydantic_private__
+        assert private is not None
+        index: dict[str, HistoryRevision] = private["_rev_index"]
+        if len(index) != len(self.revisions):
+            index = private["_rev_index"] = {r.id: r for r in self.revisions}
+        return index
 
     def _entries(self) -> dict[str, HistoryEntry]:
-        if len(self._entry_index) != len(self.entries):
-            self._entry_index = {e.id: e for e in self.entries}
-        return self._entry_index
+        private = self.__pydantic_private__
+        assert private is not None
+        index: dict[str, HistoryEntry] = private["_entry_index"]
+        if len(index) != len(self.entries):
+            index = private["_entry_index"] = {e.id: e for e in self.entries}
+        return index
 
     def revision(self, revision_id: str) -> HistoryRevision | None:
         """The revision with this id, if this view holds it."""
@@ -144,12 +152,11 @@ class MessageHistory(BaseModel):
             depth=1 if parent is None else parent.depth + 1,
             created_at=at,
         )
-        self._entries()
-        self._revs()
+        entries, revs = self._entries(), self._revs()
         self.entries.append(entry)
-        self._entry_index[entry.id] = entry
+        entries[entry.id] = entry
         self.revisions.append(rev)
-        self._rev_index[rev.id] = rev
+        revs[rev.id] = rev
         self.revision_id = rev.id
         return rev
 

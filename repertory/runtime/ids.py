@@ -12,6 +12,7 @@ Resume tokens are not ids: they are pure randomness (192 bits) with no timestamp
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets
 import time
@@ -26,14 +27,28 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# The random part is exactly 10 bytes, which base32 encodes into 16 characters with no padding;
+# translating RFC 4648's alphabet into Crockford's keeps the encoding in C (3 us -> under 1 us).
+_RFC_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _ALPHABET.encode())
+_prefix_ms = -1
+_prefix = ""
+
+
+def _time_prefix(ms: int) -> str:
+    global _prefix_ms, _prefix
+    if ms != _prefix_ms:
+        chars = [""] * 10
+        value = ms
+        for i in range(9, -1, -1):
+            chars[i] = _ALPHABET[value & 31]
+            value >>= 5
+        _prefix_ms, _prefix = ms, "".join(chars)
+    return _prefix
+
+
 def new_id() -> str:
     """Return a fresh 26-character id, sortable by creation millisecond and unguessable."""
-    value = (now_ms() << 80) | int.from_bytes(os.urandom(10), "big")
-    chars = [""] * 26
-    for i in range(25, -1, -1):
-        chars[i] = _ALPHABET[value & 31]
-        value >>= 5
-    return "".join(chars)
+    return _time_prefix(now_ms()) + base64.b32encode(os.urandom(10)).translate(_RFC_TO_CROCKFORD).decode()
 
 
 def new_token() -> str:

@@ -45,7 +45,6 @@ _MIGRATIONS: dict[int, list[str]] = {
                token TEXT,
                state TEXT NOT NULL)""",
         """CREATE INDEX runs_by_thread ON runs (thread_id)""",
-        """CREATE INDEX runs_by_write ON runs (write_seq)""",
     ],
 }
 

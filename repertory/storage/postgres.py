@@ -21,19 +21,17 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
-from pydantic import TypeAdapter
 
 from repertory.errors import CommitConflict, StoreError
-from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHistory
-from repertory.runtime.messages import ModelMessage
+from repertory.runtime.history import MessageHistory
 from repertory.runtime.state import RunState, ThreadState
 from repertory.storage._commit import plan_commit_async
+from repertory.storage._lineage import decode_lineage
 from repertory.storage._pg_schema import CONFLICT_SQLSTATE, MIGRATION_LOCK, MIGRATIONS, SCHEMA, SCHEMA_VERSION
 from repertory.storage.base import StoreAliases
 
 __all__ = ["PostgresSessionStore", "redact"]
 
-_MESSAGES = TypeAdapter(list[ModelMessage])
 
 _LINEAGE_SQL = """
 WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
@@ -44,7 +42,6 @@ WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
 )
 SELECT l.id, l.parent_id, l.entry_id, l.depth, l.created_at, e.created_at, e.message
 FROM lineage AS l JOIN repertory.history_entries AS e ON e.id = l.entry_id
-ORDER BY l.depth
 """
 
 _UPSERT_RUN = """
@@ -209,16 +206,7 @@ class PostgresSessionStore(StoreAliases):
             rows = await cur.fetchall()
         if not rows:
             return None
-        messages = _MESSAGES.validate_json("[" + ",".join(r[6] for r in rows) + "]")
-        revisions = [
-            HistoryRevision.model_construct(id=r[0], parent_id=r[1], entry_id=r[2], depth=r[3], created_at=r[4])
-            for r in rows
-        ]
-        entries = [
-            HistoryEntry.model_construct(id=r[2], created_at=r[5], message=m)
-            for r, m in zip(rows, messages, strict=True)
-        ]
-        return MessageHistory(revision_id=revision_id, entries=entries, revisions=revisions)
+        return decode_lineage(revision_id, rows)
 
     async def _holds(self, revision_id: str) -> bool:
         async with self._conn("commit_session") as conn:
@@ -277,7 +265,7 @@ async def _migrate(conn: psycopg.AsyncConnection[Any]) -> None:
             )
         for target in range(version + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[target]:
-                await conn.execute(statement)  # type: ignore[arg-type]
+                await conn.execute(statement)
             await conn.execute(
                 "INSERT INTO repertory.meta (key, value) VALUES ('schema_version', %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",

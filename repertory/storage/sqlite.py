@@ -19,16 +19,15 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Literal, TypeVar
 
-from pydantic import TypeAdapter
-
 from repertory.errors import StoreError
-from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHistory
-from repertory.runtime.messages import ModelMessage
+from repertory.runtime.history import MessageHistory
 from repertory.runtime.state import RunState, ThreadState
 from repertory.storage._commit import check_stored_state, plan_commit
+from repertory.storage._lineage import decode_lineage
 from repertory.storage._sqlite_schema import check_file, ensure_schema
 from repertory.storage.base import StoreAliases
 
@@ -36,7 +35,6 @@ __all__ = ["Durability", "SqliteSessionStore"]
 
 Durability = Literal["normal", "full"]
 _T = TypeVar("_T")
-_MESSAGES = TypeAdapter(list[ModelMessage])
 _BUSY_TIMEOUT_MS = 10_000
 
 _LINEAGE_SQL = """
@@ -48,14 +46,13 @@ WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
 )
 SELECT l.id, l.parent_id, l.entry_id, l.depth, l.created_at, e.created_at, e.message
 FROM lineage AS l JOIN history_entries AS e ON e.id = l.entry_id
-ORDER BY l.depth
 """
 
 _UPSERT_RUN = """
 INSERT INTO runs (run_id, thread_id, status, updated_at, write_seq, token, state)
-VALUES (?, ?, ?, ?, (SELECT COALESCE(MAX(write_seq), 0) + 1 FROM runs), ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (run_id) DO UPDATE SET
-    thread_id = excluded.thread_id, status = excluded.status, updated_at = excluded.updated_at,
+    status = excluded.status, updated_at = excluded.updated_at,
     write_seq = excluded.write_seq, token = excluded.token, state = excluded.state
 """
 
@@ -94,9 +91,23 @@ def _connect(target: str, *, uri: bool, durability: Durability, wal: bool) -> sq
     return conn
 
 
-def _run_row(run: RunState) -> tuple[str, str, str, int, str | None, str]:
+_last_write_seq = 0
+
+
+def _next_write_seq() -> int:
+    """Write order for ``list_runs`` ties: a microsecond clock that never repeats in this process.
+
+    A clock rather than ``MAX(write_seq) + 1`` keeps an index off a row written every step (each
+    index is another page in the WAL per commit); across processes it still orders writes by time.
+    """
+    global _last_write_seq
+    _last_write_seq = max(_last_write_seq + 1, time.time_ns() // 1000)
+    return _last_write_seq
+
+
+def _run_row(run: RunState) -> tuple[str, str, str, int, int, str | None, str]:
     token = None if run.suspended_on is None else run.suspended_on.token
-    return (run.run_id, run.thread_id, run.status, run.updated_at, token, run.model_dump_json())
+    return (run.run_id, run.thread_id, run.status, run.updated_at, _next_write_seq(), token, run.model_dump_json())
 
 
 class SqliteSessionStore(StoreAliases):
@@ -236,17 +247,7 @@ class SqliteSessionStore(StoreAliases):
         rows = await self._read("load_history", lambda conn: conn.execute(_LINEAGE_SQL, (revision_id,)).fetchall())
         if not rows:
             return None
-        # One JSON array validated in one call is several times faster than a call per message.
-        messages = _MESSAGES.validate_json("[" + ",".join(r[6] for r in rows) + "]")
-        revisions = [
-            HistoryRevision.model_construct(id=r[0], parent_id=r[1], entry_id=r[2], depth=r[3], created_at=r[4])
-            for r in rows
-        ]
-        entries = [
-            HistoryEntry.model_construct(id=r[2], created_at=r[5], message=m)
-            for r, m in zip(rows, messages, strict=True)
-        ]
-        return MessageHistory(revision_id=revision_id, entries=entries, revisions=revisions)
+        return decode_lineage(revision_id, rows)
 
     def _holds(self, revision_id: str) -> bool:
         row = self._writer.execute("SELECT 1 FROM history_revisions WHERE id = ?", (revision_id,)).fetchone()
