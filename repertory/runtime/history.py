@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from repertory.runtime.ids import new_id, now_ms
+from repertory.runtime.ids import Id, new_id, now_ms
 from repertory.runtime.messages import ModelMessage
 
 __all__ = ["HistoryEntry", "HistoryRevision", "MessageHistory", "HistoryIntegrityError"]
@@ -30,7 +30,7 @@ class HistoryEntry(BaseModel):
     """One stored message, written once and shared by every revision and thread that reaches it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    id: str
+    id: Id
     message: ModelMessage
     created_at: int
 
@@ -39,9 +39,9 @@ class HistoryRevision(BaseModel):
     """One step of a conversation: ``entry_id`` added on top of ``parent_id`` (``depth`` 1 at a root)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    id: str
-    parent_id: str | None
-    entry_id: str
+    id: Id
+    parent_id: Id | None
+    entry_id: Id
     depth: int = Field(ge=1)
     created_at: int
 

@@ -16,8 +16,11 @@ import base64
 import os
 import secrets
 import time
+from typing import Annotated
 
-__all__ = ["new_id", "new_token", "now_ms"]
+from pydantic import AfterValidator
+
+__all__ = ["Id", "new_id", "new_token", "now_ms"]
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -54,3 +57,15 @@ def new_id() -> str:
 def new_token() -> str:
     """Return a single-use resume token: 192 random bits, URL-safe, no timestamp inside."""
     return secrets.token_urlsafe(24)
+
+
+def _check_id(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("an id cannot contain a NUL character (PostgreSQL text cannot store it)")
+    if not value:
+        raise ValueError("an id cannot be empty")
+    return value
+
+
+Id = Annotated[str, AfterValidator(_check_id)]
+"""A record id: any non-empty string without NUL, so every store backend can hold it unchanged."""

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
-from repertory.runtime.ids import now_ms
+from repertory.runtime.ids import Id, now_ms
 from repertory.runtime.messages import ModelMessage
 
 __all__ = [
@@ -122,13 +122,13 @@ class RunState(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     schema_version: int = SCHEMA_VERSION
-    run_id: str
-    thread_id: str
+    run_id: Id
+    thread_id: Id
     status: RunStatus = "running"
     step_index: int = 0
     usage: Usage = Field(default_factory=Usage)
     cost: float | None = None
-    history_revision_id: str | None = None
+    history_revision_id: Id | None = None
     suspended_on: SuspendReason | None = None
     scratch: dict[str, JsonValue] = Field(default_factory=dict)
     result: JsonValue | None = None
@@ -160,8 +160,8 @@ class ThreadState(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     schema_version: int = SCHEMA_VERSION
-    thread_id: str
-    history_revision_id: str | None = None
+    thread_id: Id
+    history_revision_id: Id | None = None
     created_at: int = Field(default_factory=now_ms)
     updated_at: int = Field(default_factory=now_ms)
 

@@ -6,22 +6,23 @@ processes opening the same database at once migrate it exactly once.
 
 ``repertory_commit`` is the whole of ``commit_session`` on the server: the compare-and-set on the
 thread head, the finished-run and token guards, the history delta, the run row and the thread head,
-in one statement and so one round trip. A guard that fails raises SQLSTATE ``RP001`` (conflict)
-and the transaction writes nothing.
+in one statement and so one round trip. A guard that fails raises SQLSTATE ``RP001`` (conflict) or
+``RP002`` (the resume token is no longer live), and the transaction writes nothing.
 """
 
 from __future__ import annotations
 
-__all__ = ["CONFLICT_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
+__all__ = ["CONFLICT_SQLSTATE", "TOKEN_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
 
 SCHEMA = "repertory"
 SCHEMA_VERSION = 1
 CONFLICT_SQLSTATE = "RP001"
+TOKEN_SQLSTATE = "RP002"  # a conflict whose cause is a resume token that is no longer live
 MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
 
 _COMMIT_FUNCTION = r"""
 CREATE OR REPLACE FUNCTION repertory.repertory_commit(
-    p_thread_id text, p_base text, p_head text, p_thread_created bigint, p_updated bigint,
+    p_thread_id text, p_base text, p_head text, p_thread_created bigint, p_thread_updated bigint, p_updated bigint,
     p_run_id text, p_status text, p_token text, p_state text, p_redeem text,
     p_entry_ids text[], p_entry_created bigint[], p_entry_messages text[],
     p_rev_ids text[], p_rev_parents text[], p_rev_entries text[], p_rev_depths integer[], p_rev_created bigint[]
@@ -34,7 +35,7 @@ BEGIN
     IF p_base IS NULL THEN
         -- Creating a thread: racing creators serialise on the primary key here.
         INSERT INTO repertory.threads (thread_id, head, created_at, updated_at)
-        VALUES (p_thread_id, NULL, p_thread_created, p_updated) ON CONFLICT (thread_id) DO NOTHING;
+        VALUES (p_thread_id, NULL, p_thread_created, p_thread_updated) ON CONFLICT (thread_id) DO NOTHING;
     END IF;
     SELECT head INTO v_head FROM repertory.threads WHERE thread_id = p_thread_id FOR UPDATE;
     IF NOT FOUND THEN
@@ -55,7 +56,7 @@ BEGIN
             MESSAGE = format('run %L is already %s; a finished run cannot change', p_run_id, v_status);
     END IF;
     IF p_redeem IS NOT NULL AND (v_token IS NULL OR v_token <> p_redeem) THEN
-        RAISE EXCEPTION USING ERRCODE = 'RP001',
+        RAISE EXCEPTION USING ERRCODE = 'RP002',
             MESSAGE = format('run %L: the resume token is no longer live', p_run_id);
     END IF;
     IF cardinality(p_entry_ids) > 0 THEN
@@ -72,7 +73,7 @@ BEGIN
     ON CONFLICT (run_id) DO UPDATE SET
         thread_id = excluded.thread_id, status = excluded.status, updated_at = excluded.updated_at,
         write_seq = excluded.write_seq, token = excluded.token, state = excluded.state;
-    UPDATE repertory.threads SET head = p_head, updated_at = p_updated WHERE thread_id = p_thread_id;
+    UPDATE repertory.threads SET head = p_head, updated_at = p_thread_updated WHERE thread_id = p_thread_id;
 END
 $fn$;
 """

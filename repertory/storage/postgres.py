@@ -27,7 +27,14 @@ from repertory.runtime.history import MessageHistory
 from repertory.runtime.state import RunState, ThreadState
 from repertory.storage._commit import plan_commit_async
 from repertory.storage._lineage import decode_lineage
-from repertory.storage._pg_schema import CONFLICT_SQLSTATE, MIGRATION_LOCK, MIGRATIONS, SCHEMA, SCHEMA_VERSION
+from repertory.storage._pg_schema import (
+    CONFLICT_SQLSTATE,
+    MIGRATION_LOCK,
+    MIGRATIONS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    TOKEN_SQLSTATE,
+)
 from repertory.storage.base import StoreAliases
 
 __all__ = ["PostgresSessionStore", "redact"]
@@ -52,9 +59,7 @@ ON CONFLICT (run_id) DO UPDATE SET
     write_seq = excluded.write_seq, token = excluded.token, state = excluded.state
 """
 
-_COMMIT_SQL = (
-    "SELECT repertory.repertory_commit(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-)
+_COMMIT_SQL = "SELECT repertory.repertory_commit(" + ", ".join(["%s"] * 19) + ")"
 
 
 def redact(text: str, secret: str | None = None) -> str:
@@ -81,6 +86,7 @@ class PostgresSessionStore(StoreAliases):
 
     def __init__(self, pool: AsyncConnectionPool, url: str, password: str | None) -> None:
         self._pool = pool
+        self._conninfo = url  # with the password: only for reopening, never shown
         self._password = password
         self.url = redact(url, password)
         self._closed = False
@@ -146,9 +152,11 @@ class PostgresSessionStore(StoreAliases):
         except PoolTimeout:
             raise StoreError(f"postgres: {action}: no connection to {self.url} within the pool timeout") from None
         except psycopg.Error as exc:
-            if exc.sqlstate == CONFLICT_SQLSTATE:
-                message = exc.diag.message_primary or str(exc)
-                raise CommitConflict(redact(message, self._password)) from None
+            if exc.sqlstate in (CONFLICT_SQLSTATE, TOKEN_SQLSTATE):
+                message = redact(exc.diag.message_primary or str(exc), self._password)
+                if exc.sqlstate == TOKEN_SQLSTATE:
+                    raise CommitConflict(message, token_redeemed=True) from None
+                raise CommitConflict(message) from None
             raise StoreError(f"postgres: {action} failed: {redact(str(exc), self._password)}") from None
 
     # -- runs and threads -------------------------------------------------------------------------
@@ -226,7 +234,8 @@ class PostgresSessionStore(StoreAliases):
         delta = await plan_commit_async(run, thread, history, base_revision_id, self._holds)
         token = None if run.suspended_on is None else run.suspended_on.token
         params = (
-            thread.thread_id, base_revision_id, thread.history_revision_id, thread.created_at, run.updated_at,
+            thread.thread_id, base_revision_id, thread.history_revision_id, thread.created_at, thread.updated_at,
+            run.updated_at,
             run.run_id, run.status, token, run.model_dump_json(), redeem_token,
             [e.id for e in delta.entries], [e.created_at for e in delta.entries],
             [e.message.model_dump_json() for e in delta.entries],
