@@ -61,7 +61,8 @@ def _(store: SqliteSessionStore) -> tuple[int, int]:
 def _(store: PostgresSessionStore) -> tuple[int, int]:
     with psycopg.connect(store._conninfo, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT (SELECT count(*) FROM repertory.history_entries), (SELECT count(*) FROM repertory.history_revisions)"
+            "SELECT (SELECT count(*) FROM repertory.history_entries), "
+            "(SELECT count(*) FROM repertory.history_revisions)"
         ).fetchone()
     assert row is not None
     return int(row[0]), int(row[1])

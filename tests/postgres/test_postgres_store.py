@@ -190,7 +190,7 @@ async def test_two_processes_racing_on_one_thread_exactly_one_wins_each_round(
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     procs = [
-        subprocess.Popen(
+        subprocess.Popen(  # noqa: ASYNC220 - started once, waited on in a thread below
             [sys.executable, "-c", _RACER, pg_server.url, name, str(rounds), str(barrier)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
