@@ -33,9 +33,7 @@ def decode_lineage(revision_id: str, rows: Sequence[Sequence[Any]]) -> MessageHi
         revisions = [
             HistoryRevision(id=r[0], parent_id=r[1], entry_id=r[2], depth=r[3], created_at=r[4]) for r in ordered
         ]
-        entries = [
-            HistoryEntry(id=r[2], created_at=r[5], message=m) for r, m in zip(ordered, messages, strict=True)
-        ]
+        entries = [HistoryEntry(id=r[2], created_at=r[5], message=m) for r, m in zip(ordered, messages, strict=True)]
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -15,7 +15,7 @@ from __future__ import annotations
 __all__ = ["CONFLICT_SQLSTATE", "TOKEN_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
 
 SCHEMA = "repertory"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CONFLICT_SQLSTATE = "RP001"
 TOKEN_SQLSTATE = "RP002"  # a conflict whose cause is a resume token that is no longer live
 MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
@@ -78,6 +78,76 @@ END
 $fn$;
 """
 
+_COMMIT_FUNCTION_V2 = r"""
+CREATE OR REPLACE FUNCTION repertory.repertory_commit(
+    p_thread_id text, p_base text, p_head text, p_thread_created bigint, p_thread_updated bigint, p_updated bigint,
+    p_run_id text, p_status text, p_token text, p_state text, p_redeem text,
+    p_entry_ids text[], p_entry_created bigint[], p_entry_messages text[],
+    p_rev_ids text[], p_rev_parents text[], p_rev_entries text[], p_rev_depths integer[], p_rev_created bigint[],
+    p_ev_seqs bigint[], p_ev_subs text[], p_ev_types text[], p_ev_ats bigint[], p_ev_data text[]
+) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_head text;
+    v_status text;
+    v_token text;
+    v_last bigint;
+BEGIN
+    IF p_base IS NULL THEN
+        -- Creating a thread: racing creators serialise on the primary key here.
+        INSERT INTO repertory.threads (thread_id, head, created_at, updated_at)
+        VALUES (p_thread_id, NULL, p_thread_created, p_thread_updated) ON CONFLICT (thread_id) DO NOTHING;
+    END IF;
+    SELECT head INTO v_head FROM repertory.threads WHERE thread_id = p_thread_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP001',
+            MESSAGE = format('thread %L head moved: stored none, expected %L', p_thread_id, p_base);
+    END IF;
+    IF p_base IS NULL AND v_head IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP001',
+            MESSAGE = format('thread %L already has head %L; a commit with base_revision_id=None only creates a thread',
+                             p_thread_id, v_head);
+    ELSIF p_base IS NOT NULL AND v_head IS DISTINCT FROM p_base THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP001',
+            MESSAGE = format('thread %L head moved: stored %L, expected %L', p_thread_id, v_head, p_base);
+    END IF;
+    SELECT status, token INTO v_status, v_token FROM repertory.runs WHERE run_id = p_run_id FOR UPDATE;
+    IF v_status IN ('done', 'cancelled') THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP001',
+            MESSAGE = format('run %L is already %s; a finished run cannot change', p_run_id, v_status);
+    END IF;
+    IF p_redeem IS NOT NULL AND (v_token IS NULL OR v_token <> p_redeem) THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP002',
+            MESSAGE = format('run %L: the resume token is no longer live', p_run_id);
+    END IF;
+    IF cardinality(p_entry_ids) > 0 THEN
+        INSERT INTO repertory.history_entries (id, created_at, message)
+        SELECT * FROM unnest(p_entry_ids, p_entry_created, p_entry_messages) ON CONFLICT (id) DO NOTHING;
+    END IF;
+    IF cardinality(p_rev_ids) > 0 THEN
+        INSERT INTO repertory.history_revisions (id, parent_id, entry_id, depth, created_at)
+        SELECT * FROM unnest(p_rev_ids, p_rev_parents, p_rev_entries, p_rev_depths, p_rev_created)
+        ON CONFLICT (id) DO NOTHING;
+    END IF;
+    INSERT INTO repertory.runs (run_id, thread_id, status, updated_at, write_seq, token, state)
+    VALUES (p_run_id, p_thread_id, p_status, p_updated, nextval('repertory.runs_write_seq'), p_token, p_state)
+    ON CONFLICT (run_id) DO UPDATE SET
+        thread_id = excluded.thread_id, status = excluded.status, updated_at = excluded.updated_at,
+        write_seq = excluded.write_seq, token = excluded.token, state = excluded.state;
+    UPDATE repertory.threads SET head = p_head, updated_at = p_thread_updated WHERE thread_id = p_thread_id;
+    IF cardinality(p_ev_seqs) > 0 THEN
+        -- A session's thread id is its session id; the thread row lock above serialises its writers.
+        SELECT COALESCE(MAX(seq), 0) INTO v_last FROM repertory.events WHERE session_id = p_thread_id;
+        IF EXISTS (SELECT 1 FROM unnest(p_ev_seqs) WITH ORDINALITY AS u(s, i) WHERE s <> v_last + i) THEN
+            RAISE EXCEPTION USING ERRCODE = 'RP001',
+                MESSAGE = format('events of session %L do not continue its seq %s', p_thread_id, v_last);
+        END IF;
+        INSERT INTO repertory.events (session_id, seq, submission_id, type, at, data)
+        SELECT p_thread_id, * FROM unnest(p_ev_seqs, p_ev_subs, p_ev_types, p_ev_ats, p_ev_data);
+    END IF;
+END
+$fn$;
+"""
+
 MIGRATIONS: dict[int, list[str]] = {
     1: [
         "CREATE TABLE repertory.meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -94,5 +164,20 @@ MIGRATIONS: dict[int, list[str]] = {
                updated_at bigint NOT NULL, write_seq bigint NOT NULL, token text, state text NOT NULL)""",
         "CREATE INDEX runs_by_thread ON repertory.runs (thread_id)",
         _COMMIT_FUNCTION,
+    ],
+    # The session tree: sessions, durable turns, the per-session event log; commits carry events.
+    2: [
+        """CREATE TABLE repertory.sessions (
+               session_id text PRIMARY KEY, parent_id text, created_at bigint NOT NULL, record text NOT NULL)""",
+        "CREATE INDEX sessions_by_parent ON repertory.sessions (parent_id) WHERE parent_id IS NOT NULL",
+        """CREATE TABLE repertory.turns (
+               submission_id text PRIMARY KEY, session_id text NOT NULL, seq integer NOT NULL,
+               status text NOT NULL, record text NOT NULL, UNIQUE (session_id, seq))""",
+        "CREATE INDEX turns_open ON repertory.turns (status) WHERE status IN ('queued', 'running')",
+        """CREATE TABLE repertory.events (
+               session_id text NOT NULL, seq bigint NOT NULL, submission_id text, type text NOT NULL,
+               at bigint NOT NULL, data text NOT NULL, PRIMARY KEY (session_id, seq))""",
+        "DROP FUNCTION repertory.repertory_commit",
+        _COMMIT_FUNCTION_V2,
     ],
 }

@@ -14,7 +14,7 @@ from repertory.errors import StoreError
 
 __all__ = ["SCHEMA_VERSION", "ensure_schema", "check_file"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Entries carry whole messages (often KBs), so they live in a rowid table: WITHOUT ROWID tables
 # spill rows over ~1 KB to overflow pages. Revisions, threads and runs are small and keyed by id.
@@ -45,6 +45,31 @@ _MIGRATIONS: dict[int, list[str]] = {
                token TEXT,
                state TEXT NOT NULL)""",
         """CREATE INDEX runs_by_thread ON runs (thread_id)""",
+    ],
+    # The session tree: sessions, durable turns, and the per-session event log.
+    2: [
+        """CREATE TABLE sessions (
+               session_id TEXT PRIMARY KEY,
+               parent_id TEXT,
+               created_at INTEGER NOT NULL,
+               record TEXT NOT NULL) WITHOUT ROWID""",
+        """CREATE INDEX sessions_by_parent ON sessions (parent_id) WHERE parent_id IS NOT NULL""",
+        """CREATE TABLE turns (
+               submission_id TEXT PRIMARY KEY,
+               session_id TEXT NOT NULL,
+               seq INTEGER NOT NULL,
+               status TEXT NOT NULL,
+               record TEXT NOT NULL)""",
+        """CREATE UNIQUE INDEX turns_by_session ON turns (session_id, seq)""",
+        """CREATE INDEX turns_open ON turns (status) WHERE status IN ('queued', 'running')""",
+        """CREATE TABLE events (
+               session_id TEXT NOT NULL,
+               seq INTEGER NOT NULL,
+               submission_id TEXT,
+               type TEXT NOT NULL,
+               at INTEGER NOT NULL,
+               data TEXT NOT NULL)""",
+        """CREATE UNIQUE INDEX events_by_seq ON events (session_id, seq)""",
     ],
 }
 

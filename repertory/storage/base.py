@@ -6,13 +6,15 @@ Every backend (memory, SQLite, PostgreSQL) implements it and passes the same con
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
 from repertory.runtime.history import MessageHistory
 from repertory.runtime.state import RunState, ThreadState
+from repertory.runtime.tree import SessionEvent, SessionRecord, TurnRecord, TurnStatus
 
-__all__ = ["SessionStore", "StoreAliases"]
+__all__ = ["SessionStore", "StoreAliases", "TreeStore"]
 
 
 @runtime_checkable
@@ -46,6 +48,7 @@ class SessionStore(Protocol):
         history: MessageHistory,
         base_revision_id: str | None = None,
         redeem_token: str | None = None,
+        events: Sequence[SessionEvent] = (),
     ) -> None:
         """Atomically write the history delta since ``base_revision_id``, the run row and the thread head.
 
@@ -54,6 +57,8 @@ class SessionStore(Protocol):
         have a head yet), or when the stored run is already ``done`` or ``cancelled``.
         With ``redeem_token`` (an engine extension) it also raises unless that token is the stored
         run's live token: the redemption and the decision it records are one transaction.
+        ``events`` (also an extension) are appended in the same transaction, so a session's event
+        log never runs ahead of, or behind, its checkpoints.
         """
 
     async def save(self, run: RunState) -> None:
@@ -72,6 +77,53 @@ class SessionStore(Protocol):
         tb: TracebackType | None,
     ) -> None:
         """Close the store."""
+
+
+@runtime_checkable
+class TreeStore(SessionStore, Protocol):
+    """The tables the runtime keeps beside runs and history: sessions, turns and events.
+
+    Every built-in store implements it and passes ``tests/conformance/test_tree_conformance.py``.
+    """
+
+    async def create_session(self, session: SessionRecord, *, head: str | None = None) -> None:
+        """Insert a session and its thread (pointing at ``head``: a fork's shared revision) atomically.
+
+        Raises ``CommitConflict`` if the session or its thread already exists.
+        """
+
+    async def load_session(self, session_id: str) -> SessionRecord | None:
+        """A copy of the session row, or ``None``."""
+
+    async def update_session(self, session: SessionRecord) -> None:
+        """Rewrite a session row's mutable fields (title, model, cwd, updated_at)."""
+
+    async def list_children(self, parent_id: str) -> list[SessionRecord]:
+        """Sessions spawned or forked from ``parent_id``, oldest first."""
+
+    async def add_turn(self, turn: TurnRecord) -> TurnRecord:
+        """Queue a turn durably; returns it with its per-session ``seq``. A known id is ``CommitConflict``."""
+
+    async def update_turn(self, turn: TurnRecord) -> None:
+        """Rewrite a turn's status, error and times."""
+
+    async def load_turn(self, submission_id: str) -> TurnRecord | None:
+        """A copy of the turn, or ``None``."""
+
+    async def list_turns(self, session_id: str, statuses: Sequence[TurnStatus] | None = None) -> list[TurnRecord]:
+        """A session's turns in queue order, optionally only those in ``statuses``."""
+
+    async def list_open_turns(self) -> list[TurnRecord]:
+        """Every ``queued`` or ``running`` turn of every session (what a restart must finish)."""
+
+    async def append_events(self, events: Sequence[SessionEvent]) -> None:
+        """Append events; a ``(session_id, seq)`` already stored is ``CommitConflict`` and nothing is written."""
+
+    async def load_events(self, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[SessionEvent]:
+        """Stored events with ``seq > after_seq``, in order."""
+
+    async def last_event_seq(self, session_id: str) -> int:
+        """The highest stored seq of the session (0 when it has none)."""
 
 
 class StoreAliases:

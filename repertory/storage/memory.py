@@ -7,13 +7,16 @@ fresh copy and a record that would not survive a real store does not survive thi
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 from pydantic import TypeAdapter
 
 from repertory.errors import StoreError
 from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHistory
 from repertory.runtime.state import RunState, ThreadState
+from repertory.runtime.tree import SessionEvent
 from repertory.storage._commit import check_stored_state, plan_commit
+from repertory.storage._memory_tree import MemoryTreeTables
 from repertory.storage.base import StoreAliases
 
 __all__ = ["InMemorySessionStore"]
@@ -22,8 +25,8 @@ _REVISION = TypeAdapter(HistoryRevision)
 _ENTRY = TypeAdapter(HistoryEntry)
 
 
-class InMemorySessionStore(StoreAliases):
-    """A ``SessionStore`` held in this process's memory; nothing survives the process."""
+class InMemorySessionStore(MemoryTreeTables, StoreAliases):
+    """A ``TreeStore`` held in this process's memory; nothing survives the process."""
 
     def __init__(self) -> None:
         self._runs: dict[str, tuple[int, int, str, str]] = {}  # run_id -> (updated_at, seq, thread_id, json)
@@ -32,6 +35,7 @@ class InMemorySessionStore(StoreAliases):
         self._entries: dict[str, str] = {}
         self._seq = itertools.count(1)
         self._closed = False
+        self._init_tree()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -84,6 +88,7 @@ class InMemorySessionStore(StoreAliases):
         history: MessageHistory,
         base_revision_id: str | None = None,
         redeem_token: str | None = None,
+        events: Sequence[SessionEvent] = (),
     ) -> None:
         """Atomic: every check passes before the first write, and the writes cannot fail halfway."""
         self._check_open()
@@ -102,6 +107,7 @@ class InMemorySessionStore(StoreAliases):
             redeem_token,
             None if stored_run is None or stored_run.suspended_on is None else stored_run.suspended_on.token,
         )
+        event_rows = self._check_events(events)
         # Serialise everything first: a failure here leaves the store untouched.
         run_json = run.model_dump_json()
         if stored_head is not None:
@@ -116,6 +122,7 @@ class InMemorySessionStore(StoreAliases):
             self._entries.setdefault(eid, raw)
         for rid, raw in new_revs:
             self._revisions.setdefault(rid, raw)
+        self._write_events(event_rows)
 
     async def save(self, run: RunState) -> None:
         """Write the run row unconditionally."""

@@ -13,28 +13,26 @@ password never appears in a message: every error text is passed through ``redact
 
 from __future__ import annotations
 
-import contextlib
-import re
-from collections.abc import AsyncIterator
+from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from repertory.errors import CommitConflict, StoreError
+from repertory.errors import StoreError
 from repertory.runtime.history import MessageHistory
 from repertory.runtime.state import RunState, ThreadState
+from repertory.runtime.tree import SessionEvent
 from repertory.storage._commit import plan_commit_async
 from repertory.storage._lineage import decode_lineage
+from repertory.storage._pg_base import normalise_url, redact
 from repertory.storage._pg_schema import (
-    CONFLICT_SQLSTATE,
     MIGRATION_LOCK,
     MIGRATIONS,
     SCHEMA,
     SCHEMA_VERSION,
-    TOKEN_SQLSTATE,
 )
+from repertory.storage._pg_tree import PgTreeTables, event_arrays
 from repertory.storage.base import StoreAliases
 
 __all__ = ["PostgresSessionStore", "redact"]
@@ -59,37 +57,11 @@ ON CONFLICT (run_id) DO UPDATE SET
     write_seq = excluded.write_seq, token = excluded.token, state = excluded.state
 """
 
-_COMMIT_SQL = "SELECT repertory.repertory_commit(" + ", ".join(["%s"] * 19) + ")"
+_COMMIT_SQL = "SELECT repertory.repertory_commit(" + ", ".join(["%s"] * 24) + ")"
 
 
-def redact(text: str, secret: str | None = None) -> str:
-    """Remove passwords from a text: the known ``secret`` and any ``user:password@`` in a URL."""
-    if secret:
-        text = text.replace(secret, "***")
-    text = re.sub(r"(postgres(?:ql)?://[^:/@\s]+:)[^@\s]*@", r"\1***@", text)
-    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", text, flags=re.IGNORECASE)
-
-
-def _normalise(url: str, connect_timeout: float) -> tuple[str, str | None]:
-    parts = urlsplit(url)
-    if parts.scheme not in ("postgres", "postgresql"):
-        raise StoreError(f"not a PostgreSQL URL: {redact(url)!r}")
-    password = parts.password
-    query = parts.query
-    if "connect_timeout=" not in query:
-        query = "&".join(q for q in (query, f"connect_timeout={max(1, round(connect_timeout))}") if q)
-    return urlunsplit(("postgresql", parts.netloc, parts.path, query, parts.fragment)), password
-
-
-class PostgresSessionStore(StoreAliases):
-    """A ``SessionStore`` in a PostgreSQL database (tables in the ``repertory`` schema)."""
-
-    def __init__(self, pool: AsyncConnectionPool, url: str, password: str | None) -> None:
-        self._pool = pool
-        self._conninfo = url  # with the password: only for reopening, never shown
-        self._password = password
-        self.url = redact(url, password)
-        self._closed = False
+class PostgresSessionStore(PgTreeTables, StoreAliases):
+    """A ``TreeStore`` in a PostgreSQL database (tables in the ``repertory`` schema)."""
 
     @classmethod
     async def open(
@@ -106,7 +78,7 @@ class PostgresSessionStore(StoreAliases):
         ``pool_timeout`` bounds how long a call waits for a pooled connection (for instance while
         the server restarts) before it raises ``StoreError``.
         """
-        conninfo, password = _normalise(url, connect_timeout)
+        conninfo, password = normalise_url(url, connect_timeout)
         try:
             # One direct connection first: it fails with the server's own reason (refused login,
             # missing database), which a pool would hide behind a timeout.
@@ -139,25 +111,6 @@ class PostgresSessionStore(StoreAliases):
                 f"postgres: cannot open a pool to {redact(url, password)}: {redact(str(exc), password)}"
             ) from None
         return cls(pool, conninfo, password)
-
-    # -- plumbing ---------------------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def _conn(self, action: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        if self._closed:
-            raise StoreError("store is closed")
-        try:
-            async with self._pool.connection() as conn:
-                yield conn
-        except PoolTimeout:
-            raise StoreError(f"postgres: {action}: no connection to {self.url} within the pool timeout") from None
-        except psycopg.Error as exc:
-            if exc.sqlstate in (CONFLICT_SQLSTATE, TOKEN_SQLSTATE):
-                message = redact(exc.diag.message_primary or str(exc), self._password)
-                if exc.sqlstate == TOKEN_SQLSTATE:
-                    raise CommitConflict(message, token_redeemed=True) from None
-                raise CommitConflict(message) from None
-            raise StoreError(f"postgres: {action} failed: {redact(str(exc), self._password)}") from None
 
     # -- runs and threads -------------------------------------------------------------------------
 
@@ -229,6 +182,7 @@ class PostgresSessionStore(StoreAliases):
         history: MessageHistory,
         base_revision_id: str | None = None,
         redeem_token: str | None = None,
+        events: Sequence[SessionEvent] = (),
     ) -> None:
         """One call of ``repertory_commit``: guards, history delta, run row and thread head, atomically."""
         delta = await plan_commit_async(run, thread, history, base_revision_id, self._holds)
@@ -242,18 +196,10 @@ class PostgresSessionStore(StoreAliases):
             [r.id for r in delta.revisions], [r.parent_id for r in delta.revisions],
             [r.entry_id for r in delta.revisions], [r.depth for r in delta.revisions],
             [r.created_at for r in delta.revisions],
+            *event_arrays(events, thread.thread_id),
         )  # fmt: skip
         async with self._conn("commit_session") as conn:
             await conn.execute(_COMMIT_SQL, params)
-
-    # -- lifecycle --------------------------------------------------------------------------------
-
-    async def close(self) -> None:
-        """Close the pool; later calls raise ``StoreError``. Closing twice is harmless."""
-        if self._closed:
-            return
-        self._closed = True
-        await self._pool.close()
 
 
 async def _migrate(conn: psycopg.AsyncConnection[Any]) -> None:

@@ -14,28 +14,24 @@ power loss too.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Literal, TypeVar
+from collections.abc import Sequence
 
 from repertory.errors import StoreError
 from repertory.runtime.history import MessageHistory
 from repertory.runtime.state import RunState, ThreadState
+from repertory.runtime.tree import SessionEvent
 from repertory.storage._commit import check_stored_state, plan_commit
 from repertory.storage._lineage import decode_lineage
+from repertory.storage._sqlite_base import Durability, connect, db_errors, use_wal
 from repertory.storage._sqlite_schema import check_file, ensure_schema
+from repertory.storage._sqlite_tree import SqliteTreeTables, insert_events
 from repertory.storage.base import StoreAliases
 
 __all__ = ["Durability", "SqliteSessionStore"]
 
-Durability = Literal["normal", "full"]
-_T = TypeVar("_T")
-_BUSY_TIMEOUT_MS = 10_000
 
 _LINEAGE_SQL = """
 WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
@@ -62,35 +58,6 @@ ON CONFLICT (thread_id) DO UPDATE SET head = excluded.head, updated_at = exclude
 """
 
 
-@contextlib.contextmanager
-def _db_errors(action: str) -> Iterator[None]:
-    """Turn sqlite3's exceptions into ``StoreError`` naming what we were doing."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        raise StoreError(f"sqlite: {action} failed: {exc}") from exc
-
-
-def _use_wal(conn: sqlite3.Connection, target: str) -> None:
-    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-    if str(mode).lower() != "wal":
-        raise StoreError(f"sqlite: could not switch {target!r} to WAL (got {mode!r})")
-    conn.execute("PRAGMA journal_size_limit = 67108864")
-
-
-def _connect(target: str, *, uri: bool, durability: Durability, wal: bool) -> sqlite3.Connection:
-    conn = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        if wal:
-            _use_wal(conn, target)
-        conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
 _last_write_seq = 0
 
 
@@ -110,18 +77,8 @@ def _run_row(run: RunState) -> tuple[str, str, str, int, int, str | None, str]:
     return (run.run_id, run.thread_id, run.status, run.updated_at, _next_write_seq(), token, run.model_dump_json())
 
 
-class SqliteSessionStore(StoreAliases):
-    """A ``SessionStore`` in one SQLite file (or in memory for ``":memory:"``)."""
-
-    def __init__(self, path: str, writer: sqlite3.Connection, durability: Durability, memory: bool) -> None:
-        self.path = path
-        self.durability: Durability = durability
-        self._writer = writer
-        self._memory = memory
-        self._readers: list[sqlite3.Connection] = []
-        self._all_readers: list[sqlite3.Connection] = []
-        self._readers_lock = threading.Lock()
-        self._closed = False
+class SqliteSessionStore(SqliteTreeTables, StoreAliases):
+    """A ``TreeStore`` in one SQLite file (or in memory for ``":memory:"``)."""
 
     @classmethod
     async def open(cls, path: str | os.PathLike[str], durability: Durability = "normal") -> SqliteSessionStore:
@@ -141,13 +98,13 @@ class SqliteSessionStore(StoreAliases):
             parent = os.path.dirname(location)
             if not os.path.isdir(parent):
                 raise StoreError(f"sqlite: folder {parent!r} for database {target!r} does not exist")
-        with _db_errors(f"opening {target!r}"):
-            conn = _connect(":memory:" if memory else target, uri=False, durability=durability, wal=False)
+        with db_errors(f"opening {target!r}"):
+            conn = connect(":memory:" if memory else target, uri=False, durability=durability, wal=False)
         try:
             ensure_schema(conn, repr(target))
             if not memory:
                 # Only once the file is known to be ours: WAL mode persists in the file itself.
-                _use_wal(conn, target)
+                use_wal(conn, target)
         except sqlite3.Error as exc:
             conn.close()
             raise StoreError(f"sqlite: preparing {target!r} failed: {exc}") from exc
@@ -156,48 +113,12 @@ class SqliteSessionStore(StoreAliases):
             raise
         return cls(location, conn, durability, memory)
 
-    # -- plumbing ---------------------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError("store is closed")
-
-    def _acquire_reader(self) -> sqlite3.Connection:
-        with self._readers_lock:
-            if self._readers:
-                return self._readers.pop()
-        conn = _connect(self.path, uri=False, durability=self.durability, wal=True)
-        with self._readers_lock:
-            self._all_readers.append(conn)
-        return conn
-
-    def _release_reader(self, conn: sqlite3.Connection) -> None:
-        with self._readers_lock:
-            self._readers.append(conn)
-
-    async def _read(self, action: str, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run a read that grows with the data: off the event loop, on a pooled reader connection."""
-        self._check_open()
-        if self._memory:
-            with _db_errors(action):
-                return fn(self._writer)
-
-        def work() -> _T:
-            with _db_errors(action):
-                conn = self._acquire_reader()
-                try:
-                    return fn(conn)
-                finally:
-                    self._release_reader(conn)
-
-        return await asyncio.to_thread(work)
-
     # -- runs and threads -------------------------------------------------------------------------
 
     async def load_run(self, run_id: str) -> RunState | None:
         """A copy of the run's checkpoint, or ``None``."""
         self._check_open()
-        with _db_errors("load_run"):
+        with db_errors("load_run"):
             row = self._writer.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         return None if row is None else RunState.model_validate_json(row[0])
 
@@ -220,13 +141,13 @@ class SqliteSessionStore(StoreAliases):
     async def delete_run(self, run_id: str) -> None:
         """Remove the run row only."""
         self._check_open()
-        with _db_errors("delete_run"):
+        with db_errors("delete_run"):
             self._writer.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
 
     async def load_thread(self, thread_id: str) -> ThreadState | None:
         """A copy of the thread head, or ``None``."""
         self._check_open()
-        with _db_errors("load_thread"):
+        with db_errors("load_thread"):
             row = self._writer.execute(
                 "SELECT head, created_at, updated_at FROM threads WHERE thread_id = ?", (thread_id,)
             ).fetchone()
@@ -237,7 +158,7 @@ class SqliteSessionStore(StoreAliases):
     async def save(self, run: RunState) -> None:
         """Write the run row unconditionally."""
         self._check_open()
-        with _db_errors("save"):
+        with db_errors("save"):
             self._writer.execute(_UPSERT_RUN, _run_row(run))
 
     # -- history ----------------------------------------------------------------------------------
@@ -261,25 +182,22 @@ class SqliteSessionStore(StoreAliases):
         history: MessageHistory,
         base_revision_id: str | None = None,
         redeem_token: str | None = None,
+        events: Sequence[SessionEvent] = (),
     ) -> None:
         """One ``BEGIN IMMEDIATE`` transaction: guards, history delta, run row, thread head."""
         self._check_open()
-        with _db_errors("commit_session"):
+        with db_errors("commit_session"):
             delta = plan_commit(run, thread, history, base_revision_id, self._holds)
         # Serialise before taking the write lock, so the lock is held for the statements alone.
         run_row = _run_row(run)
         entry_rows = [(e.id, e.created_at, e.message.model_dump_json()) for e in delta.entries]
         rev_rows = [(r.id, r.parent_id, r.entry_id, r.depth, r.created_at) for r in delta.revisions]
         conn = self._writer
-        with _db_errors("commit_session"):
+        with db_errors("commit_session"):
             conn.execute("BEGIN IMMEDIATE")
             try:
-                head_row = conn.execute(
-                    "SELECT head FROM threads WHERE thread_id = ?", (thread.thread_id,)
-                ).fetchone()
-                status_row = conn.execute(
-                    "SELECT status, token FROM runs WHERE run_id = ?", (run.run_id,)
-                ).fetchone()
+                head_row = conn.execute("SELECT head FROM threads WHERE thread_id = ?", (thread.thread_id,)).fetchone()
+                status_row = conn.execute("SELECT status, token FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
                 check_stored_state(
                     run,
                     thread,
@@ -302,6 +220,8 @@ class SqliteSessionStore(StoreAliases):
                         rev_rows,
                     )
                 conn.execute(_UPSERT_RUN, run_row)
+                if events:
+                    insert_events(conn, events)
                 conn.execute(
                     _UPSERT_THREAD,
                     (thread.thread_id, thread.history_revision_id, thread.created_at, thread.updated_at),
@@ -311,16 +231,3 @@ class SqliteSessionStore(StoreAliases):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-
-    # -- lifecycle --------------------------------------------------------------------------------
-
-    async def close(self) -> None:
-        """Close every connection; later calls raise ``StoreError``. Closing twice is harmless."""
-        if self._closed:
-            return
-        self._closed = True
-        with self._readers_lock:
-            readers, self._all_readers, self._readers = self._all_readers, [], []
-        for conn in readers:
-            conn.close()
-        self._writer.close()

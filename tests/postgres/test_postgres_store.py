@@ -67,13 +67,16 @@ async def test_a_newer_schema_is_refused(pg_server: TemporaryPostgres) -> None:
     store = await PostgresSessionStore.open(pg_server.url)
     await store.close()
     with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        row = conn.execute("SELECT value FROM repertory.meta WHERE key = 'schema_version'").fetchone()
+        assert row is not None
+        original = row[0]
         conn.execute("UPDATE repertory.meta SET value = '99' WHERE key = 'schema_version'")
     try:
         with pytest.raises(StoreError, match="newer than this repertory understands"):
             await PostgresSessionStore.open(pg_server.url)
     finally:
         with psycopg.connect(pg_server.url, autocommit=True) as conn:
-            conn.execute("UPDATE repertory.meta SET value = '1' WHERE key = 'schema_version'")
+            conn.execute("UPDATE repertory.meta SET value = %s WHERE key = 'schema_version'", (original,))
 
 
 async def test_opening_twice_concurrently_migrates_once(pg_server: TemporaryPostgres) -> None:

@@ -1,0 +1,169 @@
+"""The tree tables (sessions, turns, events) of ``SqliteSessionStore``.
+
+Short writes run inline like the rest of the store; listings that grow with the data run on a
+reader connection off the event loop. Events are also written by ``commit_session`` in the same
+transaction as the checkpoint they describe (``insert_events``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from repertory.errors import CommitConflict, StoreError
+from repertory.runtime.tree import OPEN_TURN_STATUSES, SessionEvent, SessionRecord, TurnRecord, TurnStatus
+from repertory.storage._sqlite_base import SqliteBase
+
+__all__ = ["SqliteTreeTables", "insert_events"]
+
+
+def insert_events(conn: sqlite3.Connection, events: Sequence[SessionEvent]) -> None:
+    """Insert events inside the caller's transaction, refusing a gap or a repeated seq."""
+    expected: dict[str, int] = {}
+    rows = []
+    for event in events:
+        if event.seq is None:
+            raise StoreError("live-only events (seq None) are never stored")
+        sid = event.session_id
+        if sid not in expected:
+            row = conn.execute("SELECT MAX(seq) FROM events WHERE session_id = ?", (sid,)).fetchone()
+            expected[sid] = (row[0] or 0) + 1
+        if event.seq != expected[sid]:
+            raise CommitConflict(f"event seq {event.seq} of session {sid!r} is not the next one ({expected[sid]})")
+        expected[sid] += 1
+        rows.append((sid, event.seq, event.submission_id, event.type, event.at, json.dumps(event.data)))
+    conn.executemany(
+        "INSERT INTO events (session_id, seq, submission_id, type, at, data) VALUES (?, ?, ?, ?, ?, ?)", rows
+    )
+
+
+def _event(row: Sequence[Any]) -> SessionEvent:
+    return SessionEvent(
+        session_id=row[0], seq=row[1], submission_id=row[2], type=row[3], at=row[4], data=json.loads(row[5])
+    )
+
+
+class SqliteTreeTables(SqliteBase):
+    """The tree tables; connection plumbing comes from ``SqliteBase``."""
+
+    async def create_session(self, session: SessionRecord, *, head: str | None = None) -> None:
+        """Insert the session row and its thread row in one transaction."""
+        self._check_open()
+        record = session.model_dump_json()
+
+        def write(conn: sqlite3.Connection) -> None:
+            exists = conn.execute(
+                "SELECT 1 FROM sessions WHERE session_id = ? UNION ALL SELECT 1 FROM threads WHERE thread_id = ?",
+                (session.session_id, session.session_id),
+            ).fetchone()
+            if exists:
+                raise CommitConflict(f"session {session.session_id!r} already exists", session_id=session.session_id)
+            conn.execute(
+                "INSERT INTO sessions (session_id, parent_id, created_at, record) VALUES (?, ?, ?, ?)",
+                (session.session_id, session.lineage.parent_id, session.created_at, record),
+            )
+            conn.execute(
+                "INSERT INTO threads (thread_id, head, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                (session.session_id, head, session.created_at, session.created_at),
+            )
+
+        self._transaction("create_session", write)
+
+    async def load_session(self, session_id: str) -> SessionRecord | None:
+        """A copy of the session row."""
+        self._check_open()
+        row = self._writer.execute("SELECT record FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+        return None if row is None else SessionRecord.model_validate_json(row[0])
+
+    async def update_session(self, session: SessionRecord) -> None:
+        """Rewrite the session row (it must exist)."""
+        self._check_open()
+        cur = self._writer.execute(
+            "UPDATE sessions SET record = ? WHERE session_id = ?", (session.model_dump_json(), session.session_id)
+        )
+        if cur.rowcount == 0:
+            raise StoreError(f"no session {session.session_id!r} to update")
+
+    async def list_children(self, parent_id: str) -> list[SessionRecord]:
+        """Children oldest first."""
+        rows = await self._read(
+            "list_children",
+            lambda c: c.execute(
+                "SELECT record FROM sessions WHERE parent_id = ? ORDER BY created_at, session_id", (parent_id,)
+            ).fetchall(),
+        )
+        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+
+    async def add_turn(self, turn: TurnRecord) -> TurnRecord:
+        """Queue a turn with the next per-session seq, in one transaction."""
+        self._check_open()
+
+        def write(conn: sqlite3.Connection) -> TurnRecord:
+            if conn.execute("SELECT 1 FROM turns WHERE submission_id = ?", (turn.submission_id,)).fetchone():
+                raise CommitConflict(f"turn {turn.submission_id!r} already exists")
+            row = conn.execute("SELECT MAX(seq) FROM turns WHERE session_id = ?", (turn.session_id,)).fetchone()
+            stored = turn.model_copy(update={"seq": (row[0] or 0) + 1})
+            conn.execute(
+                "INSERT INTO turns (submission_id, session_id, seq, status, record) VALUES (?, ?, ?, ?, ?)",
+                (stored.submission_id, stored.session_id, stored.seq, stored.status, stored.model_dump_json()),
+            )
+            return stored
+
+        return self._transaction("add_turn", write)
+
+    async def update_turn(self, turn: TurnRecord) -> None:
+        """Rewrite a turn (it must exist)."""
+        self._check_open()
+        cur = self._writer.execute(
+            "UPDATE turns SET status = ?, record = ? WHERE submission_id = ?",
+            (turn.status, turn.model_dump_json(), turn.submission_id),
+        )
+        if cur.rowcount == 0:
+            raise StoreError(f"no turn {turn.submission_id!r} to update")
+
+    async def load_turn(self, submission_id: str) -> TurnRecord | None:
+        """A copy of the turn."""
+        self._check_open()
+        row = self._writer.execute("SELECT record FROM turns WHERE submission_id = ?", (submission_id,)).fetchone()
+        return None if row is None else TurnRecord.model_validate_json(row[0])
+
+    async def list_turns(self, session_id: str, statuses: Sequence[TurnStatus] | None = None) -> list[TurnRecord]:
+        """Turns in queue order."""
+        rows = await self._read(
+            "list_turns",
+            lambda c: c.execute("SELECT record FROM turns WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall(),
+        )
+        turns = [TurnRecord.model_validate_json(r[0]) for r in rows]
+        return [t for t in turns if statuses is None or t.status in statuses]
+
+    async def list_open_turns(self) -> list[TurnRecord]:
+        """Queued and running turns of every session (uses the partial index)."""
+        marks = ", ".join("?" for _ in OPEN_TURN_STATUSES)
+        rows = await self._read(
+            "list_open_turns",
+            lambda c: c.execute(
+                f"SELECT record FROM turns WHERE status IN ({marks}) ORDER BY session_id, seq", OPEN_TURN_STATUSES
+            ).fetchall(),
+        )
+        return [TurnRecord.model_validate_json(r[0]) for r in rows]
+
+    async def append_events(self, events: Sequence[SessionEvent]) -> None:
+        """Append gap-free events in one transaction."""
+        self._check_open()
+        if events:
+            self._transaction("append_events", lambda conn: insert_events(conn, events))
+
+    async def load_events(self, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[SessionEvent]:
+        """Stored events after ``after_seq``."""
+        sql = "SELECT session_id, seq, submission_id, type, at, data FROM events WHERE session_id = ? AND seq > ? "
+        sql += "ORDER BY seq" + ("" if limit is None else f" LIMIT {int(limit)}")
+        rows = await self._read("load_events", lambda c: c.execute(sql, (session_id, after_seq)).fetchall())
+        return [_event(r) for r in rows]
+
+    async def last_event_seq(self, session_id: str) -> int:
+        """Highest stored seq, 0 when none."""
+        self._check_open()
+        row = self._writer.execute("SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,)).fetchone()
+        return int(row[0] or 0)
