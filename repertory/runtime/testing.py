@@ -51,6 +51,9 @@ class ScriptedModel:
         self.steps = steps
         self.delay = delay
         self.requests = 0
+        # (last message, prefix length, assistant count, characters) by id of the last message of a
+        # request: the next request of the same conversation scans only what was added since.
+        self._memo: dict[int, tuple[ModelMessage, int, int, int]] = {}
 
     async def request(
         self, messages: list[ModelMessage], tools: list[ToolSpec], settings: ModelSettings
@@ -74,7 +77,7 @@ class ScriptedModel:
             if inspect.isawaitable(step):
                 step = await step
         else:
-            n = sum(1 for m in messages if m.role == "assistant")
+            n = self._scan(messages)[0]
             if n >= len(self.steps):
                 raise ModelError(
                     f"ScriptedModel ran out of steps: request with {n} assistant messages, "
@@ -88,8 +91,25 @@ class ScriptedModel:
             raise ModelError(f"unknown keys in scripted step: {sorted(unknown)}")
         return step
 
-    @staticmethod
-    def _build(step: Step, messages: list[ModelMessage]) -> tuple[ModelMessage, Usage]:
+    def _scan(self, messages: list[ModelMessage]) -> tuple[int, int]:
+        """Assistant messages and text characters in ``messages``, reusing the last request's counts."""
+        if not messages:
+            return 0, 0
+        start, count, chars = 0, 0, 0
+        for i in range(len(messages), 0, -1):
+            hit = self._memo.get(id(messages[i - 1]))
+            if hit is not None and hit[0] is messages[i - 1] and hit[1] == i:
+                start, count, chars = i, hit[2], hit[3]
+                break
+        for m in messages[start:]:
+            count += m.role == "assistant"
+            chars += len(m.text)
+        if len(self._memo) >= 4096:
+            self._memo.clear()
+        self._memo[id(messages[-1])] = (messages[-1], len(messages), count, chars)
+        return count, chars
+
+    def _build(self, step: Step, messages: list[ModelMessage]) -> tuple[ModelMessage, Usage]:
         parts: list[Part] = []
         if step.get("reasoning"):
             parts.append(ReasoningPart(text=str(step["reasoning"])))
@@ -113,6 +133,6 @@ class ScriptedModel:
         if raw is not None:
             inp, out = int(raw.get("input_tokens", 0)), int(raw.get("output_tokens", 0))
         else:
-            inp = sum(len(m.text) for m in messages) // 4
+            inp = self._scan(messages)[1] // 4
             out = max(1, len(message.text) // 4)
         return message, Usage(input_tokens=inp, output_tokens=out, total_tokens=inp + out, requests=1)
