@@ -60,11 +60,27 @@ from repertory.runtime import (
     suspend,
     tool,
 )
-from repertory.storage import InMemorySessionStore, SessionStore, SqliteSessionStore, open_store
+from repertory.runtime.handle import Disposable, SessionHandle, TurnHandle
+from repertory.runtime.principal import NotificationMessage, Principal, UserMessage
+from repertory.runtime.runtime import Runtime
+from repertory.runtime.tree import Lineage, SessionEvent, SessionMetadata, TurnRecord
+from repertory.storage import InMemorySessionStore, SessionStore, SqliteSessionStore, TreeStore, open_store
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Disposable",
+    "Lineage",
+    "NotificationMessage",
+    "Principal",
+    "Runtime",
+    "SessionEvent",
+    "SessionHandle",
+    "SessionMetadata",
+    "TreeStore",
+    "TurnHandle",
+    "TurnRecord",
+    "UserMessage",
     "AbortSignal",
     "Agent",
     "ApprovalRecord",

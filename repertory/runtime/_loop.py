@@ -28,6 +28,7 @@ from repertory.errors import (
 )
 from repertory.runtime._calls import error_result, run_calls, tool_message, unanswered_calls
 from repertory.runtime.agent import Agent
+from repertory.runtime.events import Outbox
 from repertory.runtime.history import MessageHistory
 from repertory.runtime.ids import new_token, now_ms
 from repertory.runtime.memory import Memory
@@ -45,7 +46,7 @@ from repertory.runtime.state import (
 )
 from repertory.runtime.tools import Tool, ToolContext
 
-__all__ = ["Drive", "EventSink", "OUTPUT_RETRIES"]
+__all__ = ["Drive", "OUTPUT_RETRIES"]
 
 MODEL_ORIGIN = Origin(kind="model")
 FEEDBACK_ORIGIN = Origin(kind="system", id="output-validation")
@@ -54,7 +55,6 @@ OUTCOME_UNKNOWN = (
     "outcome unknown: the run stopped while this tool was running, and it is not idempotent, "
     "so it was not run again"
 )
-EventSink = Callable[[str, dict[str, Any]], None]
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
@@ -79,7 +79,7 @@ class Drive:
         memory: Memory | None = None,
         output_type: type[BaseModel] | None = None,
         on_commit: Callable[[RunState], None] | None = None,
-        on_event: EventSink | None = None,
+        outbox: Outbox | None = None,
         signal: AbortSignal | None = None,
         just_decided: Collection[str] = (),
     ) -> None:
@@ -92,7 +92,10 @@ class Drive:
         self.memory = memory
         self.output_type = output_type
         self.on_commit = on_commit
-        self.on_event = on_event
+        self.outbox = outbox
+        # A drive told to detach (the host shutting down) leaves the run as last committed when
+        # its task is cancelled, as a crash would, so the next start re-drives it.
+        self.detach_on_cancel = False
         self.signal = signal
         self.just_decided = set(just_decided)
         self.messages = history.messages
@@ -106,9 +109,9 @@ class Drive:
     # -- plumbing ---------------------------------------------------------------------------------
 
     def emit(self, kind: str, data: dict[str, Any]) -> None:
-        """Hand an event to the listener (the session actor's event bus), if any."""
-        if self.on_event is not None:
-            self.on_event(kind, data)
+        """Hand an event to the outbox (the session actor's event bus), if any."""
+        if self.outbox is not None:
+            self.outbox.emit(kind, data)
 
     def append(self, message: ModelMessage) -> None:
         """Add a message to the run's history (committed with the next checkpoint)."""
@@ -129,22 +132,36 @@ class Drive:
         fresh: list[ModelMessage] = []
         if self.memory is not None:
             fresh = [self.history.entry(r.entry_id).message for r in reversed(self.history.walk_back(self.base))]  # type: ignore[union-attr]
+        if self.outbox is not None:
+            self.emit("checkpoint", {"run_id": run.run_id, "status": run.status, "step_index": run.step_index})
+        events = [] if self.outbox is None else self.outbox.take()
         try:
             await self.store.commit_session(
-                run=run, thread=thread, history=self.history, base_revision_id=self.base, redeem_token=redeem_token
+                run=run,
+                thread=thread,
+                history=self.history,
+                base_revision_id=self.base,
+                redeem_token=redeem_token,
+                events=events,
             )
         except CommitConflict:
+            if self.outbox is not None:
+                self.outbox.restore(events)
             stored = await self.store.load_run(run.run_id)
             if stored is not None and stored.status == "cancelled" and redeem_token is None:
                 raise RunCancelled(f"run {run.run_id!r} was cancelled elsewhere", run_id=run.run_id) from None
             raise
+        except BaseException:
+            if self.outbox is not None:
+                self.outbox.restore(events)
+            raise
+        if self.outbox is not None:
+            self.outbox.committed(events)
         self.base = self.history.revision_id
         if self.memory is not None and fresh:
             await self.memory.append(thread_id=run.thread_id, messages=fresh)
         if self.on_commit is not None:
             self.on_commit(run)
-        if self.on_event is not None:
-            self.emit("checkpoint", {"run_id": run.run_id, "status": run.status, "step_index": run.step_index})
 
     def result(self) -> RunResult:
         """The outcome of this drive as the caller sees it."""
@@ -173,7 +190,7 @@ class Drive:
         async for event in stream:
             if isinstance(event, ModelResponse):
                 response = event
-            elif self.on_event is not None and isinstance(event, TextDelta | ReasoningDelta):
+            elif self.outbox is not None and isinstance(event, TextDelta | ReasoningDelta):
                 kind = "text.delta" if isinstance(event, TextDelta) else "reasoning.delta"
                 self.emit(kind, {"text": event.text})
         if response is None:
@@ -196,6 +213,8 @@ class Drive:
                 raise asyncio.CancelledError
             return await self._loop()
         except asyncio.CancelledError:
+            if self.detach_on_cancel:
+                raise
             ours = self.cancel_requested or (self.signal is not None and self.signal.aborted)
             if ours and task is not None:
                 task.uncancel()

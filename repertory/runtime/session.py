@@ -30,8 +30,9 @@ from repertory.errors import (
 )
 from repertory.runtime._control import commit_cancelled, pair_unanswered, supersede_open_runs
 from repertory.runtime._decisions import SessionInput, approve, input_messages, reject, stored_run, value_text
-from repertory.runtime._loop import Drive, EventSink, parse_output
+from repertory.runtime._loop import Drive, parse_output
 from repertory.runtime.agent import Agent
+from repertory.runtime.events import Outbox
 from repertory.runtime.history import MessageHistory
 from repertory.runtime.ids import new_id, now_ms
 from repertory.runtime.memory import Memory, fold_context
@@ -61,7 +62,7 @@ class Session:
         memory: Memory | None = None,
         thread_id: str | None = None,
         on_checkpoint: Callable[[RunState], None] | None = None,
-        on_event: EventSink | None = None,
+        outbox: Outbox | None = None,
         origin: Origin | None = USER_ORIGIN,
     ) -> None:
         self.store = store
@@ -69,7 +70,8 @@ class Session:
         self.memory = memory
         self.thread_id = thread_id or new_id()
         self.on_checkpoint = on_checkpoint
-        self.on_event = on_event
+        self.outbox = outbox
+        self.detach_on_cancel = False
         self.origin = origin
         self._state: RunState | None = None
         self._history: MessageHistory | None = None
@@ -121,7 +123,7 @@ class Session:
         return Drive(store=self.store, agent=self.agent, run=run, history=history, base_revision_id=base,
                      thread_created_at=created_at, memory=self.memory,
                      output_type=output_type or self.agent.output_type, on_commit=self._committed,
-                     on_event=self.on_event, signal=signal, just_decided=just_decided)
+                     outbox=self.outbox, signal=signal, just_decided=just_decided)
 
     async def _drive_for(self, run: RunState, signal: AbortSignal | None,
                          output_type: type[BaseModel] | None = None,
@@ -142,6 +144,7 @@ class Session:
     async def _run(self, drive: Drive, first_commit: str | None = None, *, commit: bool = False) -> RunResult:
         """Run a claimed drive to rest; keeps the history cache only when the drive ended cleanly."""
         self._drive, self._drive_task = drive, asyncio.current_task()
+        drive.detach_on_cancel = self.detach_on_cancel
         self._drive_over.clear()
         self._state = drive.run_state
         ok = False
@@ -229,7 +232,7 @@ class Session:
             raise RunNotFound(f"thread {self.thread_id!r} has no committed history to fork")
         shared = (await self._load_history(head)).branch()
         alt = Session(store=self.store, agent=self.agent, memory=self.memory, thread_id=new_id(),
-                      on_checkpoint=self.on_checkpoint, on_event=self.on_event, origin=self.origin)
+                      on_checkpoint=self.on_checkpoint, origin=self.origin)
         return await alt._start(input, run_id=run_id, signal=signal, output_type=None, fork_of=shared)
 
     # -- decisions --------------------------------------------------------------------------------
@@ -312,6 +315,42 @@ class Session:
 
     # -- stateless helpers ------------------------------------------------------------------------
 
+    async def detach(self) -> None:
+        """Stop driving without changing the run (a host shutting down): it stays as last committed.
+
+        The run is left ``running`` exactly as a crash would leave it, so ``recover()`` (or the
+        next host start) re-drives it; nothing is committed ``cancelled``.
+        """
+        self.detach_on_cancel = True
+        if self._drive is not None and self._drive_task is not None:
+            self._drive.detach_on_cancel = True
+            self._drive_task.cancel("detached")
+            if asyncio.current_task() is not self._drive_task:
+                await self._drive_over.wait()
+
+    async def continue_run(self, run_id: str, *, signal: AbortSignal | None = None,
+                           output_type: type[BaseModel] | None = None) -> RunResult:
+        """Re-drive a stored ``running`` or ``error`` run of this thread; see ``recover``."""
+        run = await self.store.load_run(run_id)
+        if run is None:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        if run.is_terminal:
+            self._state = run
+            text = run.result if run.status == "done" and isinstance(run.result, str) else None
+            kind = output_type or self.agent.output_type
+            output = parse_output(kind, text) if kind is not None and text is not None else None
+            return RunResult(run_id=run.run_id, status=run.status, state=run, text=text, output=output)
+        if run.status == "suspended":
+            raise RunSuspended(f"run {run_id!r} is suspended and needs its resume token", run_id=run_id)
+        self._claim()
+        self.thread_id = run.thread_id
+        try:
+            drive = await self._drive_for(run, signal, output_type)
+        except BaseException:
+            self._busy = False
+            raise
+        return await self._run(drive)
+
     @classmethod
     async def recover(cls, *, store: SessionStore, agent: Agent, run_id: str, memory: Memory | None = None,
                       on_checkpoint: Callable[[RunState], None] | None = None,
@@ -321,24 +360,9 @@ class Session:
         ``done`` and ``cancelled`` runs return their stored result without calling the model;
         a ``suspended`` run raises ``RunSuspended`` (it needs its token).
         """
-        run = await store.load_run(run_id)
-        if run is None:
-            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        run = await stored_run(store, run_id)
         sess = cls(store=store, agent=agent, memory=memory, thread_id=run.thread_id, on_checkpoint=on_checkpoint)
-        if run.is_terminal:
-            sess._state = run
-            text = run.result if run.status == "done" and isinstance(run.result, str) else None
-            output = parse_output(agent.output_type, text) if agent.output_type and text is not None else None
-            return RunResult(run_id=run.run_id, status=run.status, state=run, text=text, output=output)
-        if run.status == "suspended":
-            raise RunSuspended(f"run {run_id!r} is suspended and needs its resume token", run_id=run_id)
-        sess._claim()
-        try:
-            drive = await sess._drive_for(run, signal)
-        except BaseException:
-            sess._busy = False
-            raise
-        return await sess._run(drive)
+        return await sess.continue_run(run_id, signal=signal)
 
     @classmethod
     async def resume_suspended(cls, *, store: SessionStore, agent: Agent, run_id: str, resume_token: str,

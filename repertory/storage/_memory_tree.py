@@ -10,6 +10,11 @@ from repertory.runtime.tree import OPEN_TURN_STATUSES, SessionEvent, SessionReco
 
 __all__ = ["MemoryTreeTables"]
 
+# What an update may change (``TreeStore.update_session`` / ``update_turn``); the rest is the row's
+# place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
+_SESSION_MUTABLE = ("title", "model", "cwd", "updated_at")
+_TURN_MUTABLE = ("status", "error", "created_at", "updated_at")
+
 
 class MemoryTreeTables:
     """Mixin: the tree half of the in-memory store. Writes happen after every check passes."""
@@ -51,11 +56,14 @@ class MemoryTreeTables:
         return None if raw is None else SessionRecord.model_validate_json(raw)
 
     async def update_session(self, session: SessionRecord) -> None:
-        """Rewrite the session row (it must exist)."""
+        """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
         self._tree_open()
-        if session.session_id not in self._sessions:
+        raw = self._sessions.get(session.session_id)
+        if raw is None:
             raise StoreError(f"no session {session.session_id!r} to update")
-        self._sessions[session.session_id] = session.model_dump_json()
+        stored = SessionRecord.model_validate_json(raw)
+        changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
+        self._sessions[session.session_id] = stored.model_copy(update=changes).model_dump_json()
 
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Children oldest first."""
@@ -76,11 +84,14 @@ class MemoryTreeTables:
         return stored
 
     async def update_turn(self, turn: TurnRecord) -> None:
-        """Rewrite a turn (it must exist)."""
+        """Rewrite the turn's status, error and times (it must exist)."""
         self._tree_open()
-        if turn.submission_id not in self._turns:
+        raw = self._turns.get(turn.submission_id)
+        if raw is None:
             raise StoreError(f"no turn {turn.submission_id!r} to update")
-        self._turns[turn.submission_id] = turn.model_dump_json()
+        stored = TurnRecord.model_validate_json(raw)
+        changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
+        self._turns[turn.submission_id] = stored.model_copy(update=changes).model_dump_json()
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""
@@ -108,7 +119,7 @@ class MemoryTreeTables:
                 raise StoreError("live-only events (seq None) are never stored")
             sid = event.session_id
             nxt = expected.get(sid, len(self._events.get(sid, [])) + 1)
-            if event.seq != nxt:
+            if event.seq != nxt and event is not events[-1]:
                 raise CommitConflict(f"event seq {event.seq} of session {sid!r} is not the next one ({nxt})")
             expected[sid] = nxt + 1
             rows.append((sid, event.model_dump_json()))

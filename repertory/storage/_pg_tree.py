@@ -12,6 +12,12 @@ from repertory.storage._pg_base import PgBase
 
 __all__ = ["PgTreeTables", "event_arrays"]
 
+# What an update may change (``TreeStore.update_session`` / ``update_turn``); the rest is the row's
+# place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
+# Merged here rather than with jsonb: jsonb refuses the NUL character a message may hold.
+_SESSION_MUTABLE = ("title", "model", "cwd", "updated_at")
+_TURN_MUTABLE = ("status", "error", "created_at", "updated_at")
+
 
 def event_arrays(events: Sequence[SessionEvent], session_id: str) -> list[list[Any]]:
     """Columns of ``events`` as arrays for the commit function (all must belong to ``session_id``)."""
@@ -58,14 +64,20 @@ class PgTreeTables(PgBase):
         return None if row is None else SessionRecord.model_validate_json(row[0])
 
     async def update_session(self, session: SessionRecord) -> None:
-        """Rewrite the session row (it must exist)."""
-        async with self._conn("update_session") as conn:
+        """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
+        changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
+        async with self._conn("update_session") as conn, conn.transaction():
             cur = await conn.execute(
-                "UPDATE repertory.sessions SET record = %s WHERE session_id = %s",
-                (session.model_dump_json(), session.session_id),
+                "SELECT record FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (session.session_id,)
             )
-        if cur.rowcount == 0:
-            raise StoreError(f"no session {session.session_id!r} to update")
+            row = await cur.fetchone()
+            if row is None:
+                raise StoreError(f"no session {session.session_id!r} to update")
+            record = SessionRecord.model_validate_json(row[0]).model_copy(update=changes)
+            await conn.execute(
+                "UPDATE repertory.sessions SET record = %s WHERE session_id = %s",
+                (record.model_dump_json(), session.session_id),
+            )
 
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Children oldest first."""
@@ -80,7 +92,7 @@ class PgTreeTables(PgBase):
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
         """Queue a turn with the next per-session seq (racing adders serialise on the session row)."""
         async with self._conn("add_turn") as conn, conn.transaction():
-            await conn.execute("SELECT 1 FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (turn.session_id,))
+            pass
             cur = await conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM repertory.turns WHERE session_id = %s", (turn.session_id,)
             )
@@ -94,14 +106,20 @@ class PgTreeTables(PgBase):
         return stored
 
     async def update_turn(self, turn: TurnRecord) -> None:
-        """Rewrite a turn (it must exist)."""
-        async with self._conn("update_turn") as conn:
+        """Rewrite the turn's status, error and times (it must exist)."""
+        changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
+        async with self._conn("update_turn") as conn, conn.transaction():
             cur = await conn.execute(
-                "UPDATE repertory.turns SET status = %s, record = %s WHERE submission_id = %s",
-                (turn.status, turn.model_dump_json(), turn.submission_id),
+                "SELECT record FROM repertory.turns WHERE submission_id = %s FOR UPDATE", (turn.submission_id,)
             )
-        if cur.rowcount == 0:
-            raise StoreError(f"no turn {turn.submission_id!r} to update")
+            row = await cur.fetchone()
+            if row is None:
+                raise StoreError(f"no turn {turn.submission_id!r} to update")
+            record = TurnRecord.model_validate_json(row[0]).model_copy(update=changes)
+            await conn.execute(
+                "UPDATE repertory.turns SET status = %s, record = %s WHERE submission_id = %s",
+                (record.status, record.model_dump_json(), turn.submission_id),
+            )
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""
@@ -163,7 +181,7 @@ class PgTreeTables(PgBase):
         async with self._conn("load_events") as conn:
             cur = await conn.execute(
                 "SELECT session_id, seq, submission_id, type, at, data FROM repertory.events "
-                "WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+                "WHERE session_id = %s AND seq >= %s ORDER BY seq LIMIT %s",
                 (session_id, after_seq, limit),
             )
             rows = await cur.fetchall()

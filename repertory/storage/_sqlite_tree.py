@@ -18,6 +18,11 @@ from repertory.storage._sqlite_base import SqliteBase
 
 __all__ = ["SqliteTreeTables", "insert_events"]
 
+# What an update may change (``TreeStore.update_session`` / ``update_turn``); the rest is the row's
+# place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
+_SESSION_MUTABLE = ("title", "model", "cwd", "updated_at")
+_TURN_MUTABLE = ("status", "error", "created_at", "updated_at")
+
 
 def insert_events(conn: sqlite3.Connection, events: Sequence[SessionEvent]) -> None:
     """Insert events inside the caller's transaction, refusing a gap or a repeated seq."""
@@ -78,13 +83,20 @@ class SqliteTreeTables(SqliteBase):
         return None if row is None else SessionRecord.model_validate_json(row[0])
 
     async def update_session(self, session: SessionRecord) -> None:
-        """Rewrite the session row (it must exist)."""
+        """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
         self._check_open()
-        cur = self._writer.execute(
-            "UPDATE sessions SET record = ? WHERE session_id = ?", (session.model_dump_json(), session.session_id)
-        )
-        if cur.rowcount == 0:
-            raise StoreError(f"no session {session.session_id!r} to update")
+        changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
+
+        def write(conn: sqlite3.Connection) -> None:
+            row = conn.execute("SELECT record FROM sessions WHERE session_id = ?", (session.session_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no session {session.session_id!r} to update")
+            record = SessionRecord.model_validate_json(row[0]).model_copy(update=changes)
+            conn.execute(
+                "UPDATE sessions SET record = ? WHERE session_id = ?", (record.model_dump_json(), session.session_id)
+            )
+
+        self._transaction("update_session", write)
 
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Children oldest first."""
@@ -114,14 +126,21 @@ class SqliteTreeTables(SqliteBase):
         return self._transaction("add_turn", write)
 
     async def update_turn(self, turn: TurnRecord) -> None:
-        """Rewrite a turn (it must exist)."""
+        """Rewrite the turn's status, error and times (it must exist)."""
         self._check_open()
-        cur = self._writer.execute(
-            "UPDATE turns SET status = ?, record = ? WHERE submission_id = ?",
-            (turn.status, turn.model_dump_json(), turn.submission_id),
-        )
-        if cur.rowcount == 0:
-            raise StoreError(f"no turn {turn.submission_id!r} to update")
+        changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
+
+        def write(conn: sqlite3.Connection) -> None:
+            row = conn.execute("SELECT record FROM turns WHERE submission_id = ?", (turn.submission_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no turn {turn.submission_id!r} to update")
+            record = TurnRecord.model_validate_json(row[0]).model_copy(update=changes)
+            conn.execute(
+                "UPDATE turns SET status = ?, record = ? WHERE submission_id = ?",
+                (record.status, record.model_dump_json(), turn.submission_id),
+            )
+
+        self._transaction("update_turn", write)
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""
@@ -144,7 +163,7 @@ class SqliteTreeTables(SqliteBase):
         rows = await self._read(
             "list_open_turns",
             lambda c: c.execute(
-                f"SELECT record FROM turns WHERE status IN ({marks}) ORDER BY session_id, seq", OPEN_TURN_STATUSES
+                f"SELECT record FROM turns WHERE status IN ({marks}, 'suspended') ORDER BY session_id, seq", OPEN_TURN_STATUSES
             ).fetchall(),
         )
         return [TurnRecord.model_validate_json(r[0]) for r in rows]

@@ -1,0 +1,333 @@
+"""``SessionActor``: one session's mailbox, follow-up queue, approval gate and event bus.
+
+A session is a logical actor: an asyncio object that processes one job at a time (a turn, or a
+decision on a suspended run), so many thousands can share one process. Turns are durable before
+``send()`` returns (a ``queued`` turn row); the worker drives them in queue order, exactly once,
+and a restarted host finishes every turn left ``queued`` or ``running``. Decisions (approve, reject,
+resume) go through the same mailbox, so they never race a turn.
+
+Cancellation uses one ``AbortSignal`` per job: aborting before the run starts commits it
+``cancelled`` at once, aborting mid-run stops the model or tool it waits on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from repertory.errors import RunCancelled, SessionBusy
+from repertory.runtime.agent import Agent
+from repertory.runtime.events import EventBus
+from repertory.runtime.ids import new_id, now_ms
+from repertory.runtime.messages import ModelMessage
+from repertory.runtime.result import RunResult
+from repertory.runtime.session import Session
+from repertory.runtime.signals import AbortSignal
+from repertory.runtime.state import ErrorInfo, RunState, SuspendReason
+from repertory.runtime.tree import SessionRecord, SessionStatus, TurnKind, TurnRecord, TurnStatus
+from repertory.storage.base import TreeStore
+
+__all__ = ["IfBusy", "SessionActor"]
+
+IfBusy = Literal["enqueue", "reject", "interrupt"]
+_TERMINAL: tuple[TurnStatus, ...] = ("done", "error", "cancelled")
+
+
+def type_path(kind: type[BaseModel] | None) -> str | None:
+    """``module:qualname`` of an output type, so a restarted host can import it again."""
+    return None if kind is None else f"{kind.__module__}:{kind.__qualname__}"
+
+
+@dataclass(eq=False)
+class _Job:
+    kind: Literal["turn", "decision"]
+    turn: TurnRecord | None = None
+    output_type: type[BaseModel] | None = None
+    decide: Callable[[Session], Awaitable[RunResult]] | None = None
+    future: asyncio.Future[RunResult] | None = None
+    signal: AbortSignal = field(default_factory=AbortSignal)
+    over: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class SessionActor:
+    """The live half of one session; its state is in the store, so it can leave memory when idle."""
+
+    def __init__(
+        self,
+        *,
+        store: TreeStore,
+        agent: Agent,
+        record: SessionRecord,
+        last_seq: int,
+        last_run: RunState | None,
+        resolve_output: Callable[[str | None], type[BaseModel] | None],
+    ) -> None:
+        self.id = record.session_id
+        self.record = record
+        self.store = store
+        self.bus = EventBus(self.id, last_seq)
+        self.session = Session(store=store, agent=agent, thread_id=self.id, outbox=self.bus, origin=None)
+        self.session._state = last_run
+        self._resolve_output = resolve_output
+        self._jobs: collections.deque[_Job] = collections.deque()
+        self._worker: asyncio.Task[None] | None = None
+        self._current: _Job | None = None
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self.last_active = time.monotonic()
+
+    # -- state --------------------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """A turn or decision is running, or a turn is queued."""
+        return self._current is not None or bool(self._jobs)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to do and nobody watching: the host may passivate this actor."""
+        return not self.busy and not self.bus.watched and not any(self._waiters.values())
+
+    def status(self) -> SessionStatus:
+        """``running`` while busy, else what the latest run says."""
+        if self.busy:
+            return "running"
+        run = self.session.state
+        if run is not None and run.status in ("suspended", "error"):
+            return run.status
+        return "idle"
+
+    def _touch(self) -> None:
+        self.last_active = time.monotonic()
+
+    # -- the mailbox --------------------------------------------------------------------------------
+
+    def resume_open_turns(self, turns: list[TurnRecord]) -> None:
+        """Queue turns a previous host left ``queued`` or ``running`` (restart recovery)."""
+        known = {j.turn.submission_id for j in self._jobs if j.turn is not None}
+        for turn in turns:
+            if turn.submission_id not in known:
+                self._jobs.append(_Job("turn", turn, self._resolve_output(turn.output_type)))
+        self._ensure_worker()
+
+    async def send(
+        self, message: ModelMessage, kind: TurnKind, if_busy: IfBusy, output_type: type[BaseModel] | None
+    ) -> TurnRecord:
+        """Queue a turn durably and return it; ``if_busy`` decides what happens when the session is busy."""
+        if if_busy not in ("enqueue", "reject", "interrupt"):
+            raise ValueError(f"if_busy must be 'enqueue', 'reject' or 'interrupt', not {if_busy!r}")
+        self._touch()
+        busy = self.busy
+        if busy and if_busy == "reject":
+            raise SessionBusy(f"session {self.id!r} has a turn running or queued", session_id=self.id)
+        turn = TurnRecord(
+            submission_id=new_id(),
+            session_id=self.id,
+            kind=kind,
+            message=message,
+            run_id=new_id(),
+            output_type=type_path(output_type),
+        )
+        turn = await self.store.add_turn(turn)
+        if busy and if_busy == "interrupt" and self._current is not None and self._current.kind == "turn":
+            self._current.signal.abort("interrupted by a new turn")
+        self._jobs.append(_Job("turn", turn, output_type))
+        self._ensure_worker()
+        return turn
+
+    async def decide(self, decide: Callable[[Session], Awaitable[RunResult]]) -> RunResult:
+        """Run a decision (approve, reject, resume) in mailbox order and return its result."""
+        self._touch()
+        job = _Job("decision", decide=decide, future=asyncio.get_running_loop().create_future())
+        self._jobs.append(job)
+        self._ensure_worker()
+        assert job.future is not None
+        return await job.future
+
+    def _ensure_worker(self) -> None:
+        if self._jobs and (self._worker is None or self._worker.done()):
+            self._worker = asyncio.get_running_loop().create_task(self._work(), name=f"session-{self.id}")
+
+    async def _work(self) -> None:
+        while self._jobs:
+            job = self._jobs.popleft()
+            self._current = job
+            try:
+                if job.kind == "turn":
+                    await self._run_turn(job)
+                else:
+                    await self._run_decision(job)
+            finally:
+                self._current = None
+                job.over.set()
+                self._touch()
+
+    # -- turns --------------------------------------------------------------------------------------
+
+    async def _run_turn(self, job: _Job) -> None:
+        turn = job.turn
+        assert turn is not None
+        if job.signal.aborted:
+            await self._finish(turn, "cancelled")
+            return
+        turn.status, turn.updated_at = "running", now_ms()
+        await self.store.update_turn(turn)
+        self.bus.submission_id = turn.submission_id
+        await self.bus.append(self.store, "turn.started", {"submission_id": turn.submission_id, "kind": turn.kind,
+                                                           "run_id": turn.run_id})
+        if turn.kind == "notification":
+            origin = turn.message.origin.model_dump() if turn.message.origin else None
+            await self.bus.append(self.store, "notification", {"text": turn.message.text, "origin": origin})
+        status: TurnStatus
+        try:
+            stored = await self.store.load_run(turn.run_id)
+            if stored is None:
+                result = await self.session.start(
+                    {"messages": [turn.message]}, run_id=turn.run_id, signal=job.signal, output_type=job.output_type
+                )
+            elif stored.status in ("running", "error"):
+                result = await self.session.continue_run(turn.run_id, signal=job.signal, output_type=job.output_type)
+            else:
+                self.session._state = stored
+                result = RunResult(run_id=stored.run_id, status=stored.status, state=stored)
+            status = _turn_status(result.status)
+        except RunCancelled:
+            status = "cancelled"
+        except asyncio.CancelledError:
+            raise  # the host is shutting down: the turn stays 'running' and is finished on restart
+        except Exception as exc:
+            turn.error = ErrorInfo(message=str(exc) or type(exc).__name__, type=type(exc).__name__,
+                                   stack="".join(traceback.format_exception(exc)))
+            status = "error"
+        await self._finish(turn, status)
+
+    async def _run_decision(self, job: _Job) -> None:
+        assert job.decide is not None and job.future is not None
+        suspended = await self.store.list_turns(self.id, ["suspended"])
+        turn = suspended[-1] if suspended else None
+        if turn is not None:
+            self.bus.submission_id = turn.submission_id
+        try:
+            result = await job.decide(self.session)
+        except BaseException as exc:
+            if turn is not None:
+                await self._settle_from_store(turn)
+            if not job.future.done():
+                job.future.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        if turn is not None:
+            await self._finish(turn, _turn_status(result.status))
+        job.future.set_result(result)
+
+    async def _settle_from_store(self, turn: TurnRecord) -> None:
+        run = await self.store.load_run(turn.run_id)
+        if run is not None and run.status != "suspended":
+            self.session._state = run
+            await self._finish(turn, _turn_status(run.status))
+
+    async def _finish(self, turn: TurnRecord, status: TurnStatus) -> None:
+        turn.status, turn.updated_at = status, now_ms()
+        await self.store.update_turn(turn)
+        if status in _TERMINAL:
+            self.bus.submission_id = turn.submission_id
+            data: dict[str, Any] = {"submission_id": turn.submission_id, "status": status, "run_id": turn.run_id}
+            if turn.error is not None:
+                data["error"] = {"type": turn.error.type, "message": turn.error.message}
+            await self.bus.append(self.store, "turn.completed", data)
+        self.bus.submission_id = None
+        for waiter in self._waiters.pop(turn.submission_id, []):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # -- waiting and control ------------------------------------------------------------------------
+
+    async def wait_turn(self, submission_id: str) -> None:
+        """Return once the turn is at rest (done, error, cancelled or suspended)."""
+        while True:
+            if not any(j.turn is not None and j.turn.submission_id == submission_id for j in self._jobs) and not (
+                self._current is not None
+                and self._current.turn is not None
+                and self._current.turn.submission_id == submission_id
+            ):
+                return
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.setdefault(submission_id, []).append(waiter)
+            await waiter
+
+    async def cancel_turn(self, submission_id: str) -> None:
+        """Cancel one turn: a queued one never runs, a running one stops, a suspended one is closed."""
+        self._touch()
+        for job in list(self._jobs):
+            if job.turn is not None and job.turn.submission_id == submission_id:
+                self._jobs.remove(job)
+                await self._finish(job.turn, "cancelled")
+                return
+        current = self._current
+        if current is not None and current.turn is not None and current.turn.submission_id == submission_id:
+            current.signal.abort("cancelled")
+            await current.over.wait()
+            return
+        turn = await self.store.load_turn(submission_id)
+        if turn is not None and turn.status == "suspended":
+            await self._close_suspended(turn)
+
+    async def cancel(self) -> None:
+        """Cancel everything: queued turns, the running one, and a suspended run."""
+        self._touch()
+        for job in list(self._jobs):
+            if job.kind == "turn" and job.turn is not None:
+                self._jobs.remove(job)
+                await self._finish(job.turn, "cancelled")
+        current = self._current
+        if current is not None and current.kind == "turn":
+            current.signal.abort("cancelled")
+            await current.over.wait()
+        for turn in await self.store.list_turns(self.id, ["suspended"]):
+            await self._close_suspended(turn)
+
+    async def _close_suspended(self, turn: TurnRecord) -> None:
+        state = self.session.state
+        if state is not None and state.run_id == turn.run_id:
+            await self.session.cancel()
+        else:
+            from repertory.runtime._control import commit_cancelled
+
+            await commit_cancelled(self.store, turn.run_id, "the turn was cancelled")
+        await self._finish(turn, "cancelled")
+
+    async def pending_approvals(self) -> list[SuspendReason]:
+        """The live approval request of the latest run, if it waits for one."""
+        state = self.session.state
+        if state is None:
+            return []
+        run = await self.store.load_run(state.run_id)
+        if run is None or run.status != "suspended" or run.suspended_on is None:
+            return []
+        return [run.suspended_on] if run.suspended_on.kind == "approval" else []
+
+    async def detach(self) -> None:
+        """Stop working without changing anything durable (host shutdown): turns resume on restart."""
+        await self.session.detach()
+        if self._worker is not None and not self._worker.done():
+            self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+
+
+def _turn_status(status: str) -> TurnStatus:
+    if status == "done":
+        return "done"
+    if status == "suspended":
+        return "suspended"
+    if status == "cancelled":
+        return "cancelled"
+    if status == "error":
+        return "error"
+    return "running"

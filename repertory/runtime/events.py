@@ -1,0 +1,132 @@
+"""The event bus of one session: a durable, gap-free log plus live delivery.
+
+The step loop emits events into the bus (the ``Outbox`` protocol). Text and reasoning deltas are
+published at once and never stored. Every other event is buffered and numbered only when the next
+checkpoint commits it (``take`` -> ``commit_session(events=...)`` -> ``committed``), so the stored
+log and the checkpoints never disagree and a failed commit leaves no hole in the numbering
+(``restore``). Events the actor writes outside a drive (``turn.started``, ``turn.completed``,
+``notification``) go through ``append`` with their own small transaction.
+
+Readers subscribe to a queue (``events(after_seq)``: stored events first, then live ones) or add a
+listener (``on_progress``). Resume tokens never enter an event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from repertory.runtime.ids import now_ms
+from repertory.runtime.tree import SessionEvent
+
+__all__ = ["LIVE_ONLY", "EventBus", "Outbox"]
+
+LIVE_ONLY = frozenset({"text.delta", "reasoning.delta"})
+
+
+class Outbox(Protocol):
+    """Where the step loop puts events; see the module docstring for the commit handshake."""
+
+    def emit(self, type: str, data: dict[str, Any]) -> None:
+        """Publish a live-only event now, or buffer a durable one for the next commit."""
+
+    def take(self) -> list[SessionEvent]:
+        """Number the buffered events for the commit about to happen and hand them over."""
+
+    def committed(self, events: list[SessionEvent]) -> None:
+        """The commit carrying ``events`` landed: publish them."""
+
+    def restore(self, events: list[SessionEvent]) -> None:
+        """The commit failed: put the events back, unnumbered, ahead of anything newer."""
+
+
+class EventBus:
+    """One session's outbox, subscriber queues and progress listeners."""
+
+    def __init__(self, session_id: str, last_seq: int) -> None:
+        self.session_id = session_id
+        self.last_seq = last_seq
+        self.submission_id: str | None = None
+        self._buffer: list[tuple[str, dict[str, Any], str | None, int]] = []
+        self._queues: set[asyncio.Queue[SessionEvent]] = set()
+        self._listeners: list[Callable[[SessionEvent], None]] = []
+
+    @property
+    def watched(self) -> bool:
+        """True while anyone reads this bus (the session must then stay in memory)."""
+        return bool(self._queues or self._listeners)
+
+    # -- the outbox ---------------------------------------------------------------------------------
+
+    def emit(self, type: str, data: dict[str, Any]) -> None:
+        """Deltas go out at once without a seq; everything else waits for the next commit."""
+        if type in LIVE_ONLY:
+            if self.watched:
+                self._publish(SessionEvent(session_id=self.session_id, submission_id=self.submission_id,
+                                           type=type, data=data))
+            return
+        self._buffer.append((type, data, self.submission_id, now_ms()))
+
+    def take(self) -> list[SessionEvent]:
+        """Number the buffer from ``last_seq + 1`` for the commit about to happen."""
+        if not self._buffer:
+            return []
+        events = [
+            SessionEvent(session_id=self.session_id, seq=self.last_seq + i, submission_id=sub, type=t, data=d, at=at)
+            for i, (t, d, sub, at) in enumerate(self._buffer, start=1)
+        ]
+        self._buffer = []
+        return events
+
+    def committed(self, events: list[SessionEvent]) -> None:
+        """Advance the log and publish what just became durable."""
+        if not events:
+            return
+        self.last_seq = events[-1].seq or self.last_seq
+        for event in events:
+            self._publish(event)
+
+    def restore(self, events: list[SessionEvent]) -> None:
+        """Put un-committed events back in front of the buffer, without their numbers."""
+        self._buffer[:0] = [(e.type, e.data, e.submission_id, e.at) for e in events]
+
+    async def append(self, store: Any, type: str, data: dict[str, Any]) -> SessionEvent:
+        """Write one event (and anything still buffered) now, outside a checkpoint."""
+        self.emit(type, data)
+        events = self.take()
+        try:
+            await store.append_events(events)
+        except BaseException:
+            self.restore(events)
+            raise
+        self.committed(events)
+        return events[-1]
+
+    # -- readers ------------------------------------------------------------------------------------
+
+    def _publish(self, event: SessionEvent) -> None:
+        for queue in self._queues:
+            queue.put_nowait(event)
+        for listener in list(self._listeners):
+            listener(event)
+
+    def subscribe(self) -> asyncio.Queue[SessionEvent]:
+        """A queue receiving every event published from now on."""
+        queue: asyncio.Queue[SessionEvent] = asyncio.Queue()
+        self._queues.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[SessionEvent]) -> None:
+        """Stop feeding a queue."""
+        self._queues.discard(queue)
+
+    def add_listener(self, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` for every event; returns the function that removes it."""
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return remove

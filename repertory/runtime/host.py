@@ -1,0 +1,239 @@
+"""``LocalHost``: session actors hosted in this process (the ``backend="local"`` runtime).
+
+Actors are virtual (Orleans-style): activated from the store on first use, passivated after
+``idle_timeout`` seconds with nothing to do and nobody watching. A million suspended sessions are
+a million rows, not a million objects. On start the host finishes every turn a previous process
+left ``queued`` or ``running``; on close it detaches (runs stay as last committed, as after a
+crash) instead of cancelling anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from repertory.errors import RepertoryError, SessionNotFound
+from repertory.runtime.actor import IfBusy, SessionActor, type_path
+from repertory.runtime.agent import Agent
+from repertory.runtime.ids import new_id, now_ms
+from repertory.runtime.messages import ModelMessage
+from repertory.runtime.principal import Principal
+from repertory.runtime.result import RunResult
+from repertory.runtime.session import Session
+from repertory.runtime.state import SuspendReason
+from repertory.runtime.tree import Lineage, SessionEvent, SessionMetadata, SessionRecord, TurnKind, TurnRecord
+from repertory.storage.base import TreeStore
+
+__all__ = ["LocalHost"]
+
+
+class LocalHost:
+    """Owns the ``SessionActor``s of this process."""
+
+    def __init__(self, store: TreeStore, agents: dict[str, Agent], *, idle_timeout: float = 300.0) -> None:
+        if idle_timeout <= 0:
+            raise ValueError("idle_timeout must be > 0 seconds")
+        self.store = store
+        self.agents = dict(agents)
+        self.idle_timeout = idle_timeout
+        self._actors: dict[str, SessionActor] = {}
+        self._activation = asyncio.Lock()
+        self._output_types: dict[str, type[BaseModel]] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        self.activations = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Finish what a previous process left open, then start passivating idle actors."""
+        by_session: dict[str, list[TurnRecord]] = {}
+        for turn in await self.store.list_open_turns():
+            by_session.setdefault(turn.session_id, []).append(turn)
+        for session_id, turns in by_session.items():
+            actor = await self.actor(session_id)
+            actor.resume_open_turns(turns)
+        self._reaper = asyncio.get_running_loop().create_task(self._reap(), name="repertory-passivation")
+
+    async def close(self) -> None:
+        """Stop every actor without touching durable state; open turns resume on the next start."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        await asyncio.gather(*(a.detach() for a in self._actors.values()), return_exceptions=True)
+        self._actors.clear()
+
+    async def _reap(self) -> None:
+        interval = min(self.idle_timeout / 2, 30.0)
+        while True:
+            await asyncio.sleep(interval)
+            self.passivate_idle(self.idle_timeout)
+
+    def passivate_idle(self, older_than: float) -> int:
+        """Drop actors idle for ``older_than`` seconds; they come back from the store on next use."""
+        cutoff = time.monotonic() - older_than
+        gone = [sid for sid, a in self._actors.items() if a.idle and a.last_active <= cutoff]
+        for sid in gone:
+            del self._actors[sid]
+        return len(gone)
+
+    @property
+    def resident(self) -> int:
+        """How many actors are in memory now."""
+        return len(self._actors)
+
+    # -- activation ---------------------------------------------------------------------------------
+
+    def agent(self, name: str) -> Agent:
+        """The registered agent called ``name``."""
+        try:
+            return self.agents[name]
+        except KeyError:
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise RepertoryError(f"no agent named {name!r} is registered (registered: {known})") from None
+
+    def _resolve_output(self, path: str | None) -> type[BaseModel] | None:
+        if path is None:
+            return None
+        if path in self._output_types:
+            return self._output_types[path]
+        module, _, qualname = path.partition(":")
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError):
+            return None  # not importable here (defined in a function): the reply is kept unvalidated
+        return obj if isinstance(obj, type) and issubclass(obj, BaseModel) else None
+
+    async def actor(self, session_id: str) -> SessionActor:
+        """The live actor of a session, activated from the store if needed."""
+        actor = self._actors.get(session_id)
+        if actor is not None:
+            return actor
+        async with self._activation:
+            actor = self._actors.get(session_id)
+            if actor is not None:
+                return actor
+            record = await self.store.load_session(session_id)
+            if record is None:
+                raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+            runs = await self.store.list_runs(session_id)
+            actor = SessionActor(
+                store=self.store,
+                agent=self.agent(record.agent),
+                record=record,
+                last_seq=await self.store.last_event_seq(session_id),
+                last_run=runs[0] if runs else None,
+                resolve_output=self._resolve_output,
+            )
+            self._actors[session_id] = actor
+            self.activations += 1
+            return actor
+
+    # -- operations the handles use -----------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        agent: str,
+        title: str | None,
+        model: str | None,
+        cwd: str | None,
+        lineage: Lineage,
+        root_id: str | None,
+        head: str | None,
+    ) -> SessionRecord:
+        """Persist a new session (and its thread, at ``head`` for a fork)."""
+        self.agent(agent)
+        session_id = new_id()
+        at = now_ms()
+        record = SessionRecord(session_id=session_id, agent=agent, lineage=lineage, root_id=root_id or session_id,
+                               title=title, model=model, cwd=cwd, created_at=at, updated_at=at)
+        await self.store.create_session(record, head=head)
+        return record
+
+    async def send(self, session_id: str, message: ModelMessage, kind: TurnKind, if_busy: IfBusy,
+                   output_type: type[BaseModel] | None) -> TurnRecord:
+        """Queue a turn on a session."""
+        if output_type is not None:
+            path = type_path(output_type)
+            assert path is not None
+            self._output_types[path] = output_type
+        actor = await self.actor(session_id)
+        return await actor.send(message, kind, if_busy, output_type)
+
+    async def metadata(self, session_id: str) -> SessionMetadata:
+        """Title, model, live status, cwd and times."""
+        actor = await self.actor(session_id)
+        record = actor.record
+        return SessionMetadata(title=record.title, model=record.model, status=actor.status(), cwd=record.cwd,
+                               created_at=record.created_at, updated_at=record.updated_at)
+
+    async def events(self, session_id: str, after_seq: int = 0) -> AsyncIterator[SessionEvent]:
+        """Stored events after ``after_seq``, then live ones, until the caller stops."""
+        actor = await self.actor(session_id)
+        queue = actor.bus.subscribe()
+        try:
+            last = after_seq
+            for event in await self.store.load_events(session_id, after_seq):
+                last = event.seq or last
+                yield event
+            while True:
+                event = await queue.get()
+                if event.seq is None:
+                    yield event
+                elif event.seq > last:
+                    last = event.seq
+                    yield event
+        finally:
+            actor.bus.unsubscribe(queue)
+            actor._touch()
+
+    async def add_listener(self, session_id: str, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` with every event of the session until the returned function is called."""
+        actor = await self.actor(session_id)
+        return actor.bus.add_listener(listener)
+
+    async def wait_turn(self, session_id: str, submission_id: str) -> None:
+        """Return once the turn is at rest."""
+        actor = await self.actor(session_id)
+        await actor.wait_turn(submission_id)
+
+    async def cancel_turn(self, session_id: str, submission_id: str) -> None:
+        """Cancel one turn."""
+        actor = await self.actor(session_id)
+        await actor.cancel_turn(submission_id)
+
+    async def cancel(self, session_id: str) -> None:
+        """Cancel every turn of a session and its suspended run."""
+        actor = await self.actor(session_id)
+        await actor.cancel()
+
+    async def pending_approvals(self, session_id: str) -> list[SuspendReason]:
+        """The live approval request of the session, if any."""
+        actor = await self.actor(session_id)
+        return await actor.pending_approvals()
+
+    async def decide(
+        self, session_id: str, kind: Literal["approve", "reject", "resume"], token: str, principal: Principal,
+        params: dict[str, Any],
+    ) -> RunResult:
+        """Approve, reject or resume the session's suspended run, in mailbox order."""
+        actor = await self.actor(session_id)
+
+        async def run(session: Session) -> RunResult:
+            session.origin = principal.origin  # a resume value is said by the deciding principal
+            if kind == "approve":
+                return await session.approve_tool(token, params.get("approval"), params.get("args"))
+            if kind == "reject":
+                return await session.reject_tool(token, params.get("reason", "not approved"))
+            return await session.resume(token, params.get("value"))
+
+        return await actor.decide(run)
