@@ -12,6 +12,8 @@ from repertory.errors import CommitConflict
 from repertory.runtime._calls import error_result, tool_message, unanswered_calls
 from repertory.runtime.history import MessageHistory
 from repertory.runtime.ids import now_ms
+from repertory.runtime.memory import Memory
+from repertory.runtime.messages import ModelMessage
 from repertory.runtime.state import RunState, ThreadState
 
 __all__ = ["commit_cancelled", "supersede_open_runs", "pair_unanswered"]
@@ -19,17 +21,17 @@ __all__ = ["commit_cancelled", "supersede_open_runs", "pair_unanswered"]
 _ATTEMPTS = 5
 
 
-def pair_unanswered(history: MessageHistory, reason: str) -> bool:
-    """Give every unanswered call at the head an error result; True if anything was appended."""
-    messages = history.messages
-    calls = unanswered_calls(messages)
+def pair_unanswered(history: MessageHistory, reason: str) -> ModelMessage | None:
+    """Give every unanswered call at the head an error result; returns the message appended, if any."""
+    calls = unanswered_calls(history.messages)
     if not calls:
-        return False
-    history.append(tool_message([error_result(c, reason) for c in calls]))
-    return True
+        return None
+    message = tool_message([error_result(c, reason) for c in calls])
+    history.append(message)
+    return message
 
 
-async def commit_cancelled(store: Any, run_id: str, reason: str) -> RunState | None:
+async def commit_cancelled(store: Any, run_id: str, reason: str, memory: Memory | None = None) -> RunState | None:
     """Commit the run as ``cancelled``: its token dies and its pending calls get error results.
 
     A finished run is left alone (and returned as it is). Retries when it races with a commit.
@@ -55,23 +57,27 @@ async def commit_cancelled(store: Any, run_id: str, reason: str) -> RunState | N
             return run
         history = MessageHistory() if head is None else await store.load_history(head)
         assert history is not None
-        pair_unanswered(history, f"cancelled: {reason}")
+        answered = pair_unanswered(history, f"cancelled: {reason}")
         run.history_revision_id = history.revision_id
         new_thread = thread.model_copy(update={"history_revision_id": history.revision_id, "updated_at": now})
         try:
             await store.commit_session(run=run, thread=new_thread, history=history, base_revision_id=head)
         except CommitConflict:
             continue
+        if memory is not None and answered is not None:
+            await memory.append(thread_id=run.thread_id, messages=[answered])
         return run
     raise CommitConflict(f"could not cancel run {run_id!r}: it kept changing", run_id=run_id)
 
 
-async def supersede_open_runs(store: Any, thread_id: str, keep: str | None = None) -> list[RunState]:
+async def supersede_open_runs(
+    store: Any, thread_id: str, keep: str | None = None, memory: Memory | None = None
+) -> list[RunState]:
     """Cancel every suspended or running run of a thread (a new run is about to start on it)."""
     cancelled: list[RunState] = []
     for run in await store.list_runs(thread_id):
         if run.status in ("suspended", "running") and run.run_id != keep:
-            done = await commit_cancelled(store, run.run_id, "superseded by a new run")
+            done = await commit_cancelled(store, run.run_id, "superseded by a new run", memory)
             if done is not None:
                 cancelled.append(done)
     return cancelled

@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from pydantic import BaseModel, JsonValue, ValidationError
+from pydantic_core import to_jsonable_python
 
 from repertory.errors import (
     CommitConflict,
@@ -218,7 +219,11 @@ class Drive:
             ours = self.cancel_requested or (self.signal is not None and self.signal.aborted)
             if ours and task is not None:
                 task.uncancel()
-            await commit_cancelled(self.store, self.run_state.run_id, "the run was cancelled")
+            cancelled = await commit_cancelled(
+                self.store, self.run_state.run_id, "the run was cancelled", self.memory
+            )
+            if cancelled is not None and cancelled.status == "cancelled" and self.on_commit is not None:
+                self.on_commit(cancelled)
             if ours:
                 run_id = self.run_state.run_id
                 raise RunCancelled(f"run {run_id!r} was cancelled", run_id=run_id) from None
@@ -253,6 +258,8 @@ class Drive:
         run.error = None
         if await self.settle_calls(fresh=False):
             return self.result()
+        if self.history.revision_id != self.base:
+            await self.commit()  # results of a decision or a recovery are durable before the model sees them
         while True:
             if run.step_index >= self.agent.max_steps:
                 raise StepBudgetExceeded(
@@ -357,7 +364,15 @@ class Drive:
             jobs.append((tool, call, args, ctx))
         suspends: list[PendingCall] = []
         if jobs:
+            scratch_before = json.loads(json.dumps(run.scratch))
             outcomes = await run_calls([(t, c, a, x) for t, c, a, x in jobs])
+            try:
+                # Tools may write anything into ctx.scratch; it must stay JSON (sets become lists).
+                run.scratch = to_jsonable_python(run.scratch)
+            except Exception as exc:
+                run.scratch = scratch_before
+                names = ", ".join(sorted({t.name for t, *_ in jobs}))
+                raise ValueError(f"a tool ({names}) put a value into ctx.scratch that is not JSON: {exc}") from None
             for (tool, call, args, _), outcome in zip(jobs, outcomes, strict=True):
                 results[call.tool_call_id] = outcome.result
                 if outcome.suspend is not None:

@@ -93,12 +93,20 @@ class Session:
         return self._signal
 
     def _committed(self, run: RunState) -> None:
+        """After each commit: announce a copy to ``on_checkpoint`` and watchers (copy only if watched)."""
         self._state = run
-        if self.on_checkpoint is not None or self._signal._subscribers or self._signal._queues:
+        if self.on_checkpoint is not None or self._signal.watched:
             snapshot = run.model_copy(deep=True)
             if self.on_checkpoint is not None:
                 self.on_checkpoint(snapshot)
             self._signal.set(snapshot)
+        else:
+            self._signal.set(run)
+
+    def _observe(self, run: RunState) -> None:
+        """Take a stored state as the latest without announcing a checkpoint (nothing was committed)."""
+        self._state = run
+        self._signal.set(run)
 
     # -- drive plumbing ---------------------------------------------------------------------------
 
@@ -166,7 +174,7 @@ class Session:
             if not ok:
                 stored = await self._reload_state(drive.run_state.run_id)
                 if stored is not None:
-                    self._committed(stored)
+                    self._observe(stored)
             self._drive, self._drive_task, self._busy = None, None, False
             self._drive_over.set()
 
@@ -198,7 +206,7 @@ class Session:
             if await self.store.load_run(run_id) is not None:
                 raise CommitConflict(f"a run with id {run_id!r} already exists", run_id=run_id)
             if fork_of is None:
-                await supersede_open_runs(self.store, self.thread_id)
+                await supersede_open_runs(self.store, self.thread_id, memory=self.memory)
             thread = await self.store.load_thread(self.thread_id)
             base = None if thread is None else thread.history_revision_id
             history = fork_of if fork_of is not None else await self._load_history(base)
@@ -258,7 +266,8 @@ class Session:
                 drive = await self._drive_for(run, signal)
             except CommitConflict:
                 # Another redemption won and moved the thread on between our read and now.
-                raise InvalidResumeToken(f"the resume token of run {run_id!r} was already used", run_id=run_id) from None
+                used = f"the resume token of run {run_id!r} was already used"
+                raise InvalidResumeToken(used, run_id=run_id) from None
             drive.just_decided = set(decide(drive))
             drive.run_state.pending.pop(0)
             drive.run_state.suspended_on = None
@@ -312,10 +321,13 @@ class Session:
             return
         if self._state is None:
             return
-        run = await commit_cancelled(self.store, self._state.run_id, "the run was cancelled")
+        before = self._state.status
+        run = await commit_cancelled(self.store, self._state.run_id, "the run was cancelled", self.memory)
         self._history = None
-        if run is not None:
-            self._committed(run)
+        if run is not None and run.status == "cancelled" and before != "cancelled":
+            self._committed(run)  # a real commit: announce it
+        elif run is not None:
+            self._observe(run)
 
     # -- stateless helpers ------------------------------------------------------------------------
 

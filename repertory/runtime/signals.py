@@ -74,6 +74,11 @@ class Signal(Generic[T]):
         """The latest value."""
         return self._value
 
+    @property
+    def watched(self) -> bool:
+        """True while a subscriber or an iterator listens."""
+        return bool(self._subscribers or self._queues)
+
     def set(self, value: T) -> None:
         """Publish a new value to subscribers and iterators."""
         self._value = value
