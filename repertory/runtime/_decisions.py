@@ -8,19 +8,30 @@ arguments that do not validate) leaves the token live.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 
-from repertory.errors import RunNotFound
+from repertory.errors import (
+    CommitConflict,
+    InvalidResumeToken,
+    RunNotFound,
+    WrongSuspensionKind,
+)
 from repertory.runtime._loop import Drive
 from repertory.runtime.ids import now_ms
 from repertory.runtime.messages import ModelMessage, Origin
-from repertory.runtime.state import RunState
+from repertory.runtime.result import RunResult
+from repertory.runtime.signals import AbortSignal
+from repertory.runtime.state import RunState, SuspendKind
 from repertory.storage.base import SessionStore
 
-__all__ = ["SessionInput", "approve", "input_messages", "reject", "stored_run", "value_text"]
+if TYPE_CHECKING:
+    from repertory.runtime.session import Session
+
+__all__ = ["SessionInput", "approve", "input_messages", "redeem", "reject", "stored_run", "value_text"]
 
 SessionInput = str | dict[str, Any]
 _MESSAGES = TypeAdapter(list[ModelMessage])
@@ -80,3 +91,49 @@ def reject(reason: str) -> Callable[[Drive], tuple[str, ...]]:
         return ()
 
     return decide
+
+
+async def redeem(
+    sess: Session,
+    run_id: str,
+    token: str,
+    kind: SuspendKind,
+    signal: AbortSignal | None,
+    decide: Callable[[Drive], tuple[str, ...]],
+) -> RunResult:
+    """Check a token in the documented order, record the decision and drive on.
+
+    The token is consumed by the commit that records the decision (``redeem_token``), so of
+    several racing redemptions exactly one proceeds; the others get ``InvalidResumeToken``.
+    """
+    run = await sess.store.load_run(run_id)
+    if run is None:
+        raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+    live = run.suspended_on.token if run.status == "suspended" and run.suspended_on is not None else None
+    if live is None or not isinstance(token, str) or not secrets.compare_digest(live.encode(), token.encode()):
+        raise InvalidResumeToken(f"not the live resume token of run {run_id!r}", run_id=run_id)
+    assert run.suspended_on is not None
+    if run.suspended_on.kind != kind:
+        use = "resume()" if run.suspended_on.kind == "suspend" else "approve_tool() or reject_tool()"
+        raise WrongSuspensionKind(
+            f"run {run_id!r} is suspended for {run.suspended_on.kind!r}; use {use}", run_id=run_id
+        )
+    sess._claim()
+    sess.thread_id = run.thread_id
+    try:
+        try:
+            drive = await sess._drive_for(run, signal)
+        except CommitConflict:
+            # Another redemption won and moved the thread on between our read and now.
+            used = f"the resume token of run {run_id!r} was already used"
+            raise InvalidResumeToken(used, run_id=run_id) from None
+        drive.just_decided = set(decide(drive))
+        drive.run_state.pending.pop(0)
+        drive.run_state.suspended_on = None
+        drive.run_state.status = "running"
+    except BaseException:
+        sess._busy = False
+        sess._history = None
+        raise
+    return await sess._run(drive, token, commit=True)
+

@@ -13,7 +13,7 @@ decision, so of several racing redemptions exactly one proceeds.
 from __future__ import annotations
 
 import asyncio
-import secrets
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -26,10 +26,17 @@ from repertory.errors import (
     RunSuspended,
     SessionBusy,
     StoreError,
-    WrongSuspensionKind,
 )
 from repertory.runtime._control import commit_cancelled, pair_unanswered, supersede_open_runs
-from repertory.runtime._decisions import SessionInput, approve, input_messages, reject, stored_run, value_text
+from repertory.runtime._decisions import (
+    SessionInput,
+    approve,
+    input_messages,
+    redeem,
+    reject,
+    stored_run,
+    value_text,
+)
 from repertory.runtime._loop import Drive, parse_output
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import Outbox
@@ -42,7 +49,20 @@ from repertory.runtime.signals import AbortSignal, Signal
 from repertory.runtime.state import RunState, SuspendKind
 from repertory.storage.base import SessionStore
 
-__all__ = ["Session", "SessionInput"]
+__all__ = ["Session", "SessionInput", "snapshot"]
+
+
+def snapshot(run: RunState) -> RunState:
+    """A copy of ``run`` that later changes to ``run`` cannot reach (cheaper than a deep copy).
+
+    Usage, errors and suspension reasons are replaced, never mutated, by the loop, so they are
+    shared; scratch, pending calls and approval records are mutated in place, so they are copied.
+    """
+    snap = run.model_copy()
+    snap.scratch = copy.deepcopy(run.scratch) if run.scratch else {}
+    snap.pending = [p.model_copy() for p in run.pending]
+    snap.approvals = [a.model_copy() for a in run.approvals]
+    return snap
 
 USER_ORIGIN = Origin(kind="user")
 
@@ -93,15 +113,16 @@ class Session:
         return self._signal
 
     def _committed(self, run: RunState) -> None:
-        """After each commit: announce a copy to ``on_checkpoint`` and watchers (copy only if watched)."""
-        self._state = run
-        if self.on_checkpoint is not None or self._signal.watched:
-            snapshot = run.model_copy(deep=True)
-            if self.on_checkpoint is not None:
-                self.on_checkpoint(snapshot)
-            self._signal.set(snapshot)
-        else:
-            self._signal.set(run)
+        """After each commit: the committed state becomes ``state``/``watch().value`` and is announced.
+
+        The drive keeps mutating its own run object between commits, so what is published is a
+        snapshot that shares only immutable parts (``snapshot``), at a few microseconds a commit.
+        """
+        snap = snapshot(run)
+        self._state = snap
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(snapshot(snap))  # the callback's own copy: it may keep or change it
+        self._signal.set(snap)
 
     def _observe(self, run: RunState) -> None:
         """Take a stored state as the latest without announcing a checkpoint (nothing was committed)."""
@@ -247,36 +268,7 @@ class Session:
 
     async def _redeem(self, run_id: str, token: str, kind: SuspendKind, signal: AbortSignal | None,
                       decide: Callable[[Drive], tuple[str, ...]]) -> RunResult:
-        run = await self.store.load_run(run_id)
-        if run is None:
-            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
-        live = run.suspended_on.token if run.status == "suspended" and run.suspended_on is not None else None
-        if live is None or not isinstance(token, str) or not secrets.compare_digest(live.encode(), token.encode()):
-            raise InvalidResumeToken(f"not the live resume token of run {run_id!r}", run_id=run_id)
-        assert run.suspended_on is not None
-        if run.suspended_on.kind != kind:
-            use = "resume()" if run.suspended_on.kind == "suspend" else "approve_tool() or reject_tool()"
-            raise WrongSuspensionKind(
-                f"run {run_id!r} is suspended for {run.suspended_on.kind!r}; use {use}", run_id=run_id
-            )
-        self._claim()
-        self.thread_id = run.thread_id
-        try:
-            try:
-                drive = await self._drive_for(run, signal)
-            except CommitConflict:
-                # Another redemption won and moved the thread on between our read and now.
-                used = f"the resume token of run {run_id!r} was already used"
-                raise InvalidResumeToken(used, run_id=run_id) from None
-            drive.just_decided = set(decide(drive))
-            drive.run_state.pending.pop(0)
-            drive.run_state.suspended_on = None
-            drive.run_state.status = "running"
-        except BaseException:
-            self._busy = False
-            self._history = None
-            raise
-        return await self._run(drive, token, commit=True)
+        return await redeem(self, run_id, token, kind, signal, decide)
 
     async def resume(self, token: str, value: Any, *, signal: AbortSignal | None = None) -> RunResult:
         """Answer a ``suspend()``: ``value`` becomes a user message (a string verbatim, else JSON)."""

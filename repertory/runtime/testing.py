@@ -51,9 +51,11 @@ class ScriptedModel:
         self.steps = steps
         self.delay = delay
         self.requests = 0
-        # (last message, prefix length, assistant count, characters) by id of the last message of a
-        # request: the next request of the same conversation scans only what was added since.
-        self._memo: dict[int, tuple[ModelMessage, int, int, int]] = {}
+        # By id of the last message of a request: (that message, prefix length, assistant count,
+        # characters, sampled (index, message) pairs). The next request of the same conversation
+        # scans only what was added since; the samples tell a different conversation that happens
+        # to share its last message object apart.
+        self._memo: dict[int, tuple[ModelMessage, int, int, int, tuple[tuple[int, ModelMessage], ...]]] = {}
 
     async def request(
         self, messages: list[ModelMessage], tools: list[ToolSpec], settings: ModelSettings
@@ -98,7 +100,12 @@ class ScriptedModel:
         start, count, chars = 0, 0, 0
         for i in range(len(messages), 0, -1):
             hit = self._memo.get(id(messages[i - 1]))
-            if hit is not None and hit[0] is messages[i - 1] and hit[1] == i:
+            if (
+                hit is not None
+                and hit[0] is messages[i - 1]
+                and hit[1] == i
+                and all(messages[j] is m or messages[j] == m for j, m in hit[4])
+            ):
                 start, count, chars = i, hit[2], hit[3]
                 break
         for m in messages[start:]:
@@ -106,7 +113,9 @@ class ScriptedModel:
             chars += len(m.text)
         if len(self._memo) >= 4096:
             self._memo.clear()
-        self._memo[id(messages[-1])] = (messages[-1], len(messages), count, chars)
+        n = len(messages)
+        samples = tuple((j, messages[j]) for j in sorted({0, 1, 2, n // 4, n // 2, (3 * n) // 4, n - 2}) if 0 <= j < n)
+        self._memo[id(messages[-1])] = (messages[-1], n, count, chars, samples)
         return count, chars
 
     def _build(self, step: Step, messages: list[ModelMessage]) -> tuple[ModelMessage, Usage]:

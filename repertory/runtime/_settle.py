@@ -1,0 +1,130 @@
+"""Answering a step's tool calls: the part of the step loop between the model and the next request.
+
+``settle_calls`` decides, for every call of the last assistant message that has no result yet,
+what it gets: an approval request, a rejection, the tool's real result, a suspension, or (after a
+crash, for a tool that is not idempotent) "outcome unknown". It queues approvals before suspends so
+a human is asked one thing at a time, in call order, and suspends on the first with a fresh token.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from pydantic import JsonValue
+from pydantic_core import to_jsonable_python
+
+from repertory.runtime._calls import error_result, run_calls, tool_message, unanswered_calls
+from repertory.runtime.ids import new_token
+from repertory.runtime.messages import ToolResultPart
+from repertory.runtime.state import ApprovalRecord, PendingCall, SuspendReason
+from repertory.runtime.tools import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from repertory.runtime._loop import Drive
+
+__all__ = ["OUTCOME_UNKNOWN", "settle_calls", "suspend_on_first"]
+
+OUTCOME_UNKNOWN = (
+    "outcome unknown: the run stopped while this tool was running, and it is not idempotent, "
+    "so it was not run again"
+)
+
+
+async def settle_calls(drive: Drive, fresh: bool) -> bool:
+    """Answer the last assistant message's unanswered calls; True when the run suspended.
+
+    ``fresh`` calls come straight from the model and have not started. Otherwise a call may
+    have started before a crash: it is re-run only if idempotent (or approved in this drive).
+    """
+    run = drive.run_state
+    unanswered = unanswered_calls(drive.messages)
+    if not unanswered:
+        if run.pending:
+            await suspend_on_first(drive)
+            return True
+        return False
+    queued = {p.tool_call_id for p in run.pending}
+    decided = {a.tool_call_id: a for a in run.approvals if a.decision is not None}
+    results: dict[str, ToolResultPart] = {}
+    jobs: list[tuple[Tool, Any, dict[str, Any], ToolContext]] = []
+    approvals: list[PendingCall] = []
+    for call in unanswered:
+        cid = call.tool_call_id
+        if cid in queued:
+            continue
+        tool = drive.agent.tools.get(call.tool_name)
+        if tool is None:
+            known = ", ".join(sorted(drive.agent.tools)) or "none"
+            results[cid] = error_result(call, f"unknown tool {call.tool_name!r}; available tools: {known}")
+            continue
+        decision = decided.get(cid)
+        args: dict[str, Any] = decision.args if decision is not None else call.args
+        if tool.requires_approval and decision is None:
+            try:
+                tool.validate(args)  # never ask a human to approve a call that cannot run
+            except Exception as exc:
+                results[cid] = error_result(call, str(exc))
+                continue
+            approvals.append(PendingCall(kind="approval", tool_call_id=cid, tool_name=tool.name,
+                                         args=args, reason=f"tool {tool.name!r} requires approval"))
+            continue
+        if decision is not None and decision.decision != "approved":
+            results[cid] = error_result(call, decision.reason or "not approved")
+            continue
+        if not fresh and cid not in drive.just_decided and not tool.idempotent:
+            results[cid] = error_result(call, OUTCOME_UNKNOWN)
+            continue
+        ctx = ToolContext(call_id=cid, tool_name=tool.name, run_id=run.run_id, thread_id=run.thread_id,
+                          approval=None if decision is None else decision.approval, scratch=run.scratch)
+        jobs.append((tool, call, args, ctx))
+    suspends: list[PendingCall] = []
+    if jobs:
+        scratch_before = json.loads(json.dumps(run.scratch))
+        outcomes = await run_calls([(t, c, a, x) for t, c, a, x in jobs])
+        try:
+            # Tools may write anything into ctx.scratch; it must stay JSON (sets become lists).
+            run.scratch = to_jsonable_python(run.scratch)
+        except Exception as exc:
+            run.scratch = scratch_before
+            names = ", ".join(sorted({t.name for t, *_ in jobs}))
+            raise ValueError(f"a tool ({names}) put a value into ctx.scratch that is not JSON: {exc}") from None
+        for (tool, call, args, _), outcome in zip(jobs, outcomes, strict=True):
+            results[call.tool_call_id] = outcome.result
+            if outcome.suspend is not None:
+                payload: JsonValue = json.loads(json.dumps(outcome.suspend.payload, default=str))
+                suspends.append(PendingCall(kind="suspend", tool_call_id=call.tool_call_id,
+                                            tool_name=tool.name, args=args, reason=outcome.suspend.reason,
+                                            payload=payload))
+    if results:
+        ordered = [results[c.tool_call_id] for c in unanswered if c.tool_call_id in results]
+        drive.append(tool_message(ordered))
+        for part in ordered:
+            drive.emit("tool.result", {"tool_call_id": part.tool_call_id, "tool_name": part.tool_name,
+                                      "result": part.result, "is_error": part.is_error})
+    for p in approvals:
+        run.approvals.append(ApprovalRecord(tool_call_id=p.tool_call_id, tool_name=p.tool_name,
+                                            args=p.args, requested_at=p.requested_at))
+    waiting = [p for p in run.pending if p.kind == "approval"] + approvals
+    run.pending = waiting + [p for p in run.pending if p.kind == "suspend"] + suspends
+    if run.pending:
+        await suspend_on_first(drive)
+        return True
+    return False
+
+async def suspend_on_first(drive: Drive) -> None:
+    """Suspend on the first pending call with a fresh token, and commit."""
+    run = drive.run_state
+    first = run.pending[0]
+    payload: JsonValue = first.payload
+    if first.kind == "approval":
+        payload = {"tool_name": first.tool_name, "args": first.args, "tool_call_id": first.tool_call_id}
+    run.suspended_on = SuspendReason(token=new_token(), kind=first.kind, reason=first.reason, payload=payload,
+                                     tool_call_id=first.tool_call_id)
+    run.status = "suspended"
+    await drive.commit()
+    data = {"run_id": run.run_id, "kind": first.kind, "reason": first.reason, "payload": payload,
+            "tool_call_id": first.tool_call_id}
+    if first.kind == "approval":
+        drive.emit("approval.requested", data)
+    drive.emit("run.suspended", data)
