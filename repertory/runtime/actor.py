@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from repertory.errors import RunCancelled, SessionBusy
+from repertory.errors import RepertoryError, RunCancelled, SessionBusy
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import EventBus
 from repertory.runtime.ids import new_id, now_ms
@@ -31,7 +31,7 @@ from repertory.runtime.result import RunResult
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal
 from repertory.runtime.state import ErrorInfo, RunState, SuspendReason
-from repertory.runtime.tree import SessionRecord, SessionStatus, TurnKind, TurnRecord, TurnStatus
+from repertory.runtime.tree import SessionEvent, SessionRecord, SessionStatus, TurnKind, TurnRecord, TurnStatus
 from repertory.storage.base import TreeStore
 
 __all__ = ["IfBusy", "SessionActor"]
@@ -68,11 +68,12 @@ class SessionActor:
         last_seq: int,
         last_run: RunState | None,
         resolve_output: Callable[[str | None], type[BaseModel] | None],
+        listeners: list[Callable[[SessionEvent], None]] | None = None,
     ) -> None:
         self.id = record.session_id
         self.record = record
         self.store = store
-        self.bus = EventBus(self.id, last_seq)
+        self.bus = EventBus(self.id, last_seq, listeners)
         self.session = Session(store=store, agent=agent, thread_id=self.id, outbox=self.bus, origin=None)
         self.session._state = last_run
         self._resolve_output = resolve_output
@@ -80,6 +81,8 @@ class SessionActor:
         self._worker: asyncio.Task[None] | None = None
         self._current: _Job | None = None
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._send_lock = asyncio.Lock()
+        self._suspended: dict[str, TurnRecord] | None = None  # loaded on first need
         self.last_active = time.monotonic()
 
     # -- state --------------------------------------------------------------------------------------
@@ -123,22 +126,25 @@ class SessionActor:
         if if_busy not in ("enqueue", "reject", "interrupt"):
             raise ValueError(f"if_busy must be 'enqueue', 'reject' or 'interrupt', not {if_busy!r}")
         self._touch()
-        busy = self.busy
-        if busy and if_busy == "reject":
-            raise SessionBusy(f"session {self.id!r} has a turn running or queued", session_id=self.id)
-        turn = TurnRecord(
-            submission_id=new_id(),
-            session_id=self.id,
-            kind=kind,
-            message=message,
-            run_id=new_id(),
-            output_type=type_path(output_type),
-        )
-        turn = await self.store.add_turn(turn)
-        if busy and if_busy == "interrupt" and self._current is not None and self._current.kind == "turn":
-            self._current.signal.abort("interrupted by a new turn")
-        self._jobs.append(_Job("turn", turn, output_type))
-        self._ensure_worker()
+        # One send at a time: the busy check, the durable queue position and the in-memory queue
+        # agree, so concurrent sends run in their stored order and "reject" cannot let two in.
+        async with self._send_lock:
+            busy = self.busy
+            if busy and if_busy == "reject":
+                raise SessionBusy(f"session {self.id!r} has a turn running or queued", session_id=self.id)
+            turn = TurnRecord(
+                submission_id=new_id(),
+                session_id=self.id,
+                kind=kind,
+                message=message,
+                run_id=new_id(),
+                output_type=type_path(output_type),
+            )
+            turn = await self.store.add_turn(turn)
+            if busy and if_busy == "interrupt" and self._current is not None and self._current.kind == "turn":
+                self._current.signal.abort("interrupted by a new turn")
+            self._jobs.append(_Job("turn", turn, output_type))
+            self._ensure_worker()
         return turn
 
     async def decide(self, decide: Callable[[Session], Awaitable[RunResult]]) -> RunResult:
@@ -176,6 +182,10 @@ class SessionActor:
         if job.signal.aborted:
             await self._finish(turn, "cancelled")
             return
+        for superseded in await self._suspended_turns():
+            if superseded.submission_id != turn.submission_id:
+                # The new run supersedes the suspended one (its token dies): its turn ends here.
+                await self._finish(superseded, "cancelled")
         turn.status, turn.updated_at = "running", now_ms()
         await self.store.update_turn(turn)
         self.bus.submission_id = turn.submission_id
@@ -183,7 +193,8 @@ class SessionActor:
                                                            "run_id": turn.run_id})
         if turn.kind == "notification":
             origin = turn.message.origin.model_dump() if turn.message.origin else None
-            await self.bus.append(self.store, "notification", {"text": turn.message.text, "origin": origin})
+            await self.bus.append(self.store, "notification", {"text": turn.message.text, "origin": origin},
+                                  submission_id=turn.submission_id)
         status: TurnStatus
         try:
             stored = await self.store.load_run(turn.run_id)
@@ -209,40 +220,60 @@ class SessionActor:
 
     async def _run_decision(self, job: _Job) -> None:
         assert job.decide is not None and job.future is not None
-        suspended = await self.store.list_turns(self.id, ["suspended"])
+        suspended = await self._suspended_turns()
         turn = suspended[-1] if suspended else None
         if turn is not None:
+            # Durably running again: a restart in the middle re-drives the run through this turn.
+            turn.status, turn.updated_at = "running", now_ms()
+            await self.store.update_turn(turn)
+            self._suspended.pop(turn.submission_id, None)  # type: ignore[union-attr]
             self.bus.submission_id = turn.submission_id
         try:
             result = await job.decide(self.session)
-        except BaseException as exc:
-            if turn is not None:
-                await self._settle_from_store(turn)
+        except asyncio.CancelledError as exc:
             if not job.future.done():
                 job.future.set_exception(exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
+            raise
+        except BaseException as exc:
+            try:
+                if turn is not None:
+                    await self._settle_from_store(turn)  # before the caller hears back: status is current
+            finally:
+                if not job.future.done():
+                    job.future.set_exception(exc)
             return
         if turn is not None:
             await self._finish(turn, _turn_status(result.status))
         job.future.set_result(result)
 
+    async def _suspended_turns(self) -> list[TurnRecord]:
+        if self._suspended is None:
+            self._suspended = {t.submission_id: t for t in await self.store.list_turns(self.id, ["suspended"])}
+        return sorted(self._suspended.values(), key=lambda t: t.seq)
+
     async def _settle_from_store(self, turn: TurnRecord) -> None:
         run = await self.store.load_run(turn.run_id)
-        if run is not None and run.status != "suspended":
+        if run is not None:
             self.session._state = run
             await self._finish(turn, _turn_status(run.status))
 
     async def _finish(self, turn: TurnRecord, status: TurnStatus) -> None:
         turn.status, turn.updated_at = status, now_ms()
         await self.store.update_turn(turn)
+        if self._suspended is not None:
+            if status == "suspended":
+                self._suspended[turn.submission_id] = turn
+            else:
+                self._suspended.pop(turn.submission_id, None)
         if status in _TERMINAL:
-            self.bus.submission_id = turn.submission_id
             data: dict[str, Any] = {"submission_id": turn.submission_id, "status": status, "run_id": turn.run_id}
             if turn.error is not None:
                 data["error"] = {"type": turn.error.type, "message": turn.error.message}
-            await self.bus.append(self.store, "turn.completed", data)
-        self.bus.submission_id = None
+            await self.bus.append(self.store, "turn.completed", data, submission_id=turn.submission_id)
+            self.record.updated_at = turn.updated_at
+            await self.store.update_session(self.record)
+        if self.bus.submission_id == turn.submission_id:
+            self.bus.submission_id = None
         for waiter in self._waiters.pop(turn.submission_id, []):
             if not waiter.done():
                 waiter.set_result(None)
@@ -290,7 +321,7 @@ class SessionActor:
         if current is not None and current.kind == "turn":
             current.signal.abort("cancelled")
             await current.over.wait()
-        for turn in await self.store.list_turns(self.id, ["suspended"]):
+        for turn in await self._suspended_turns():
             await self._close_suspended(turn)
 
     async def _close_suspended(self, turn: TurnRecord) -> None:
@@ -315,6 +346,12 @@ class SessionActor:
 
     async def detach(self) -> None:
         """Stop working without changing anything durable (host shutdown): turns resume on restart."""
+        for job in list(self._jobs):
+            if job.future is not None and not job.future.done():
+                job.future.set_exception(RepertoryError("the runtime closed before this decision ran"))
+        current = self._current
+        if current is not None and current.future is not None and not current.future.done():
+            current.future.set_exception(RepertoryError("the runtime closed while this decision ran"))
         await self.session.detach()
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()

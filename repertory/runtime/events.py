@@ -14,6 +14,7 @@ listener (``on_progress``). Resume tokens never enter an event.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -23,6 +24,7 @@ from repertory.runtime.tree import SessionEvent
 __all__ = ["LIVE_ONLY", "EventBus", "Outbox"]
 
 LIVE_ONLY = frozenset({"text.delta", "reasoning.delta"})
+_log = logging.getLogger("repertory.events")
 
 
 class Outbox(Protocol):
@@ -44,13 +46,16 @@ class Outbox(Protocol):
 class EventBus:
     """One session's outbox, subscriber queues and progress listeners."""
 
-    def __init__(self, session_id: str, last_seq: int) -> None:
+    def __init__(
+        self, session_id: str, last_seq: int, listeners: list[Callable[[SessionEvent], None]] | None = None
+    ) -> None:
         self.session_id = session_id
         self.last_seq = last_seq
         self.submission_id: str | None = None
         self._buffer: list[tuple[str, dict[str, Any], str | None, int]] = []
         self._queues: set[asyncio.Queue[SessionEvent]] = set()
-        self._listeners: list[Callable[[SessionEvent], None]] = []
+        # The host owns this list, so a listener added before the actor is active is already here.
+        self._listeners: list[Callable[[SessionEvent], None]] = listeners if listeners is not None else []
 
     @property
     def watched(self) -> bool:
@@ -91,9 +96,11 @@ class EventBus:
         """Put un-committed events back in front of the buffer, without their numbers."""
         self._buffer[:0] = [(e.type, e.data, e.submission_id, e.at) for e in events]
 
-    async def append(self, store: Any, type: str, data: dict[str, Any]) -> SessionEvent:
+    async def append(
+        self, store: Any, type: str, data: dict[str, Any], submission_id: str | None = None
+    ) -> SessionEvent:
         """Write one event (and anything still buffered) now, outside a checkpoint."""
-        self.emit(type, data)
+        self._buffer.append((type, data, submission_id or self.submission_id, now_ms()))
         events = self.take()
         try:
             await store.append_events(events)
@@ -109,7 +116,11 @@ class EventBus:
         for queue in self._queues:
             queue.put_nowait(event)
         for listener in list(self._listeners):
-            listener(event)
+            try:
+                listener(event)
+            except Exception:
+                # A listener's bug must never stop the session that feeds it.
+                _log.exception("on_progress listener %r failed on %s event", listener, event.type)
 
     def subscribe(self) -> asyncio.Queue[SessionEvent]:
         """A queue receiving every event published from now on."""
@@ -120,13 +131,3 @@ class EventBus:
     def unsubscribe(self, queue: asyncio.Queue[SessionEvent]) -> None:
         """Stop feeding a queue."""
         self._queues.discard(queue)
-
-    def add_listener(self, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
-        """Call ``listener`` for every event; returns the function that removes it."""
-        self._listeners.append(listener)
-
-        def remove() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return remove

@@ -7,7 +7,6 @@ the host, so a handle behaves the same on any backend.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -79,8 +78,14 @@ class TurnHandle:
         run = await self._rt.store.load_run(turn.run_id)
         if run is None:
             raise RepertoryError(f"turn {self.submission_id!r} has no run yet (status {turn.status})")
+        if run.status == "cancelled":
+            raise RunCancelled(f"the run of turn {self.submission_id!r} was cancelled", run_id=run.run_id)
         text = run.result if run.status == "done" and isinstance(run.result, str) else None
-        output = parse_output(self._output_type, text) if self._output_type and text is not None else None
+        kind = self._output_type
+        if kind is None:
+            record = await self._rt.store.load_session(self.session_id)
+            kind = self._rt._host.output_type_for(turn.output_type, record.agent) if record else None
+        output = parse_output(kind, text) if kind is not None and text is not None else None
         return RunResult(run_id=run.run_id, status=run.status, state=run, text=text, output=output)
 
     async def status(self) -> TurnStatus:
@@ -207,29 +212,11 @@ class SessionHandle:
     # -- events -------------------------------------------------------------------------------------
 
     def on_progress(self, listener: Callable[[SessionEvent], None]) -> Disposable:
-        """Call ``listener`` with everything this session emits from now on; dispose to stop."""
-        remove: list[Callable[[], None]] = []
-        disposed = False
+        """Call ``listener`` with everything this session emits from now on; dispose to stop.
 
-        async def attach() -> None:
-            fn = await self._rt._host.add_listener(self.id, listener)
-            if disposed:
-                fn()
-            else:
-                remove.append(fn)
-
-        task = asyncio.get_running_loop().create_task(attach())
-        self._rt._background.add(task)
-        task.add_done_callback(self._rt._background.discard)
-
-        def dispose() -> None:
-            nonlocal disposed
-            disposed = True
-            task.cancel()
-            for fn in remove:
-                fn()
-
-        return Disposable(dispose)
+        A listener that raises is logged and skipped; it never stops the session.
+        """
+        return Disposable(self._rt._host.listen(self.id, listener))
 
     def events(self, after_seq: int = 0) -> AsyncIterator[SessionEvent]:
         """Stored events with ``seq > after_seq``, then live ones; ends only when the caller stops."""

@@ -46,6 +46,7 @@ class LocalHost:
         self._activation = asyncio.Lock()
         self._output_types: dict[str, type[BaseModel]] = {}
         self._reaper: asyncio.Task[None] | None = None
+        self._listeners: dict[str, list[Callable[[SessionEvent], None]]] = {}
         self.activations = 0
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -81,6 +82,8 @@ class LocalHost:
         gone = [sid for sid, a in self._actors.items() if a.idle and a.last_active <= cutoff]
         for sid in gone:
             del self._actors[sid]
+            if not self._listeners.get(sid):
+                self._listeners.pop(sid, None)
         return len(gone)
 
     @property
@@ -132,6 +135,7 @@ class LocalHost:
                 last_seq=await self.store.last_event_seq(session_id),
                 last_run=runs[0] if runs else None,
                 resolve_output=self._resolve_output,
+                listeners=self._listeners.setdefault(session_id, []),
             )
             self._actors[session_id] = actor
             self.activations += 1
@@ -196,10 +200,26 @@ class LocalHost:
             actor.bus.unsubscribe(queue)
             actor._touch()
 
-    async def add_listener(self, session_id: str, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
-        """Call ``listener`` with every event of the session until the returned function is called."""
-        actor = await self.actor(session_id)
-        return actor.bus.add_listener(listener)
+    def listen(self, session_id: str, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` with every event of the session from now on; returns the remover.
+
+        Synchronous on purpose: the listener is in place before the caller's next line runs,
+        whether or not the session is in memory (an actor activated later picks it up).
+        """
+        listeners = self._listeners.setdefault(session_id, [])
+        listeners.append(listener)
+
+        def remove() -> None:
+            if listener in listeners:
+                listeners.remove(listener)
+            if not listeners and self._listeners.get(session_id) is listeners and session_id not in self._actors:
+                del self._listeners[session_id]
+
+        return remove
+
+    def output_type_for(self, path: str | None, agent: str) -> type[BaseModel] | None:
+        """The output type a turn asked for, else its agent's ``output_type``."""
+        return self._resolve_output(path) or self.agent(agent).output_type
 
     async def wait_turn(self, session_id: str, submission_id: str) -> None:
         """Return once the turn is at rest."""

@@ -54,6 +54,8 @@ class Runtime:
         """
         if not agents:
             raise ValueError("a runtime needs at least one agent: agents={'name': Agent(...)}")
+        if idle_timeout <= 0:
+            raise ValueError("idle_timeout must be > 0 seconds")
         if backend == "ray":
             raise RepertoryError("the Ray backend is not built yet; use backend='local'")
         if backend != "local":
