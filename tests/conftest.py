@@ -9,7 +9,10 @@ import pytest
 
 from repertory.storage.pg_temp import TemporaryPostgres
 
-_TABLES = "repertory.runs, repertory.threads, repertory.history_entries, repertory.history_revisions"
+_TABLES = (
+    "repertory.runs, repertory.threads, repertory.history_entries, repertory.history_revisions, "
+    "repertory.sessions, repertory.turns, repertory.events"
+)
 
 
 @pytest.fixture(scope="session")

@@ -8,14 +8,15 @@ terminal-run guard) and the writes.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from repertory.errors import CommitConflict
+from repertory.errors import CommitConflict, StoreError
 from repertory.runtime.history import HistoryEntry, HistoryIntegrityError, HistoryRevision, MessageHistory
 from repertory.runtime.state import RunState, ThreadState
+from repertory.runtime.tree import SessionEvent
 
-__all__ = ["CommitDelta", "check_stored_state", "plan_commit", "plan_commit_async"]
+__all__ = ["CommitDelta", "check_event_sessions", "check_stored_state", "plan_commit", "plan_commit_async"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,3 +152,10 @@ def check_stored_state(
         raise CommitConflict(
             f"run {run.run_id!r}: the resume token is no longer live", run_id=run.run_id, token_redeemed=True
         )
+
+
+def check_event_sessions(events: Sequence[SessionEvent], thread_id: str) -> None:
+    """A checkpoint carries only its own session's events (a session's id is its thread's id)."""
+    for event in events:
+        if event.session_id != thread_id:
+            raise StoreError(f"a commit on thread {thread_id!r} carries an event of session {event.session_id!r}")

@@ -68,8 +68,8 @@ class MemoryTreeTables:
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Children oldest first."""
         self._tree_open()
-        rows = [SessionRecord.model_validate_json(self._sessions[c]) for c in self._children.get(parent_id, [])]
-        return sorted(rows, key=lambda r: (r.created_at, r.session_id))
+        # Insertion order is creation order, also within one millisecond.
+        return [SessionRecord.model_validate_json(self._sessions[c]) for c in self._children.get(parent_id, [])]
 
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
         """Queue a turn with the next per-session seq."""

@@ -168,7 +168,8 @@ MIGRATIONS: dict[int, list[str]] = {
     # The session tree: sessions, durable turns, the per-session event log; commits carry events.
     2: [
         """CREATE TABLE repertory.sessions (
-               session_id text PRIMARY KEY, parent_id text, created_at bigint NOT NULL, record text NOT NULL)""",
+               session_id text PRIMARY KEY, parent_id text, created_at bigint NOT NULL, record text NOT NULL,
+               ord bigserial NOT NULL)""",
         "CREATE INDEX sessions_by_parent ON repertory.sessions (parent_id) WHERE parent_id IS NOT NULL",
         """CREATE TABLE repertory.turns (
                submission_id text PRIMARY KEY, session_id text NOT NULL, seq integer NOT NULL,

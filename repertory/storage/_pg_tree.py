@@ -83,7 +83,7 @@ class PgTreeTables(PgBase):
         """Children oldest first."""
         async with self._conn("list_children") as conn:
             cur = await conn.execute(
-                "SELECT record FROM repertory.sessions WHERE parent_id = %s ORDER BY created_at, session_id",
+                "SELECT record FROM repertory.sessions WHERE parent_id = %s ORDER BY ord",
                 (parent_id,),
             )
             rows = await cur.fetchall()

@@ -48,11 +48,13 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
     # The session tree: sessions, durable turns, and the per-session event log.
     2: [
+        # A rowid table: the rowid is creation order, which lists children oldest first even when
+        # several are created within one millisecond.
         """CREATE TABLE sessions (
                session_id TEXT PRIMARY KEY,
                parent_id TEXT,
                created_at INTEGER NOT NULL,
-               record TEXT NOT NULL) WITHOUT ROWID""",
+               record TEXT NOT NULL)""",
         """CREATE INDEX sessions_by_parent ON sessions (parent_id) WHERE parent_id IS NOT NULL""",
         """CREATE TABLE turns (
                submission_id TEXT PRIMARY KEY,

@@ -103,7 +103,7 @@ class SqliteTreeTables(SqliteBase):
         rows = await self._read(
             "list_children",
             lambda c: c.execute(
-                "SELECT record FROM sessions WHERE parent_id = ? ORDER BY created_at, session_id", (parent_id,)
+                "SELECT record FROM sessions WHERE parent_id = ? ORDER BY rowid", (parent_id,)
             ).fetchall(),
         )
         return [SessionRecord.model_validate_json(r[0]) for r in rows]

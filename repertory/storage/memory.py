@@ -15,7 +15,7 @@ from repertory.errors import StoreError
 from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHistory
 from repertory.runtime.state import RunState, ThreadState
 from repertory.runtime.tree import SessionEvent
-from repertory.storage._commit import check_stored_state, plan_commit
+from repertory.storage._commit import check_event_sessions, check_stored_state, plan_commit
 from repertory.storage._memory_tree import MemoryTreeTables
 from repertory.storage.base import StoreAliases
 
@@ -92,6 +92,7 @@ class InMemorySessionStore(MemoryTreeTables, StoreAliases):
     ) -> None:
         """Atomic: every check passes before the first write, and the writes cannot fail halfway."""
         self._check_open()
+        check_event_sessions(events, thread.thread_id)
         delta = plan_commit(run, thread, history, base_revision_id, self._revisions.__contains__)
         stored_thread = self._threads.get(thread.thread_id)
         stored_head = None if stored_thread is None else ThreadState.model_validate_json(stored_thread)

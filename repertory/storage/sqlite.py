@@ -23,7 +23,7 @@ from repertory.errors import StoreError
 from repertory.runtime.history import MessageHistory
 from repertory.runtime.state import RunState, ThreadState
 from repertory.runtime.tree import SessionEvent
-from repertory.storage._commit import check_stored_state, plan_commit
+from repertory.storage._commit import check_event_sessions, check_stored_state, plan_commit
 from repertory.storage._lineage import decode_lineage
 from repertory.storage._sqlite_base import Durability, connect, db_errors, use_wal
 from repertory.storage._sqlite_schema import check_file, ensure_schema
@@ -186,6 +186,7 @@ class SqliteSessionStore(SqliteTreeTables, StoreAliases):
     ) -> None:
         """One ``BEGIN IMMEDIATE`` transaction: guards, history delta, run row, thread head."""
         self._check_open()
+        check_event_sessions(events, thread.thread_id)
         with db_errors("commit_session"):
             delta = plan_commit(run, thread, history, base_revision_id, self._holds)
         # Serialise before taking the write lock, so the lock is held for the statements alone.

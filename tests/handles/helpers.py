@@ -1,0 +1,205 @@
+"""Test doubles and readers shared by the handle tests.
+
+``Script`` is a ``ScriptedModel`` step function that answers by prompt, records every request, and
+can hold a request at a ``Gate`` the test opens when it chooses: a "long turn" is a turn whose
+model request waits at a gate, never a sleep. Gates are in-process ``asyncio.Event``s; a backend
+whose models run in another process swaps ``Gate`` for a cross-process one here, in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from repertory import Agent, ModelMessage, Runtime, SessionEvent, SessionHandle, Tool
+from repertory.runtime.model import ToolSpec
+from repertory.testing import ScriptedModel, Step
+
+__all__ = [
+    "WAIT",
+    "Answer",
+    "Gate",
+    "Script",
+    "Sink",
+    "collect",
+    "completed",
+    "dumps",
+    "history",
+    "prompt_of",
+    "texts",
+    "within",
+]
+
+WAIT = 10.0
+"""Seconds any single awaited thing may take before the test fails (far below the per-test timeout)."""
+
+
+class Answer(BaseModel):
+    """The structured output the ``run(..., output=Answer)`` tests ask for (importable: module level)."""
+
+    city: str
+    population: int
+
+
+async def within(awaitable: Any, seconds: float = WAIT) -> Any:
+    """Await with a deadline, so a hang fails one assertion instead of the whole test run."""
+    async with asyncio.timeout(seconds):
+        return await awaitable
+
+
+class Gate:
+    """A point a model request stops at until the test releases it."""
+
+    def __init__(self) -> None:
+        self._entered = asyncio.Event()
+        self._open = asyncio.Event()
+
+    async def pass_through(self) -> None:
+        """Called by the model: mark the gate reached, then wait until it is released."""
+        self._entered.set()
+        await self._open.wait()
+
+    async def reached(self, seconds: float = WAIT) -> None:
+        """Wait until a request is held at this gate."""
+        await within(self._entered.wait(), seconds)
+
+    @property
+    def is_reached(self) -> bool:
+        return self._entered.is_set()
+
+    def release(self) -> None:
+        """Let the held request (and any later one) go on."""
+        self._open.set()
+
+
+def prompt_of(messages: Sequence[ModelMessage]) -> tuple[str, int]:
+    """The prompt a request answers and how many assistant messages followed it.
+
+    The prompt is the latest user or system message (a turn's message, a notification, a resume
+    value); output-validation feedback (a user-role message stamped ``system``) does not count.
+    """
+    after = 0
+    for message in reversed(messages):
+        if message.role == "assistant":
+            after += 1
+        elif message.role == "user" and message.origin is not None and message.origin.kind == "system":
+            continue
+        elif message.role in ("user", "system"):
+            return message.text, after
+    return "", after
+
+
+class Script:
+    """A step function ``(messages, tools) -> step`` that answers by prompt.
+
+    ``plans[prompt]`` lists the steps of that prompt's turn (step k answers the request with k
+    assistant messages after the prompt); a step may be an exception to raise (a model failure).
+    Without a plan the reply is ``{"text": "re: <prompt>"}``.
+    """
+
+    def __init__(self, plans: dict[str, list[Step | BaseException]] | None = None) -> None:
+        self.plans: dict[str, list[Step | BaseException]] = dict(plans or {})
+        self.log: list[tuple[str, int]] = []
+        self.requests: list[list[ModelMessage]] = []
+        self._gates: dict[tuple[str, int], Gate] = {}
+
+    def hold(self, prompt: str, step: int = 0) -> Gate:
+        """Hold the next request answering ``prompt`` at ``step`` until the gate is released."""
+        gate = Gate()
+        self._gates[(prompt, step)] = gate
+        return gate
+
+    def count(self, prompt: str) -> int:
+        """How many model requests answered ``prompt`` (any step)."""
+        return sum(1 for p, _ in self.log if p == prompt)
+
+    def prompts(self) -> list[str]:
+        """The prompt of every request, in request order."""
+        return [p for p, _ in self.log]
+
+    def model(self, delay: float = 0.0) -> ScriptedModel:
+        return ScriptedModel(self, delay=delay)
+
+    def agent(self, name: str = "assistant", tools: Sequence[Tool | Callable[..., Any]] = (), **kw: Any) -> Agent:
+        return Agent(name=name, model=self.model(), tools=tools, **kw)
+
+    async def __call__(self, messages: list[ModelMessage], tools: list[ToolSpec]) -> Step:
+        prompt, k = prompt_of(messages)
+        self.log.append((prompt, k))
+        self.requests.append(list(messages))
+        gate = self._gates.pop((prompt, k), None)
+        if gate is not None:
+            await gate.pass_through()
+        plan = self.plans.get(prompt)
+        step: Step | BaseException = plan[k] if plan is not None and k < len(plan) else {"text": f"re: {prompt}"}
+        if isinstance(step, BaseException):
+            raise step
+        return step
+
+
+async def collect(
+    events: AsyncIterator[SessionEvent],
+    until: Callable[[SessionEvent], bool],
+    seconds: float = WAIT,
+    sink: list[SessionEvent] | None = None,
+) -> list[SessionEvent]:
+    """Read ``events`` until ``until(event)`` holds (that event included), then close the stream.
+
+    ``sink`` receives each event as it arrives, so a caller sees what was read even if it times out.
+    """
+    out: list[SessionEvent] = [] if sink is None else sink
+    async with asyncio.timeout(seconds), contextlib.aclosing(events) as stream:  # type: ignore[type-var]
+        async for event in stream:
+            out.append(event)
+            if until(event):
+                break
+    return out
+
+
+class Sink(list[SessionEvent]):
+    """A list of events that can be awaited until an event matching a predicate arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._changed = asyncio.Event()
+
+    def append(self, event: SessionEvent) -> None:
+        super().append(event)
+        self._changed.set()
+
+    async def wait_for(self, predicate: Callable[[SessionEvent], bool], seconds: float = WAIT) -> None:
+        async with asyncio.timeout(seconds):
+            while not any(predicate(e) for e in self):
+                self._changed.clear()
+                await self._changed.wait()
+
+
+def completed(submission_id: str) -> Callable[[SessionEvent], bool]:
+    """``until`` for ``collect``: the ``turn.completed`` of one submission."""
+    return lambda e: e.type == "turn.completed" and e.submission_id == submission_id
+
+
+async def history(rt: Runtime, handle: SessionHandle | str) -> list[ModelMessage]:
+    """The messages on a session's thread, oldest first, as the store holds them."""
+    session_id = handle if isinstance(handle, str) else handle.id
+    thread = await rt.store.load_thread(session_id)
+    if thread is None or thread.history_revision_id is None:
+        return []
+    loaded = await rt.store.load_history(thread.history_revision_id)
+    assert loaded is not None
+    return loaded.messages
+
+
+def texts(messages: Sequence[ModelMessage], role: str | None = None) -> list[str]:
+    """The text of each message (optionally of one role)."""
+    return [m.text for m in messages if role is None or m.role == role]
+
+
+def dumps(event: SessionEvent) -> str:
+    """An event as the JSON a client would receive."""
+    return json.dumps(event.model_dump(mode="json"))
