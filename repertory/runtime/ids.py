@@ -12,7 +12,6 @@ Resume tokens are not ids: they are pure randomness (192 bits) with no timestamp
 
 from __future__ import annotations
 
-import base64
 import os
 import secrets
 import time
@@ -30,9 +29,9 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-# The random part is exactly 10 bytes, which base32 encodes into 16 characters with no padding;
-# translating RFC 4648's alphabet into Crockford's keeps the encoding in C (3 us -> under 1 us).
-_RFC_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _ALPHABET.encode())
+# Two base32 characters per table entry: the 80 random bits are eight 10-bit lookups (2.4 us
+# with base64.b32encode, which is pure Python on 3.11, against ~1 us here).
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
 _prefix_ms = -1
 _prefix = ""
 
@@ -51,7 +50,19 @@ def _time_prefix(ms: int) -> str:
 
 def new_id() -> str:
     """Return a fresh 26-character id, sortable by creation millisecond and unguessable."""
-    return _time_prefix(now_ms()) + base64.b32encode(os.urandom(10)).translate(_RFC_TO_CROCKFORD).decode()
+    r = int.from_bytes(os.urandom(10), "big")
+    p = _PAIRS
+    return (
+        _time_prefix(now_ms())
+        + p[r >> 70]
+        + p[(r >> 60) & 1023]
+        + p[(r >> 50) & 1023]
+        + p[(r >> 40) & 1023]
+        + p[(r >> 30) & 1023]
+        + p[(r >> 20) & 1023]
+        + p[(r >> 10) & 1023]
+        + p[r & 1023]
+    )
 
 
 def new_token() -> str:
