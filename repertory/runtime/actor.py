@@ -120,11 +120,26 @@ class SessionActor:
         self._ensure_worker()
 
     async def send(
-        self, message: ModelMessage, kind: TurnKind, if_busy: IfBusy, output_type: type[BaseModel] | None
+        self,
+        message: ModelMessage,
+        kind: TurnKind,
+        if_busy: IfBusy,
+        output_type: type[BaseModel] | None,
+        submission_id: str | None = None,
     ) -> TurnRecord:
-        """Queue a turn durably and return it; ``if_busy`` decides what happens when the session is busy."""
+        """Queue a turn durably and return it; ``if_busy`` decides what happens when the session is busy.
+
+        A caller-chosen ``submission_id`` makes the send idempotent: a retry after a lost reply
+        (a host that crashed mid-call) returns the turn already queued instead of a second one.
+        """
         if if_busy not in ("enqueue", "reject", "interrupt"):
             raise ValueError(f"if_busy must be 'enqueue', 'reject' or 'interrupt', not {if_busy!r}")
+        if submission_id is not None:
+            known = await self.store.load_turn(submission_id)
+            if known is not None:
+                if known.session_id != self.id:
+                    raise ValueError(f"submission id {submission_id!r} belongs to another session")
+                return known
         self._touch()
         # One send at a time: the busy check, the durable queue position and the in-memory queue
         # agree, so concurrent sends run in their stored order and "reject" cannot let two in.
@@ -133,7 +148,7 @@ class SessionActor:
             if busy and if_busy == "reject":
                 raise SessionBusy(f"session {self.id!r} has a turn running or queued", session_id=self.id)
             turn = TurnRecord(
-                submission_id=new_id(),
+                submission_id=submission_id or new_id(),
                 session_id=self.id,
                 kind=kind,
                 message=message,

@@ -27,10 +27,32 @@ from repertory.runtime.principal import Principal
 from repertory.runtime.result import RunResult
 from repertory.runtime.session import Session
 from repertory.runtime.state import SuspendReason
-from repertory.runtime.tree import Lineage, SessionEvent, SessionMetadata, SessionRecord, TurnKind, TurnRecord
+from repertory.runtime.tree import (
+    Lineage,
+    Placement,
+    SessionEvent,
+    SessionMetadata,
+    SessionRecord,
+    TurnKind,
+    TurnRecord,
+)
 from repertory.storage.base import TreeStore
 
-__all__ = ["LocalHost"]
+__all__ = ["LocalHost", "resolve_output_type"]
+
+
+def resolve_output_type(path: str | None) -> type[BaseModel] | None:
+    """Import ``module:qualname`` back into a pydantic model class (``None`` if it is not importable)."""
+    if path is None:
+        return None
+    module, _, qualname = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return None  # defined inside a function: the reply is kept, unvalidated, after a restart
+    return obj if isinstance(obj, type) and issubclass(obj, BaseModel) else None
 
 
 class LocalHost:
@@ -51,10 +73,15 @@ class LocalHost:
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Finish what a previous process left open, then start passivating idle actors."""
+    async def start(self, owns: Callable[[str], bool] | None = None) -> None:
+        """Finish what a previous process left open, then start passivating idle actors.
+
+        ``owns`` limits recovery to the sessions placed on this host (several hosts share a store).
+        """
         by_session: dict[str, list[TurnRecord]] = {}
         for turn in await self.store.list_open_turns():
+            if owns is not None and not owns(turn.session_id):
+                continue
             by_session.setdefault(turn.session_id, []).append(turn)
         for session_id, turns in by_session.items():
             actor = await self.actor(session_id)
@@ -104,16 +131,7 @@ class LocalHost:
     def _resolve_output(self, path: str | None) -> type[BaseModel] | None:
         if path is None:
             return None
-        if path in self._output_types:
-            return self._output_types[path]
-        module, _, qualname = path.partition(":")
-        try:
-            obj: Any = importlib.import_module(module)
-            for part in qualname.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError):
-            return None  # not importable here (defined in a function): the reply is kept unvalidated
-        return obj if isinstance(obj, type) and issubclass(obj, BaseModel) else None
+        return self._output_types.get(path) or resolve_output_type(path)
 
     async def actor(self, session_id: str) -> SessionActor:
         """The live actor of a session, activated from the store if needed."""
@@ -153,25 +171,27 @@ class LocalHost:
         lineage: Lineage,
         root_id: str | None,
         head: str | None,
+        session_id: str | None = None,
+        placement: Placement = "shared",
     ) -> SessionRecord:
         """Persist a new session (and its thread, at ``head`` for a fork)."""
         self.agent(agent)
-        session_id = new_id()
+        session_id = session_id or new_id()
         at = now_ms()
         record = SessionRecord(session_id=session_id, agent=agent, lineage=lineage, root_id=root_id or session_id,
-                               title=title, model=model, cwd=cwd, created_at=at, updated_at=at)
+                               title=title, model=model, cwd=cwd, created_at=at, updated_at=at, placement=placement)
         await self.store.create_session(record, head=head)
         return record
 
     async def send(self, session_id: str, message: ModelMessage, kind: TurnKind, if_busy: IfBusy,
-                   output_type: type[BaseModel] | None) -> TurnRecord:
+                   output_type: type[BaseModel] | None, submission_id: str | None = None) -> TurnRecord:
         """Queue a turn on a session."""
         if output_type is not None:
             path = type_path(output_type)
             assert path is not None
             self._output_types[path] = output_type
         actor = await self.actor(session_id)
-        return await actor.send(message, kind, if_busy, output_type)
+        return await actor.send(message, kind, if_busy, output_type, submission_id)
 
     async def metadata(self, session_id: str) -> SessionMetadata:
         """Title, model, live status, cwd and times."""

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from repertory.errors import RepertoryError, SessionNotFound, StoreError
+from repertory.errors import SessionNotFound, StoreError
 from repertory.runtime.agent import Agent
 from repertory.runtime.handle import SessionHandle
 from repertory.runtime.host import LocalHost
 from repertory.runtime.principal import Principal
-from repertory.runtime.tree import Lineage
+from repertory.runtime.tree import Lineage, Placement
 from repertory.storage.base import SessionStore, TreeStore
+
+if TYPE_CHECKING:
+    from repertory.actors.client import RayHostClient
 
 __all__ = ["Backend", "Runtime"]
 
@@ -30,7 +33,7 @@ Backend = Literal["local", "ray"]
 class Runtime:
     """Sessions, handles and their host; create with ``await Runtime.start(...)``."""
 
-    def __init__(self, store: TreeStore, host: LocalHost, backend: Backend, owns_store: bool) -> None:
+    def __init__(self, store: TreeStore, host: LocalHost | RayHostClient, backend: Backend, owns_store: bool) -> None:
         self._store = store
         self._host = host
         self.backend: Backend = backend
@@ -47,20 +50,26 @@ class Runtime:
         *,
         idle_timeout: float = 300.0,
         address: str | None = None,
+        hosts: int = 2,
+        max_in_flight: int = 256,
+        host_options: dict[str, Any] | None = None,
+        ray_init: dict[str, Any] | None = None,
     ) -> Runtime:
-        """Open the store (a URL or an open store), start the host, and finish open turns.
+        """Open the store (a URL or an open store), start the host(s), and finish open turns.
 
         ``idle_timeout`` is how long an idle session stays in memory before it is passivated.
+        ``backend="ray"``: ``address=None`` starts a local Ray instance (stopped again by
+        ``close()``), an address joins a cluster (whose detached hosts outlive this runtime);
+        ``hosts`` shared session hosts are found or created, ``max_in_flight`` bounds the calls this
+        client pipelines, ``host_options`` are Ray actor options for the hosts (resources).
         """
         if not agents:
             raise ValueError("a runtime needs at least one agent: agents={'name': Agent(...)}")
         if idle_timeout <= 0:
             raise ValueError("idle_timeout must be > 0 seconds")
-        if backend == "ray":
-            raise RepertoryError("the Ray backend is not built yet; use backend='local'")
-        if backend != "local":
+        if backend not in ("local", "ray"):
             raise ValueError(f"backend must be 'local' or 'ray', not {backend!r}")
-        if address is not None:
+        if address is not None and backend != "ray":
             raise ValueError("address is for backend='ray'")
         owns = isinstance(store, str)
         opened: SessionStore
@@ -74,6 +83,26 @@ class Runtime:
             if owns:
                 await opened.close()
             raise StoreError(f"{type(opened).__name__} does not hold sessions, turns and events (a TreeStore)")
+        if backend == "ray":
+            from repertory.actors.client import start_ray_client
+
+            try:
+                client = await start_ray_client(
+                    store=opened,
+                    store_url=store if isinstance(store, str) else None,
+                    agents=agents,
+                    address=address,
+                    hosts=hosts,
+                    idle_timeout=idle_timeout,
+                    max_in_flight=max_in_flight,
+                    host_options=host_options,
+                    ray_init=ray_init,
+                )
+            except BaseException:
+                if owns:
+                    await opened.close()
+                raise
+            return cls(opened, client, backend, owns)
         host = LocalHost(opened, agents, idle_timeout=idle_timeout)
         runtime = cls(opened, host, backend, owns)
         try:
@@ -89,17 +118,35 @@ class Runtime:
         return self._store
 
     @property
-    def host(self) -> LocalHost:
-        """The host of this process's session actors (passivation knobs, resident count)."""
+    def host(self) -> LocalHost | RayHostClient:
+        """The host of the session actors (passivation knobs, resident count)."""
         return self._host
 
     async def create_session(
-        self, agent: str, title: str | None = None, model: str | None = None, cwd: str | None = None,
-        *, principal: Principal | None = None,
+        self,
+        agent: str,
+        title: str | None = None,
+        model: str | None = None,
+        cwd: str | None = None,
+        *,
+        principal: Principal | None = None,
+        placement: Placement = "shared",
     ) -> SessionHandle:
-        """A new root session running ``agent`` (a name given to ``Runtime.start``)."""
+        """A new root session running ``agent`` (a name given to ``Runtime.start``).
+
+        ``placement="dedicated"`` (Ray backend) gives the session a Ray actor of its own.
+        """
+        if placement == "dedicated" and self.backend != "ray":
+            raise ValueError("placement='dedicated' needs backend='ray'")
         record = await self._host.create_session(
-            agent=agent, title=title, model=model, cwd=cwd, lineage=Lineage(kind="root"), root_id=None, head=None
+            agent=agent,
+            title=title,
+            model=model,
+            cwd=cwd,
+            lineage=Lineage(kind="root"),
+            root_id=None,
+            head=None,
+            placement=placement,
         )
         return SessionHandle(self, record, principal or Principal.user())
 

@@ -29,9 +29,11 @@ __all__ = [
     "TurnRecord",
     "TurnStatus",
     "OPEN_TURN_STATUSES",
+    "Placement",
 ]
 
 LineageKind = Literal["root", "spawned", "forked"]
+Placement = Literal["shared", "dedicated"]
 SessionStatus = Literal["idle", "running", "suspended", "error"]
 TurnKind = Literal["message", "notification"]
 TurnStatus = Literal["queued", "running", "suspended", "done", "error", "cancelled"]
@@ -71,6 +73,8 @@ class SessionRecord(BaseModel):
     title: str | None = None
     model: str | None = None
     cwd: str | None = None
+    # Where the session runs on the Ray backend: spread over shared hosts, or a host of its own.
+    placement: Placement = "shared"
     created_at: int = Field(default_factory=now_ms)
     updated_at: int = Field(default_factory=now_ms)
 

@@ -1,0 +1,396 @@
+"""``RayHostClient``: the Ray backend behind the same ``Runtime`` and handle API as the local one.
+
+The client keeps its own store connection for reads (handles read runs, turns and history
+directly) and sends everything that changes a session to the host that owns it. It caches host
+handles, bounds the calls it keeps in flight, and retries only what is safe to retry: reads,
+waits and cancellations, sends (deduplicated by a client-chosen submission id) and creations
+(client-chosen session id). A decision is not retried: its token is single-use, so a lost reply
+surfaces as an error rather than a second attempt.
+
+Event streams: one Ray streaming generator per ``events()`` reader, each item a batch of events.
+Streams are never retried by Ray (a retried generator silently drops items); after a host failure
+the client resubscribes from the last seq it delivered, and it cancels a stream it no longer reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal, TypeVar
+
+import ray
+from pydantic import BaseModel
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+
+from repertory.actors.host import SessionHost, shared_host_index
+from repertory.actors.supervisor import Supervisor, dedicated_host_name, shared_host_name
+from repertory.errors import CommitConflict, RepertoryError, SessionNotFound, StoreError
+from repertory.runtime.agent import Agent
+from repertory.runtime.ids import new_id
+from repertory.runtime.messages import ModelMessage
+from repertory.runtime.principal import Principal
+from repertory.runtime.result import RunResult
+from repertory.runtime.state import SuspendReason
+from repertory.runtime.tree import (
+    Lineage,
+    Placement,
+    SessionEvent,
+    SessionMetadata,
+    SessionRecord,
+    TurnKind,
+    TurnRecord,
+)
+from repertory.storage.base import TreeStore
+
+__all__ = ["RayHostClient", "start_ray_client"]
+
+_T = TypeVar("_T")
+_DEAD = (RayActorError, ActorDiedError, ActorUnavailableError)
+VERSION = "v1"  # bumped with incompatible host code: a detached actor keeps the code it started with
+
+
+def _store_url_for_hosts(store: TreeStore, url: str | None) -> str:
+    """A URL another process can open: absolute SQLite paths, the PostgreSQL conninfo."""
+    from repertory.storage.memory import InMemorySessionStore
+    from repertory.storage.postgres import PostgresSessionStore
+    from repertory.storage.sqlite import SqliteSessionStore
+
+    if isinstance(store, InMemorySessionStore):
+        raise StoreError("the Ray backend needs a store other processes can open: SQLite or PostgreSQL, not memory://")
+    if isinstance(store, SqliteSessionStore):
+        if store.path == ":memory:":
+            raise StoreError("the Ray backend cannot share an in-memory SQLite database between processes")
+        return f"sqlite:///{store.path}?durability={store.durability}"
+    if isinstance(store, PostgresSessionStore):
+        return store._conninfo
+    if url is None:
+        raise StoreError(f"cannot tell Ray hosts how to open a {type(store).__name__}")
+    return url
+
+
+class RayHostClient:
+    """Talks to the shared hosts, dedicated hosts and the supervisor of one store's deployment."""
+
+    def __init__(
+        self,
+        *,
+        store: TreeStore,
+        agents: dict[str, Agent],
+        namespace: str,
+        prefix: str,
+        hosts: list[Any],
+        supervisor: Any,
+        owns_ray: bool,
+        max_in_flight: int,
+        call_timeout: float,
+    ) -> None:
+        self.store = store
+        self.agents = dict(agents)
+        self.namespace = namespace
+        self.prefix = prefix
+        self._hosts = hosts
+        self._supervisor = supervisor
+        self._owns_ray = owns_ray
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._call_timeout = call_timeout
+        self._dedicated: dict[str, Any] = {}
+        self._placement: dict[str, Placement] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- routing ------------------------------------------------------------------------------------
+
+    async def _handle_for(self, session_id: str) -> Any:
+        placement = self._placement.get(session_id)
+        if placement is None:
+            record = await self.store.load_session(session_id)
+            if record is None:
+                raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+            placement = self._placement[session_id] = record.placement
+        if placement == "shared":
+            return self._hosts[shared_host_index(session_id, len(self._hosts))]
+        handle = self._dedicated.get(session_id)
+        if handle is None:
+            name = await self._supervisor.dedicated_host.remote(session_id)
+            handle = self._dedicated[session_id] = ray.get_actor(name, namespace=self.namespace)
+        return handle
+
+    async def _call(self, session_id: str, method: str, *args: Any, retry: bool = True, **kwargs: Any) -> Any:
+        """Call a host method; a dead host is waited for (Ray restarts it) and safe calls are retried."""
+        deadline = time.monotonic() + self._call_timeout
+        delay = 0.05
+        while True:
+            handle = await self._handle_for(session_id)
+            try:
+                async with self._slots:
+                    return await getattr(handle, method).remote(*args, **kwargs)
+            except _DEAD:
+                if not retry or time.monotonic() > deadline:
+                    raise
+                self._dedicated.pop(session_id, None)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    # -- operations the handles use -----------------------------------------------------------------
+
+    def agent(self, name: str) -> Agent:
+        """The registered agent called ``name``."""
+        try:
+            return self.agents[name]
+        except KeyError:
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise RepertoryError(f"no agent named {name!r} is registered (registered: {known})") from None
+
+    def output_type_for(self, path: str | None, agent: str) -> type[BaseModel] | None:
+        """The output type a turn asked for (importable), else its agent's ``output_type``."""
+        from repertory.runtime.host import resolve_output_type
+
+        return resolve_output_type(path) or self.agent(agent).output_type
+
+    async def create_session(
+        self,
+        *,
+        agent: str,
+        title: str | None,
+        model: str | None,
+        cwd: str | None,
+        lineage: Lineage,
+        root_id: str | None,
+        head: str | None,
+        session_id: str | None = None,
+        placement: Placement = "shared",
+        options: dict[str, Any] | None = None,
+    ) -> SessionRecord:
+        """Create a session where the supervisor places it (retried safely: the id is ours)."""
+        self.agent(agent)
+        session_id = session_id or new_id()
+        kwargs = {
+            "agent": agent,
+            "title": title,
+            "model": model,
+            "cwd": cwd,
+            "lineage": lineage,
+            "root_id": root_id,
+            "head": head,
+            "session_id": session_id,
+        }
+        deadline = time.monotonic() + self._call_timeout
+        while True:
+            try:
+                record: SessionRecord = await self._supervisor.create_session.remote(kwargs, placement, options)
+                break
+            except CommitConflict:
+                existing = await self.store.load_session(session_id)  # a retry after our own first attempt
+                if existing is None:
+                    raise
+                record = existing
+                break
+            except _DEAD:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
+        self._placement[session_id] = record.placement
+        return record
+
+    async def send(
+        self,
+        session_id: str,
+        message: ModelMessage,
+        kind: TurnKind,
+        if_busy: Literal["enqueue", "reject", "interrupt"],
+        output_type: type[BaseModel] | None,
+        submission_id: str | None = None,
+    ) -> TurnRecord:
+        """Queue a turn on the session's host (deduplicated on retry by the submission id)."""
+        turn: TurnRecord = await self._call(
+            session_id, "send", session_id, message, kind, if_busy, output_type, submission_id or new_id()
+        )
+        return turn
+
+    async def wait_turn(self, session_id: str, submission_id: str) -> None:
+        """Return once the turn is at rest; survives a host restart."""
+        await self._call(session_id, "wait_turn", session_id, submission_id)
+
+    async def cancel_turn(self, session_id: str, submission_id: str) -> None:
+        """Cancel one turn."""
+        await self._call(session_id, "cancel_turn", session_id, submission_id)
+
+    async def cancel(self, session_id: str) -> None:
+        """Cancel every turn of a session and its suspended run."""
+        await self._call(session_id, "cancel", session_id)
+
+    async def pending_approvals(self, session_id: str) -> list[SuspendReason]:
+        """The session's live approval request, if any."""
+        result: list[SuspendReason] = await self._call(session_id, "pending_approvals", session_id)
+        return result
+
+    async def decide(
+        self,
+        session_id: str,
+        kind: Literal["approve", "reject", "resume"],
+        token: str,
+        principal: Principal,
+        params: dict[str, Any],
+    ) -> RunResult:
+        """Approve, reject or resume; never retried (the token is single-use)."""
+        result: RunResult = await self._call(
+            session_id, "decide", session_id, kind, token, principal, params, retry=False
+        )
+        return result
+
+    async def metadata(self, session_id: str) -> SessionMetadata:
+        """Title, model, live status, cwd and times."""
+        result: SessionMetadata = await self._call(session_id, "metadata", session_id)
+        return result
+
+    async def events(self, session_id: str, after_seq: int = 0) -> AsyncIterator[SessionEvent]:
+        """Stored then live events; resubscribes from the last seq after a host failure."""
+        last = after_seq
+        while True:
+            handle = await self._handle_for(session_id)
+            stream = handle.stream_events.options(num_returns="streaming").remote(session_id, last)
+            try:
+                async for ref in stream:
+                    batch: list[SessionEvent] = await ref
+                    for event in batch:
+                        if event.seq is not None:
+                            if 0 <= last and event.seq <= last:
+                                continue
+                            last = event.seq
+                        yield event
+                return
+            except _DEAD:
+                await asyncio.sleep(0.1)
+            finally:
+                with contextlib.suppress(Exception):
+                    ray.cancel(stream)
+
+    def listen(self, session_id: str, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
+        """Feed ``listener`` from a background stream that starts at the session's next event."""
+
+        async def pump() -> None:
+            async for event in self.events(session_id, -1):
+                try:
+                    listener(event)
+                except Exception:
+                    import logging
+
+                    logging.getLogger("repertory.events").exception("on_progress listener failed")
+
+        task = asyncio.get_running_loop().create_task(pump())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+        def stop() -> None:
+            task.cancel()
+
+        return stop
+
+    # -- administration -----------------------------------------------------------------------------
+
+    def _all_hosts(self) -> list[Any]:
+        return [*self._hosts, *self._dedicated.values()]
+
+    def passivate_idle(self, older_than: float) -> int:
+        """Passivate idle sessions on every host now (blocking: an administrative knob)."""
+        return sum(ray.get([h.passivate_idle.remote(older_than) for h in self._all_hosts()]))
+
+    @property
+    def resident(self) -> int:
+        """Sessions in memory across the hosts (blocking: an administrative knob)."""
+        return sum(ray.get([h.resident.remote() for h in self._all_hosts()]))
+
+    async def ping(self) -> list[dict[str, Any]]:
+        """Every host's facts (pid, resident sessions)."""
+        return list(await asyncio.gather(*(h.ping.remote() for h in self._all_hosts())))
+
+    async def close(self) -> None:
+        """Stop local streams; if this client started Ray, also the hosts, supervisor and Ray."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if not self._owns_ray:
+            return
+        names = [shared_host_name(self.prefix, i) for i in range(len(self._hosts))]
+        for record_id in list(self._placement):
+            if self._placement[record_id] == "dedicated":
+                names.append(dedicated_host_name(self.prefix, record_id))
+        for name in names:
+            with contextlib.suppress(Exception):
+                ray.kill(ray.get_actor(name, namespace=self.namespace))
+        with contextlib.suppress(Exception):
+            ray.kill(self._supervisor)
+        ray.shutdown()
+
+
+async def start_ray_client(
+    *,
+    store: TreeStore,
+    store_url: str | None,
+    agents: dict[str, Agent],
+    address: str | None,
+    hosts: int,
+    idle_timeout: float,
+    max_in_flight: int = 256,
+    call_timeout: float = 60.0,
+    host_options: dict[str, Any] | None = None,
+    ray_init: dict[str, Any] | None = None,
+) -> RayHostClient:
+    """Start or join Ray, then find or create the supervisor and ``hosts`` shared hosts."""
+    if hosts < 1:
+        raise ValueError("hosts must be >= 1")
+    url = _store_url_for_hosts(store, store_url)
+    owns_ray = False
+    if not ray.is_initialized():
+        init: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, **(ray_init or {})}
+        ray.init(address="local" if address is None else address, **init)
+        owns_ray = address is None
+    digest = hashlib.blake2b(url.encode(), digest_size=6).hexdigest()
+    namespace = f"repertory-{digest}"
+    prefix = f"repertory-{VERSION}"
+    host_opts: dict[str, Any] = {"num_cpus": 0, **(host_options or {})}
+    handles: list[Any] = [
+        ray.remote(SessionHost)
+        .options(
+            name=shared_host_name(prefix, i),
+            namespace=namespace,
+            lifetime="detached",
+            get_if_exists=True,
+            max_restarts=-1,
+            max_task_retries=0,
+            max_concurrency=1000,
+            **host_opts,
+        )
+        .remote(url, agents, index=i, hosts=hosts, idle_timeout=idle_timeout)
+        for i in range(hosts)
+    ]
+    supervisor: Any = (
+        ray.remote(Supervisor)
+        .options(
+            name=f"{prefix}-supervisor",
+            namespace=namespace,
+            lifetime="detached",
+            get_if_exists=True,
+            max_restarts=-1,
+            max_task_retries=-1,
+            num_cpus=0,
+        )
+        .remote(prefix, namespace, url, agents, hosts, idle_timeout)
+    )
+    # Existing detached hosts keep their agents: hand them ours (a fresh client recovering sessions).
+    await asyncio.gather(
+        *(h.register_agents.remote(agents) for h in handles), supervisor.register_agents.remote(agents)
+    )
+    return RayHostClient(
+        store=store,
+        agents=agents,
+        namespace=namespace,
+        prefix=prefix,
+        hosts=handles,
+        supervisor=supervisor,
+        owns_ray=owns_ray,
+        max_in_flight=max_in_flight,
+        call_timeout=call_timeout,
+    )

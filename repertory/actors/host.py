@@ -1,0 +1,230 @@
+"""``SessionHost``: an async Ray actor hosting many ``SessionActor``s (the Ray backend's unit).
+
+A Ray actor is a whole process (~50 MB, ~0.3 s to start), so sessions do not get one each: a host
+runs a ``LocalHost`` (activation from the store, passivation, the mailbox of every session) and
+Ray gives it a process, restarts and placement. Hosts are detached, named with the repertory
+version (a detached actor keeps the code it started with), restarted forever (``max_restarts=-1``).
+
+A restarted host reruns ``__init__`` with empty memory: it reopens the store and re-drives the
+turns its sessions left ``queued`` or ``running`` (a turn is durable before ``send`` returns, and a
+``running`` run is re-driven by the same step loop that recovers a crash). Calls that Ray may retry
+are idempotent or deduplicated (``send`` carries a client-chosen submission id). Event streams
+run in their own concurrency group so that open streams never starve control calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from repertory.runtime.agent import Agent
+from repertory.runtime.host import LocalHost
+from repertory.runtime.messages import ModelMessage
+from repertory.runtime.principal import Principal
+from repertory.runtime.result import RunResult
+from repertory.runtime.state import SuspendReason
+from repertory.runtime.tree import (
+    SessionEvent,
+    SessionMetadata,
+    SessionRecord,
+    TurnKind,
+    TurnRecord,
+)
+from repertory.storage.base import TreeStore
+
+__all__ = ["SessionHost", "shared_host_index"]
+
+_BATCH_MAX = 256
+
+
+def shared_host_index(session_id: str, hosts: int) -> int:
+    """Which shared host a session lives on: a stable hash, so any client computes it alone."""
+    digest = hashlib.blake2b(session_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % hosts
+
+
+class SessionHost:
+    """The actor class (decorated with ``ray.remote`` by the client, which sets its options)."""
+
+    def __init__(
+        self,
+        store_url: str,
+        agents: dict[str, Agent],
+        *,
+        index: int,
+        hosts: int,
+        idle_timeout: float,
+        dedicated_session: str | None = None,
+        cwd: str | None = None,
+    ) -> None:
+        self.store_url = store_url
+        self.index = index
+        self.hosts = hosts
+        self.dedicated_session = dedicated_session
+        self.idle_timeout = idle_timeout
+        self._agents = dict(agents)
+        if cwd is not None:
+            os.makedirs(cwd, exist_ok=True)
+            os.chdir(cwd)  # a dedicated session's tools run in its own working directory
+        self._host: LocalHost | None = None
+        self._store: TreeStore | None = None
+        self._booting = asyncio.get_event_loop().create_task(self._boot())
+
+    async def _boot(self) -> None:
+        from repertory.storage.url import open_store
+
+        store = await open_store(self.store_url)
+        assert isinstance(store, TreeStore)
+        self._store = store
+        self._host = LocalHost(store, self._agents, idle_timeout=self.idle_timeout)
+        await self._host.start(owns=self.owns)
+
+    def owns(self, session_id: str) -> bool:
+        """Whether this host is where ``session_id`` runs (its re-drives are ours to do)."""
+        if self.dedicated_session is not None:
+            return session_id == self.dedicated_session
+        return shared_host_index(session_id, self.hosts) == self.index
+
+    async def _ready(self) -> LocalHost:
+        await asyncio.shield(self._booting)
+        assert self._host is not None
+        return self._host
+
+    # -- control ------------------------------------------------------------------------------------
+
+    async def ping(self) -> dict[str, Any]:
+        """Liveness and facts: pid, resident sessions, activations since start."""
+        host = await self._ready()
+        return {
+            "pid": os.getpid(),
+            "resident": host.resident,
+            "activations": host.activations,
+            "index": self.index,
+            "dedicated": self.dedicated_session,
+            "cwd": os.getcwd(),
+        }
+
+    async def register_agents(self, agents: dict[str, Agent]) -> list[str]:
+        """Add or replace agents (a new client registering the names it knows)."""
+        host = await self._ready()
+        host.agents.update(agents)
+        return sorted(host.agents)
+
+    async def create_session(self, **kwargs: Any) -> SessionRecord:
+        """Persist a new session (placed on this host)."""
+        host = await self._ready()
+        return await host.create_session(**kwargs)
+
+    async def create_sessions(self, batch: list[dict[str, Any]]) -> list[SessionRecord]:
+        """Bulk creation: one call for many sessions."""
+        host = await self._ready()
+        return [await host.create_session(**kwargs) for kwargs in batch]
+
+    async def send(
+        self,
+        session_id: str,
+        message: ModelMessage,
+        kind: TurnKind,
+        if_busy: Literal["enqueue", "reject", "interrupt"],
+        output_type: type[BaseModel] | None,
+        submission_id: str,
+    ) -> TurnRecord:
+        """Queue a turn (idempotent by ``submission_id``)."""
+        host = await self._ready()
+        return await host.send(session_id, message, kind, if_busy, output_type, submission_id)
+
+    async def send_many(self, batch: list[tuple[str, ModelMessage, TurnKind, str]]) -> list[TurnRecord]:
+        """Bulk sends ``(session_id, message, kind, submission_id)``, each enqueued."""
+        host = await self._ready()
+        return [await host.send(sid, msg, kind, "enqueue", None, sub) for sid, msg, kind, sub in batch]
+
+    async def wait_turn(self, session_id: str, submission_id: str) -> None:
+        """Return once the turn is at rest (safe to retry)."""
+        host = await self._ready()
+        await host.wait_turn(session_id, submission_id)
+
+    async def cancel_turn(self, session_id: str, submission_id: str) -> None:
+        """Cancel one turn (safe to retry)."""
+        host = await self._ready()
+        await host.cancel_turn(session_id, submission_id)
+
+    async def cancel(self, session_id: str) -> None:
+        """Cancel everything of a session (safe to retry)."""
+        host = await self._ready()
+        await host.cancel(session_id)
+
+    async def pending_approvals(self, session_id: str) -> list[SuspendReason]:
+        """The session's live approval request, if any."""
+        host = await self._ready()
+        return await host.pending_approvals(session_id)
+
+    async def decide(
+        self,
+        session_id: str,
+        kind: Literal["approve", "reject", "resume"],
+        token: str,
+        principal: Principal,
+        params: dict[str, Any],
+    ) -> RunResult:
+        """Approve, reject or resume (single-use tokens make a retry fail safely)."""
+        host = await self._ready()
+        return await host.decide(session_id, kind, token, principal, params)
+
+    async def metadata(self, session_id: str) -> SessionMetadata:
+        """Title, model, live status, cwd and times."""
+        host = await self._ready()
+        return await host.metadata(session_id)
+
+    async def passivate_idle(self, older_than: float) -> int:
+        """Drop idle sessions from memory now; returns how many left."""
+        host = await self._ready()
+        return host.passivate_idle(older_than)
+
+    async def resident(self) -> int:
+        """Sessions in memory on this host."""
+        host = await self._ready()
+        return host.resident
+
+    async def close(self) -> None:
+        """Detach every session (runs stay as committed) and close the store."""
+        host = await self._ready()
+        await host.close()
+        if self._store is not None:
+            await self._store.close()
+
+    # -- events -------------------------------------------------------------------------------------
+
+    async def stream_events(self, session_id: str, after_seq: int) -> AsyncIterator[list[SessionEvent]]:
+        """Batches of a session's events: stored ones after ``after_seq``, then live ones.
+
+        ``after_seq=-1`` means "from now". The stream never ends by itself; the client cancels it
+        (and resubscribes from its last seq after an error: streams are never retried by Ray).
+        """
+        host = await self._ready()
+        actor = await host.actor(session_id)
+        queue = actor.bus.subscribe()
+        try:
+            last = actor.bus.last_seq if after_seq < 0 else after_seq
+            if after_seq >= 0:
+                stored = await host.store.load_events(session_id, after_seq)
+                for i in range(0, len(stored), _BATCH_MAX):
+                    chunk = stored[i : i + _BATCH_MAX]
+                    last = chunk[-1].seq or last
+                    yield chunk
+            while True:
+                batch = [await queue.get()]
+                while not queue.empty() and len(batch) < _BATCH_MAX:
+                    batch.append(queue.get_nowait())
+                fresh = [e for e in batch if e.seq is None or e.seq > last]
+                for e in fresh:
+                    if e.seq is not None:
+                        last = e.seq
+                if fresh:
+                    yield fresh
+        finally:
+            actor.bus.unsubscribe(queue)
