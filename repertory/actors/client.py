@@ -86,8 +86,10 @@ class RayHostClient:
         owns_ray: bool,
         max_in_flight: int,
         call_timeout: float,
+        keep_hosts: bool,
     ) -> None:
         self.store = store
+        self._keep_hosts = keep_hosts
         self.agents = dict(agents)
         self.namespace = namespace
         self.prefix = prefix
@@ -307,11 +309,15 @@ class RayHostClient:
         return list(await asyncio.gather(*(h.ping.remote() for h in self._all_hosts())))
 
     async def close(self) -> None:
-        """Stop local streams; if this client started Ray, also the hosts, supervisor and Ray."""
+        """Stop local streams; unless the hosts are kept, stop them, the supervisor, and Ray if ours.
+
+        Hosts are stopped with ``ray.kill``, as a crash would: runs stay as last committed and the
+        next start re-drives them. Ray itself is shut down only if this client started it.
+        """
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if not self._owns_ray:
+        if self._keep_hosts:
             return
         names = [shared_host_name(self.prefix, i) for i in range(len(self._hosts))]
         for record_id in list(self._placement):
@@ -322,7 +328,8 @@ class RayHostClient:
                 ray.kill(ray.get_actor(name, namespace=self.namespace))
         with contextlib.suppress(Exception):
             ray.kill(self._supervisor)
-        ray.shutdown()
+        if self._owns_ray:
+            ray.shutdown()
 
 
 async def start_ray_client(
@@ -337,6 +344,7 @@ async def start_ray_client(
     call_timeout: float = 60.0,
     host_options: dict[str, Any] | None = None,
     ray_init: dict[str, Any] | None = None,
+    keep_hosts: bool | None = None,
 ) -> RayHostClient:
     """Start or join Ray, then find or create the supervisor and ``hosts`` shared hosts."""
     if hosts < 1:
@@ -393,4 +401,5 @@ async def start_ray_client(
         owns_ray=owns_ray,
         max_in_flight=max_in_flight,
         call_timeout=call_timeout,
+        keep_hosts=(not owns_ray) if keep_hosts is None else keep_hosts,
     )

@@ -73,6 +73,7 @@ class SessionHost:
             os.chdir(cwd)  # a dedicated session's tools run in its own working directory
         self._host: LocalHost | None = None
         self._store: TreeStore | None = None
+        self._streams = 0
         self._booting = asyncio.get_event_loop().create_task(self._boot())
 
     async def _boot(self) -> None:
@@ -104,6 +105,7 @@ class SessionHost:
             "pid": os.getpid(),
             "resident": host.resident,
             "activations": host.activations,
+            "streams": self._streams,
             "index": self.index,
             "dedicated": self.dedicated_session,
             "cwd": os.getcwd(),
@@ -208,6 +210,7 @@ class SessionHost:
         host = await self._ready()
         actor = await host.actor(session_id)
         queue = actor.bus.subscribe()
+        self._streams += 1
         try:
             last = actor.bus.last_seq if after_seq < 0 else after_seq
             if after_seq >= 0:
@@ -227,4 +230,5 @@ class SessionHost:
                 if fresh:
                     yield fresh
         finally:
+            self._streams -= 1
             actor.bus.unsubscribe(queue)

@@ -54,6 +54,7 @@ class Runtime:
         max_in_flight: int = 256,
         host_options: dict[str, Any] | None = None,
         ray_init: dict[str, Any] | None = None,
+        keep_hosts: bool | None = None,
     ) -> Runtime:
         """Open the store (a URL or an open store), start the host(s), and finish open turns.
 
@@ -62,6 +63,8 @@ class Runtime:
         ``close()``), an address joins a cluster (whose detached hosts outlive this runtime);
         ``hosts`` shared session hosts are found or created, ``max_in_flight`` bounds the calls this
         client pipelines, ``host_options`` are Ray actor options for the hosts (resources).
+        ``keep_hosts`` (default: keep them when joining a cluster) leaves the detached hosts running
+        at ``close()``.
         """
         if not agents:
             raise ValueError("a runtime needs at least one agent: agents={'name': Agent(...)}")
@@ -97,6 +100,7 @@ class Runtime:
                     max_in_flight=max_in_flight,
                     host_options=host_options,
                     ray_init=ray_init,
+                    keep_hosts=keep_hosts,
                 )
             except BaseException:
                 if owns:

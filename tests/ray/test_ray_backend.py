@@ -1,0 +1,172 @@
+"""The Ray backend: the handle API across processes, dedicated placement, failover, stream cleanup.
+
+Tools and models here are defined inside the tests, so Ray ships them to the hosts by value; what
+they record goes to files under ``tmp_path`` (they run in other processes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from repertory import Agent, RunState, tool
+from repertory.runtime.messages import ModelMessage
+from repertory.testing import ScriptedModel
+
+
+def _echo_agent(name: str = "a") -> Agent:
+    def step(messages: list[ModelMessage], tools: Any) -> dict[str, Any]:
+        return {"text": f"{os.getpid()}:{messages[-1].text}"}
+
+    return Agent(name=name, model=ScriptedModel(step))
+
+
+async def _wait_for(predicate: Any, within: float = 30.0) -> None:
+    # Polling: the condition lives in a file another process writes; there is nothing to await.
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.05)
+
+
+async def test_handles_work_across_processes(ray_runtime: Any) -> None:
+    rt = await ray_runtime({"a": _echo_agent()})
+    root = await rt.create_session(agent="a", title="root")
+    result = await root.run("hello")
+    pid, text = result.text.split(":", 1)
+    assert text == "hello" and int(pid) != os.getpid()  # the session ran in a host process
+    child = await root.spawn(title="kid")
+    fork = await root.fork()
+    assert [c.id for c in await root.children()] == [child.id, fork.id]
+    assert (await fork.run("again")).text.endswith("again")
+    assert (await root.metadata()).status == "idle"
+    seen = []
+    async for event in root.events():
+        seen.append(event.seq)
+        if event.type == "turn.completed":
+            break
+    assert seen == list(range(1, len(seen) + 1))
+    assert (await root.usage(tree=True)).requests == 2  # root and fork ran once each; the child never ran
+
+
+async def test_approvals_over_ray(ray_runtime: Any, tmp_path: Path) -> None:
+    log = tmp_path / "ran.log"
+
+    @tool(requires_approval=True)
+    def wire(amount: int) -> str:
+        with open(log, "a") as fh:
+            fh.write(f"{amount}\n")
+        return "sent"
+
+    def step(messages: list[ModelMessage], tools: Any) -> dict[str, Any]:
+        if messages[-1].role == "user":
+            return {"tool": "wire", "args": {"amount": 5}}
+        return {"text": "ok"}
+
+    rt = await ray_runtime({"a": Agent(name="a", model=ScriptedModel(step), tools=[wire])})
+    h = await rt.create_session(agent="a")
+    assert (await h.run("pay")).status == "suspended"
+    [pending] = await h.pending_approvals()
+    assert (await h.approve(pending.token, args={"amount": 7})).status == "done"
+    assert log.read_text() == "7\n"
+
+
+async def test_a_dedicated_session_runs_in_its_own_process(ray_runtime: Any, tmp_path: Path) -> None:
+    rt = await ray_runtime({"a": _echo_agent()})
+    shared = await rt.create_session(agent="a")
+    dedicated = await rt.create_session(agent="a", placement="dedicated", cwd=str(tmp_path / "own"))
+    shared_pid = int((await shared.run("x")).text.split(":")[0])
+    own_pid = int((await dedicated.run("y")).text.split(":")[0])
+    assert own_pid != shared_pid and own_pid != os.getpid()
+    facts = await rt.host.ping()
+    own = [f for f in facts if f["dedicated"] == dedicated.id]
+    assert own and own[0]["pid"] == own_pid and own[0]["cwd"] == str(tmp_path / "own")
+
+
+async def test_a_host_killed_mid_turn_is_restarted_and_the_run_finishes(ray_runtime: Any, tmp_path: Path) -> None:
+    log = tmp_path / "charge.log"
+
+    @tool  # not idempotent: after the crash it must get "outcome unknown", never a second run
+    def charge(card: str) -> str:
+        with open(log, "a") as fh:
+            fh.write(f"start {card}\n")
+        time.sleep(30)  # the host is killed while we are here
+        return "charged"
+
+    def step(messages: list[ModelMessage], tools: Any) -> dict[str, Any]:
+        if messages[-1].role == "user":
+            return {"tool": "charge", "args": {"card": "c1"}}
+        return {"text": "finished: " + str(messages[-1].parts[0].model_dump().get("result"))}
+
+    rt = await ray_runtime({"a": Agent(name="a", model=ScriptedModel(step), tools=[charge])})
+    h = await rt.create_session(agent="a")
+    turn = await h.send("charge it")
+    await _wait_for(lambda: log.exists() and "start" in log.read_text())
+    [host] = rt.host._hosts
+    before = await host.ping.remote()
+    ray.kill(host, no_restart=False)
+    result = await asyncio.wait_for(turn.result(), 60)
+    assert result.status == "done"
+    assert "outcome unknown" in result.text
+    assert log.read_text().count("start") == 1
+    after = await host.ping.remote()
+    assert after["pid"] != before["pid"]
+    run: RunState | None = await rt.store.load_run(result.run_id)
+    assert run is not None and run.status == "done"
+
+
+async def test_killing_the_supervisor_loses_nothing(ray_runtime: Any) -> None:
+    rt = await ray_runtime({"a": _echo_agent()})
+    first = await rt.create_session(agent="a")
+    await first.run("one")
+    ray.kill(rt.host._supervisor, no_restart=False)
+    second = await rt.create_session(agent="a")  # retried until the supervisor is back
+    assert (await second.run("two")).text.endswith("two")
+    assert (await first.run("three")).text.endswith("three")
+
+
+async def test_a_reader_that_goes_away_leaves_no_stream_behind(ray_runtime: Any) -> None:
+    rt = await ray_runtime({"a": _echo_agent()})
+    h = await rt.create_session(agent="a")
+    await h.run("hello")
+    stream = h.events()
+    async for event in stream:
+        if event.type == "turn.completed":
+            break
+    await stream.aclose()
+    [host] = rt.host._hosts
+
+    async def streams() -> int:
+        facts: dict[str, Any] = await host.ping.remote()
+        return int(facts["streams"])
+
+    deadline = time.monotonic() + 20
+    while await streams() != 0:
+        assert time.monotonic() < deadline, "the host still runs a stream nobody reads"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_fresh_runtime_recovers_sessions_created_by_another(ray_runtime: Any, tmp_path: Path) -> None:
+    from repertory import Runtime
+
+    path = tmp_path / "shared.db"
+    first = await Runtime.start(
+        store=f"sqlite:///{path}", backend="ray", agents={"a": _echo_agent()}, hosts=1, keep_hosts=True
+    )
+    h = await first.create_session(agent="a")
+    await h.run("before")
+    await first.close()
+    second = await Runtime.start(
+        store=f"sqlite:///{path}", backend="ray", agents={"a": _echo_agent()}, hosts=1, keep_hosts=False
+    )
+    try:
+        again = await second.session(h.id)
+        assert (await again.run("after")).text.endswith("after")
+    finally:
+        await second.close()
