@@ -69,7 +69,7 @@ def approve(approval: Any, args: dict[str, Any] | None) -> Callable[[Drive], tup
         pending = run.pending[0]
         record = next(a for a in run.approvals if a.tool_call_id == pending.tool_call_id)
         if args is not None:
-            tool = drive.agent.tools.get(pending.tool_name)
+            tool = drive.tools.get(pending.tool_name)
             if tool is not None:
                 tool.validate(args)  # raises ToolError before the token is used
             record.args = json.loads(json.dumps(args, default=str))

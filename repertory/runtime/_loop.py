@@ -82,6 +82,8 @@ class Drive:
         self.base = base_revision_id
         self.thread_created_at = thread_created_at
         self.memory = memory
+        # A memory may contribute tools (``Memory``'s docstring): they join the agent's for this drive.
+        self.tools, self.tool_specs = agent.with_tools(getattr(memory, "tools", None) or ())
         self.output_type = output_type
         self.on_commit = on_commit
         self.outbox = outbox
@@ -178,7 +180,7 @@ class Drive:
     async def request(self) -> ModelResponse:
         """One model request; deltas go to the listener, the final response comes back."""
         response: ModelResponse | None = None
-        stream = self.agent.model.request(self.request_messages(), self.agent.tool_specs, self.settings)
+        stream = self.agent.model.request(self.request_messages(), self.tool_specs, self.settings)
         async for event in stream:
             if isinstance(event, ModelResponse):
                 response = event
@@ -272,7 +274,7 @@ class Drive:
             for call in calls:
                 self.emit("tool.call", {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name,
                                         "args": call.args})
-            if any(self._needs_early_commit(self.agent.tools.get(c.tool_name)) for c in calls):
+            if any(self._needs_early_commit(self.tools.get(c.tool_name)) for c in calls):
                 await self.commit()  # a non-idempotent tool must never run before its call is durable
             if await settle_calls(self, fresh=True):
                 return self.result()

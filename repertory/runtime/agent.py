@@ -19,14 +19,15 @@ class Agent:
     ``max_steps`` bounds the model requests of one run (the next one raises
     ``StepBudgetExceeded``). ``output_type`` validates every final reply into that pydantic model,
     sending validation errors back to the model at most twice before ``OutputValidationError``.
-    Instructions are sent with each request and never written into the history.
+    Instructions are sent with each request and never written into the history. ``model`` may
+    be a ``"provider:model"`` string such as ``"openai:gpt-4o-mini"`` (see ``repertory.models.infer_model``).
     """
 
     def __init__(
         self,
         *,
         name: str,
-        model: Model,
+        model: Model | str,
         instructions: str | None = None,
         tools: Sequence[Tool | Any] = (),
         max_steps: int = 100,
@@ -36,7 +37,12 @@ class Agent:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         self.name = name
-        self.model = model
+        if isinstance(model, str):
+            # Imported here so the engine never loads a model SDK unless a model string asks for one.
+            from repertory.models import infer_model
+
+            model = infer_model(model)
+        self.model: Model = model
         self.instructions = instructions
         self.max_steps = max_steps
         self.output_type = output_type
@@ -53,6 +59,20 @@ class Agent:
     def tool_specs(self) -> list[ToolSpec]:
         """The tools as the model sees them (computed once)."""
         return self._specs
+
+    def with_tools(self, extra: Sequence[Tool]) -> tuple[dict[str, Tool], list[ToolSpec]]:
+        """The tools and specs of one run: the agent's plus ``extra`` (those its memory contributes).
+
+        A name in both is a ``ValueError``: the model must never be unsure which tool it called.
+        """
+        if not extra:
+            return self.tools, self._specs
+        tools = dict(self.tools)
+        for t in extra:
+            if t.name in tools:
+                raise ValueError(f"agent {self.name!r} already has a tool named {t.name!r}, which its memory adds")
+            tools[t.name] = t
+        return tools, self._specs + [t.spec() for t in extra]
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={list(self.tools)})"

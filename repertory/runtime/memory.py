@@ -37,7 +37,14 @@ class RecalledContext(BaseModel):
 
 @runtime_checkable
 class Memory(Protocol):
-    """Long-term memory a ``Session`` consults on ``start()`` and feeds after every commit."""
+    """Long-term memory a ``Session`` consults on ``start()`` and feeds after every commit.
+
+    A memory may also contribute tools: an optional ``tools`` attribute (a sequence of ``Tool``)
+    joins the agent's tools in every drive of a session given this memory, and the model sees
+    them like the agent's own (``repertory.memory.StoreMemory`` adds ``update_working_memory``
+    this way). A tool name the agent already has is a ``ValueError`` when the drive starts. The
+    attribute is not part of the structural check, so a memory without tools stays a ``Memory``.
+    """
 
     async def recall(self, *, thread_id: str, query: list[ModelMessage]) -> RecalledContext:
         """Context relevant to ``query`` (the new run's input) on ``thread_id``."""
