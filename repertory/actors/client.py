@@ -27,8 +27,9 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
 from repertory.actors.host import SessionHost, shared_host_index
 from repertory.actors.supervisor import Supervisor, dedicated_host_name, shared_host_name
-from repertory.errors import CommitConflict, RepertoryError, SessionNotFound, StoreError
+from repertory.errors import CommitConflict, SessionNotFound, StoreError
 from repertory.runtime.agent import Agent
+from repertory.runtime.host import lookup_agent, resolve_output_type
 from repertory.runtime.ids import new_id
 from repertory.runtime.messages import ModelMessage
 from repertory.runtime.principal import Principal
@@ -139,16 +140,10 @@ class RayHostClient:
 
     def agent(self, name: str) -> Agent:
         """The registered agent called ``name``."""
-        try:
-            return self.agents[name]
-        except KeyError:
-            known = ", ".join(sorted(self.agents)) or "none"
-            raise RepertoryError(f"no agent named {name!r} is registered (registered: {known})") from None
+        return lookup_agent(self.agents, name)
 
     def output_type_for(self, path: str | None, agent: str) -> type[BaseModel] | None:
         """The output type a turn asked for (importable), else its agent's ``output_type``."""
-        from repertory.runtime.host import resolve_output_type
-
         return resolve_output_type(path) or self.agent(agent).output_type
 
     async def create_session(

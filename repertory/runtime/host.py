@@ -38,7 +38,16 @@ from repertory.runtime.tree import (
 )
 from repertory.storage.base import TreeStore
 
-__all__ = ["LocalHost", "resolve_output_type"]
+__all__ = ["LocalHost", "lookup_agent", "resolve_output_type"]
+
+
+def lookup_agent(agents: dict[str, Agent], name: str) -> Agent:
+    """The agent registered as ``name``; a clear error naming the registered ones otherwise."""
+    try:
+        return agents[name]
+    except KeyError:
+        known = ", ".join(sorted(agents)) or "none"
+        raise RepertoryError(f"no agent named {name!r} is registered (registered: {known})") from None
 
 
 def resolve_output_type(path: str | None) -> type[BaseModel] | None:
@@ -122,11 +131,7 @@ class LocalHost:
 
     def agent(self, name: str) -> Agent:
         """The registered agent called ``name``."""
-        try:
-            return self.agents[name]
-        except KeyError:
-            known = ", ".join(sorted(self.agents)) or "none"
-            raise RepertoryError(f"no agent named {name!r} is registered (registered: {known})") from None
+        return lookup_agent(self.agents, name)
 
     def _resolve_output(self, path: str | None) -> type[BaseModel] | None:
         if path is None:
