@@ -11,7 +11,8 @@ from repertory.storage.pg_temp import TemporaryPostgres
 
 _TABLES = (
     "repertory.runs, repertory.threads, repertory.history_entries, repertory.history_revisions, "
-    "repertory.sessions, repertory.turns, repertory.events"
+    "repertory.sessions, repertory.turns, repertory.events, "
+    "repertory.memory_messages, repertory.memory_resources, repertory.working_memory"
 )
 
 

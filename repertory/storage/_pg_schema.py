@@ -15,7 +15,7 @@ from __future__ import annotations
 __all__ = ["CONFLICT_SQLSTATE", "TOKEN_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
 
 SCHEMA = "repertory"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 CONFLICT_SQLSTATE = "RP001"
 TOKEN_SQLSTATE = "RP002"  # a conflict whose cause is a resume token that is no longer live
 MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
@@ -180,5 +180,17 @@ MIGRATIONS: dict[int, list[str]] = {
                at bigint NOT NULL, data text NOT NULL, PRIMARY KEY (session_id, seq))""",
         "DROP FUNCTION repertory.repertory_commit",
         _COMMIT_FUNCTION_V2,
+    ],
+    # Long-term memory (``repertory.memory``): remembered messages with their embeddings, a seq
+    # counter per resource (its row lock orders appends in commit order), one working-memory
+    # document per resource. Text, not jsonb, for the document: jsonb refuses the NUL character.
+    3: [
+        "CREATE TABLE repertory.memory_resources (resource text PRIMARY KEY, last_seq bigint NOT NULL)",
+        """CREATE TABLE repertory.memory_messages (
+               resource text NOT NULL, seq bigint NOT NULL, thread_id text NOT NULL, role text NOT NULL,
+               text text NOT NULL, created_at bigint NOT NULL, embedder text, embedding bytea,
+               PRIMARY KEY (resource, seq))""",
+        """CREATE TABLE repertory.working_memory (
+               resource text PRIMARY KEY, doc text NOT NULL, updated_at bigint NOT NULL)""",
     ],
 }

@@ -14,7 +14,7 @@ from repertory.errors import StoreError
 
 __all__ = ["SCHEMA_VERSION", "ensure_schema", "check_file"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Entries carry whole messages (often KBs), so they live in a rowid table: WITHOUT ROWID tables
 # spill rows over ~1 KB to overflow pages. Revisions, threads and runs are small and keyed by id.
@@ -72,6 +72,26 @@ _MIGRATIONS: dict[int, list[str]] = {
                at INTEGER NOT NULL,
                data TEXT NOT NULL)""",
         """CREATE UNIQUE INDEX events_by_seq ON events (session_id, seq)""",
+    ],
+    # Long-term memory (``repertory.memory``): remembered messages with their embeddings, a seq
+    # counter per resource, and one working-memory document per resource. Rows carry embeddings
+    # (KBs), so they live in rowid tables like history entries.
+    3: [
+        """CREATE TABLE memory_resources (resource TEXT PRIMARY KEY, last_seq INTEGER NOT NULL) WITHOUT ROWID""",
+        """CREATE TABLE memory_messages (
+               resource TEXT NOT NULL,
+               seq INTEGER NOT NULL,
+               thread_id TEXT NOT NULL,
+               role TEXT NOT NULL,
+               text TEXT NOT NULL,
+               created_at INTEGER NOT NULL,
+               embedder TEXT,
+               embedding BLOB,
+               PRIMARY KEY (resource, seq))""",
+        """CREATE TABLE working_memory (
+               resource TEXT PRIMARY KEY,
+               doc TEXT NOT NULL,
+               updated_at INTEGER NOT NULL)""",
     ],
 }
 

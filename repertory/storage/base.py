@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import NamedTuple, Protocol, Self, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from repertory.runtime.history import MessageHistory
+from repertory.runtime.messages import Role
 from repertory.runtime.state import RunState, ThreadState
 from repertory.runtime.tree import SessionEvent, SessionRecord, TurnRecord, TurnStatus
 
@@ -151,3 +154,75 @@ class StoreAliases:
         tb: TracebackType | None,
     ) -> None:
         await self.close()  # type: ignore[attr-defined]
+
+
+# -- long-term memory (``repertory.memory``) ------------------------------------------------------
+
+__all__ += ["MemoryRecord", "MemoryStore", "MemoryVectors", "WorkingMemory"]
+
+
+class MemoryRecord(BaseModel):
+    """One remembered message of a resource (a user, a tenant): its text, thread and place in order.
+
+    ``seq`` is the resource's own gap-free order, assigned by the store when the record is appended
+    (commit order, also across processes), so a reader that has seen up to ``seq`` n can ask for
+    what came after without missing a row. ``embedding`` is float32 bytes in the vector space named
+    by ``embedder``; reads of text leave both out (``None``) to keep them small.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    thread_id: str
+    role: Role
+    text: str
+    created_at: int
+    seq: int = 0
+    embedder: str | None = None
+    embedding: bytes | None = None
+
+
+class MemoryVectors(NamedTuple):
+    """The embeddings of a resource's records, as columns (cheap to build for 100,000 rows)."""
+
+    seqs: list[int]
+    thread_ids: list[str]
+    embeddings: list[bytes]
+
+
+class WorkingMemory(BaseModel):
+    """A resource's working-memory document and when it was last written."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    document: JsonValue
+    updated_at: int
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """The memory tables every built-in store keeps beside its sessions, scoped by ``resource``.
+
+    Every read and write names one resource and never returns another's rows: isolation between
+    resources is a security property, and ``tests/memory/`` checks it on every backend.
+    """
+
+    async def append_memory(self, resource: str, records: Sequence[MemoryRecord]) -> list[int]:
+        """Store records in one transaction (their ``seq`` is ignored); returns the seqs given, in order."""
+
+    async def recent_memory(
+        self, resource: str, *, limit: int, exclude_thread: str | None = None
+    ) -> list[MemoryRecord]:
+        """The last ``limit`` records (of threads other than ``exclude_thread``), oldest first, no embeddings."""
+
+    async def load_memory(self, resource: str, seqs: Sequence[int]) -> list[MemoryRecord]:
+        """The records with these seqs, in seq order, no embeddings; unknown seqs are skipped."""
+
+    async def memory_vectors(self, resource: str, *, embedder: str, after_seq: int = 0) -> MemoryVectors:
+        """Embeddings made by ``embedder`` of records after ``after_seq``, in seq order."""
+
+    async def load_working_memory(self, resource: str) -> WorkingMemory | None:
+        """The resource's working-memory document, or ``None`` before the first write."""
+
+    async def save_working_memory(self, resource: str, document: JsonValue, updated_at: int) -> None:
+        """Replace the resource's working-memory document."""
+
+    async def forget_memory(self, resource: str) -> None:
+        """Delete the resource's records and working memory (its seq counter stays, so order holds)."""

@@ -16,6 +16,7 @@ from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHist
 from repertory.runtime.state import RunState, ThreadState
 from repertory.runtime.tree import SessionEvent
 from repertory.storage._commit import check_event_sessions, check_stored_state, plan_commit
+from repertory.storage._memory_mem import MemoryMemTables
 from repertory.storage._memory_tree import MemoryTreeTables
 from repertory.storage.base import StoreAliases
 
@@ -25,7 +26,7 @@ _REVISION = TypeAdapter(HistoryRevision)
 _ENTRY = TypeAdapter(HistoryEntry)
 
 
-class InMemorySessionStore(MemoryTreeTables, StoreAliases):
+class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, StoreAliases):
     """A ``TreeStore`` held in this process's memory; nothing survives the process."""
 
     def __init__(self) -> None:

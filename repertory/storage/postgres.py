@@ -27,6 +27,7 @@ from repertory.runtime.tree import SessionEvent
 from repertory.storage._commit import plan_commit_async
 from repertory.storage._lineage import decode_lineage
 from repertory.storage._pg_base import normalise_url, redact
+from repertory.storage._pg_memory import PgMemoryTables
 from repertory.storage._pg_schema import (
     MIGRATION_LOCK,
     MIGRATIONS,
@@ -79,7 +80,7 @@ async def _check_if_idle(conn: psycopg.AsyncConnection[Any]) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
-class PostgresSessionStore(PgTreeTables, StoreAliases):
+class PostgresSessionStore(PgTreeTables, PgMemoryTables, StoreAliases):
     """A ``TreeStore`` in a PostgreSQL database (tables in the ``repertory`` schema)."""
 
     @classmethod

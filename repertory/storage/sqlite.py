@@ -26,6 +26,7 @@ from repertory.runtime.tree import SessionEvent
 from repertory.storage._commit import check_event_sessions, check_stored_state, plan_commit
 from repertory.storage._lineage import decode_lineage
 from repertory.storage._sqlite_base import Durability, connect, db_errors, use_wal
+from repertory.storage._sqlite_memory import SqliteMemoryTables
 from repertory.storage._sqlite_schema import check_file, ensure_schema
 from repertory.storage._sqlite_tree import SqliteTreeTables, insert_events
 from repertory.storage.base import StoreAliases
@@ -77,7 +78,7 @@ def _run_row(run: RunState) -> tuple[str, str, str, int, int, str | None, str]:
     return (run.run_id, run.thread_id, run.status, run.updated_at, _next_write_seq(), token, run.model_dump_json())
 
 
-class SqliteSessionStore(SqliteTreeTables, StoreAliases):
+class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, StoreAliases):
     """A ``TreeStore`` in one SQLite file (or in memory for ``":memory:"``)."""
 
     @classmethod
