@@ -75,8 +75,8 @@ async def supersede_open_runs(
 ) -> list[RunState]:
     """Cancel every suspended or running run of a thread (a new run is about to start on it)."""
     cancelled: list[RunState] = []
-    for run in await store.list_runs(thread_id):
-        if run.status in ("suspended", "running") and run.run_id != keep:
+    for run in await store.list_runs(thread_id, statuses=("suspended", "running")):
+        if run.run_id != keep:
             done = await commit_cancelled(store, run.run_id, "superseded by a new run", memory)
             if done is not None:
                 cancelled.append(done)

@@ -74,7 +74,7 @@ class LocalHost:
         self.agents = dict(agents)
         self.idle_timeout = idle_timeout
         self._actors: dict[str, SessionActor] = {}
-        self._activation = asyncio.Lock()
+        self._activating: dict[str, asyncio.Task[SessionActor]] = {}
         self._output_types: dict[str, type[BaseModel]] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._listeners: dict[str, list[Callable[[SessionEvent], None]]] = {}
@@ -139,30 +139,38 @@ class LocalHost:
         return self._output_types.get(path) or resolve_output_type(path)
 
     async def actor(self, session_id: str) -> SessionActor:
-        """The live actor of a session, activated from the store if needed."""
+        """The live actor of a session, activated from the store if needed.
+
+        Concurrent first calls for one session share one activation; activations of different
+        sessions run side by side (a host-wide lock made 10,000 first turns queue one by one).
+        """
         actor = self._actors.get(session_id)
         if actor is not None:
             return actor
-        async with self._activation:
-            actor = self._actors.get(session_id)
-            if actor is not None:
-                return actor
-            record = await self.store.load_session(session_id)
-            if record is None:
-                raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
-            runs = await self.store.list_runs(session_id)
-            actor = SessionActor(
-                store=self.store,
-                agent=self.agent(record.agent),
-                record=record,
-                last_seq=await self.store.last_event_seq(session_id),
-                last_run=runs[0] if runs else None,
-                resolve_output=self._resolve_output,
-                listeners=self._listeners.setdefault(session_id, []),
-            )
-            self._actors[session_id] = actor
-            self.activations += 1
-            return actor
+        pending = self._activating.get(session_id)
+        if pending is None:
+            pending = asyncio.get_running_loop().create_task(self._activate(session_id))
+            self._activating[session_id] = pending
+            pending.add_done_callback(lambda _: self._activating.pop(session_id, None))
+        return await asyncio.shield(pending)
+
+    async def _activate(self, session_id: str) -> SessionActor:
+        record = await self.store.load_session(session_id)
+        if record is None:
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        latest = await self.store.list_runs(session_id, limit=1)
+        actor = SessionActor(
+            store=self.store,
+            agent=self.agent(record.agent),
+            record=record,
+            last_seq=await self.store.last_event_seq(session_id),
+            last_run=latest[0] if latest else None,
+            resolve_output=self._resolve_output,
+            listeners=self._listeners.setdefault(session_id, []),
+        )
+        self._actors[session_id] = actor
+        self.activations += 1
+        return actor
 
     # -- operations the handles use -----------------------------------------------------------------
 

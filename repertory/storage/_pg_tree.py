@@ -129,14 +129,19 @@ class PgTreeTables(PgBase):
         return None if row is None else TurnRecord.model_validate_json(row[0])
 
     async def list_turns(self, session_id: str, statuses: Sequence[TurnStatus] | None = None) -> list[TurnRecord]:
-        """Turns in queue order."""
+        """Turns in queue order; with ``statuses``, only those."""
         async with self._conn("list_turns") as conn:
-            cur = await conn.execute(
-                "SELECT record FROM repertory.turns WHERE session_id = %s ORDER BY seq", (session_id,)
-            )
+            if statuses is None:
+                cur = await conn.execute(
+                    "SELECT record FROM repertory.turns WHERE session_id = %s ORDER BY seq", (session_id,)
+                )
+            else:
+                cur = await conn.execute(
+                    "SELECT record FROM repertory.turns WHERE session_id = %s AND status = ANY(%s) ORDER BY seq",
+                    (session_id, list(statuses)),
+                )
             rows = await cur.fetchall()
-        turns = [TurnRecord.model_validate_json(r[0]) for r in rows]
-        return [t for t in turns if statuses is None or t.status in statuses]
+        return [TurnRecord.model_validate_json(r[0]) for r in rows]
 
     async def list_open_turns(self) -> list[TurnRecord]:
         """Queued and running turns of every session (uses the partial index)."""

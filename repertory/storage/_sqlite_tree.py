@@ -14,7 +14,7 @@ from typing import Any
 
 from repertory.errors import CommitConflict, StoreError
 from repertory.runtime.tree import OPEN_TURN_STATUSES, SessionEvent, SessionRecord, TurnRecord, TurnStatus
-from repertory.storage._sqlite_base import SqliteBase
+from repertory.storage._sqlite_base import SqliteBase, db_errors
 
 __all__ = ["SqliteTreeTables", "insert_events"]
 
@@ -149,13 +149,21 @@ class SqliteTreeTables(SqliteBase):
         return None if row is None else TurnRecord.model_validate_json(row[0])
 
     async def list_turns(self, session_id: str, statuses: Sequence[TurnStatus] | None = None) -> list[TurnRecord]:
-        """Turns in queue order."""
+        """Turns in queue order; with ``statuses``, only those (a small, inline query)."""
+        if statuses is not None:
+            self._check_open()
+            marks = ", ".join("?" for _ in statuses) or "NULL"
+            with db_errors("list_turns"):
+                rows = self._writer.execute(
+                    f"SELECT record FROM turns WHERE session_id = ? AND status IN ({marks}) ORDER BY seq",
+                    (session_id, *statuses),
+                ).fetchall()
+            return [TurnRecord.model_validate_json(r[0]) for r in rows]
         rows = await self._read(
             "list_turns",
             lambda c: c.execute("SELECT record FROM turns WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall(),
         )
-        turns = [TurnRecord.model_validate_json(r[0]) for r in rows]
-        return [t for t in turns if statuses is None or t.status in statuses]
+        return [TurnRecord.model_validate_json(r[0]) for r in rows]
 
     async def list_open_turns(self) -> list[TurnRecord]:
         """Queued and running turns of every session (uses the partial index)."""

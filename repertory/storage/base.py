@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from repertory.runtime.history import MessageHistory
 from repertory.runtime.messages import Role
-from repertory.runtime.state import RunState, ThreadState
+from repertory.runtime.state import RunState, RunStatus, ThreadState
 from repertory.runtime.tree import SessionEvent, SessionRecord, TurnRecord, TurnStatus
 
 __all__ = ["SessionStore", "StoreAliases", "TreeStore"]
@@ -31,8 +31,14 @@ class SessionStore(Protocol):
     async def load_run(self, run_id: str) -> RunState | None:
         """A copy of the run's checkpoint, or ``None`` for an unknown id."""
 
-    async def list_runs(self, thread_id: str | None = None) -> list[RunState]:
-        """Runs, ``updated_at`` descending, then most recent write first; optionally one thread's."""
+    async def list_runs(
+        self, thread_id: str | None = None, *, statuses: Sequence[RunStatus] | None = None, limit: int | None = None
+    ) -> list[RunState]:
+        """Runs, ``updated_at`` descending, then most recent write first; optionally one thread's.
+
+        ``statuses`` keeps only runs in those statuses and ``limit`` caps the list (extensions the
+        engine uses to ask bounded questions on every turn).
+        """
 
     async def delete_run(self, run_id: str) -> None:
         """Remove a run row; history and threads are untouched (they are shared)."""

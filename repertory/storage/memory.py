@@ -13,7 +13,7 @@ from pydantic import TypeAdapter
 
 from repertory.errors import StoreError
 from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHistory
-from repertory.runtime.state import RunState, ThreadState
+from repertory.runtime.state import RunState, RunStatus, ThreadState
 from repertory.runtime.tree import SessionEvent
 from repertory.storage._commit import check_event_sessions, check_stored_state, plan_commit
 from repertory.storage._memory_mem import MemoryMemTables
@@ -48,12 +48,17 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, StoreAliases):
         row = self._runs.get(run_id)
         return None if row is None else RunState.model_validate_json(row[3])
 
-    async def list_runs(self, thread_id: str | None = None) -> list[RunState]:
-        """Runs newest-updated first, ties broken by most recent write."""
+    async def list_runs(
+        self, thread_id: str | None = None, *, statuses: Sequence[RunStatus] | None = None, limit: int | None = None
+    ) -> list[RunState]:
+        """Runs newest-updated first, ties broken by most recent write; optionally filtered and capped."""
         self._check_open()
         rows = [r for r in self._runs.values() if thread_id is None or r[2] == thread_id]
         rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
-        return [RunState.model_validate_json(r[3]) for r in rows]
+        runs = [RunState.model_validate_json(r[3]) for r in rows]
+        if statuses is not None:
+            runs = [r for r in runs if r.status in statuses]
+        return runs if limit is None else runs[: max(limit, 0)]
 
     async def delete_run(self, run_id: str) -> None:
         """Remove the run row only."""

@@ -22,7 +22,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from repertory.errors import StoreError
 from repertory.runtime.history import MessageHistory
-from repertory.runtime.state import RunState, ThreadState
+from repertory.runtime.state import RunState, RunStatus, ThreadState
 from repertory.runtime.tree import SessionEvent
 from repertory.storage._commit import plan_commit_async
 from repertory.storage._lineage import decode_lineage
@@ -35,6 +35,7 @@ from repertory.storage._pg_schema import (
     SCHEMA_VERSION,
 )
 from repertory.storage._pg_tree import PgTreeTables, event_arrays
+from repertory.storage._queries import runs_query
 from repertory.storage.base import StoreAliases
 
 __all__ = ["PostgresSessionStore", "redact"]
@@ -142,16 +143,13 @@ class PostgresSessionStore(PgTreeTables, PgMemoryTables, StoreAliases):
             row = await cur.fetchone()
         return None if row is None else RunState.model_validate_json(row[0])
 
-    async def list_runs(self, thread_id: str | None = None) -> list[RunState]:
-        """Runs newest-updated first, ties broken by most recent write."""
+    async def list_runs(
+        self, thread_id: str | None = None, *, statuses: Sequence[RunStatus] | None = None, limit: int | None = None
+    ) -> list[RunState]:
+        """Runs newest-updated first, ties broken by most recent write; optionally filtered and capped."""
+        sql, params = runs_query(thread_id, statuses, limit, "%s", "repertory.runs")
         async with self._conn("list_runs") as conn:
-            if thread_id is None:
-                cur = await conn.execute("SELECT state FROM repertory.runs ORDER BY updated_at DESC, write_seq DESC")
-            else:
-                cur = await conn.execute(
-                    "SELECT state FROM repertory.runs WHERE thread_id = %s ORDER BY updated_at DESC, write_seq DESC",
-                    (thread_id,),
-                )
+            cur = await conn.execute(sql, params)
             rows = await cur.fetchall()
         return [RunState.model_validate_json(r[0]) for r in rows]
 

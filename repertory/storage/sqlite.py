@@ -21,10 +21,11 @@ from collections.abc import Sequence
 
 from repertory.errors import StoreError
 from repertory.runtime.history import MessageHistory
-from repertory.runtime.state import RunState, ThreadState
+from repertory.runtime.state import RunState, RunStatus, ThreadState
 from repertory.runtime.tree import SessionEvent
 from repertory.storage._commit import check_event_sessions, check_stored_state, plan_commit
 from repertory.storage._lineage import decode_lineage
+from repertory.storage._queries import runs_query
 from repertory.storage._sqlite_base import Durability, connect, db_errors, use_wal
 from repertory.storage._sqlite_memory import SqliteMemoryTables
 from repertory.storage._sqlite_schema import check_file, ensure_schema
@@ -123,20 +124,26 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, StoreAliases):
             row = self._writer.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         return None if row is None else RunState.model_validate_json(row[0])
 
-    async def list_runs(self, thread_id: str | None = None) -> list[RunState]:
-        """Runs newest-updated first, ties broken by most recent write."""
+    async def list_runs(
+        self, thread_id: str | None = None, *, statuses: Sequence[RunStatus] | None = None, limit: int | None = None
+    ) -> list[RunState]:
+        """Runs newest-updated first, ties broken by most recent write; optionally filtered and capped.
+
+        ``statuses`` and ``limit`` keep the engine's per-turn questions ("which runs of this
+        thread are still open?", "which is the latest?") from decoding a thread's whole past; such a
+        bounded query runs inline, an unbounded listing on a reader thread.
+        """
+        sql, params = runs_query(thread_id, statuses, limit, "?")
 
         def query(conn: sqlite3.Connection) -> list[str]:
-            if thread_id is None:
-                cur = conn.execute("SELECT state FROM runs ORDER BY updated_at DESC, write_seq DESC")
-            else:
-                cur = conn.execute(
-                    "SELECT state FROM runs WHERE thread_id = ? ORDER BY updated_at DESC, write_seq DESC",
-                    (thread_id,),
-                )
-            return [r[0] for r in cur.fetchall()]
+            return [r[0] for r in conn.execute(sql, params).fetchall()]
 
-        rows = await self._read("list_runs", query)
+        if thread_id is not None and (statuses is not None or limit is not None):
+            self._check_open()
+            with db_errors("list_runs"):
+                rows = query(self._writer)
+        else:
+            rows = await self._read("list_runs", query)
         return [RunState.model_validate_json(r) for r in rows]
 
     async def delete_run(self, run_id: str) -> None:

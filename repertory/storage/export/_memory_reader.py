@@ -1,0 +1,129 @@
+"""The export reader of ``InMemorySessionStore``: a copy of its dicts, taken in one synchronous step.
+
+Positions: entries and revisions are only ever added and dicts keep insertion order, so a position
+is a count; events are counted per session; runs carry a write sequence number. Threads, sessions
+and turns have no change marker in memory, so each scan reads them all and flags every row for
+re-reading: the exporter's fingerprints then write only the rows that changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import Any
+
+from pydantic import JsonValue
+
+from repertory.storage.export._readers import Page, RawRow, RevisionRow, TableScan, reader_for
+from repertory.storage.memory import InMemorySessionStore
+
+__all__ = ["MemoryExportReader"]
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+async def _one(page: Page) -> AsyncIterator[Page]:
+    if page.rows:
+        yield page
+
+
+def _revision(raw: str) -> RevisionRow:
+    r = json.loads(raw)
+    return (r["id"], r["parent_id"], r["entry_id"], r["depth"], r["created_at"])
+
+
+class MemoryExportReader:
+    """Reads a snapshot of one in-memory store."""
+
+    backend = "memory"
+
+    def __init__(self, store: InMemorySessionStore) -> None:
+        self._store = store
+        self.source = f"memory:{id(store)}"
+
+    async def __aenter__(self) -> MemoryExportReader:
+        s = self._store
+        s._check_open()
+        # No await in here: the copy is one consistent moment of the store.
+        self._entries = list(s._entries.items())
+        self._revisions = list(s._revisions.items())
+        self._revision_index = dict(s._revisions)
+        self._entry_index = dict(s._entries)
+        self._runs = [(rid, row[1], row[2], row[3]) for rid, row in s._runs.items()]
+        self._threads = list(s._threads.items())
+        self._sessions = list(s._sessions.items())
+        self._turns = list(s._turns.items())
+        self._events = {sid: list(rows) for sid, rows in s._events.items()}
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None
+
+    def _depth(self, head: str | None) -> int:
+        raw = None if head is None else self._revision_index.get(head)
+        return 0 if raw is None else int(json.loads(raw)["depth"])
+
+    async def scan(self, table: str, position: JsonValue) -> TableScan:
+        """Rows past the position (entries, revisions, events, runs) or every row (the rest)."""
+        if table == "entries":
+            start = position if isinstance(position, int) else 0
+            rows: list[RawRow] = []
+            for eid, raw in self._entries[start:]:
+                entry = json.loads(raw)
+                rows.append((eid, entry["created_at"], _dump(entry["message"])))
+            return TableScan(len(self._entries), _one(Page(rows)))
+        if table == "revisions":
+            start = position if isinstance(position, int) else 0
+            return TableScan(len(self._revisions), _one(Page([_revision(raw) for _, raw in self._revisions[start:]])))
+        if table == "events":
+            seen: dict[str, Any] = position if isinstance(position, dict) else {}
+            rows = []
+            for sid, events in self._events.items():
+                for raw in events[int(seen.get(sid, 0)) :]:
+                    e = json.loads(raw)
+                    rows.append((sid, e["seq"], e["submission_id"], e["type"], e["at"], _dump(e["data"])))
+            return TableScan({sid: len(ev) for sid, ev in self._events.items()}, _one(Page(rows)))
+        if table == "runs":
+            start = position if isinstance(position, int) else 0
+            rows = [(rid, raw) for rid, seq, _, raw in self._runs if seq > start]
+            top = max((seq for _, seq, _, _ in self._runs), default=start)
+            return TableScan(max(top, start), _one(Page(rows)))
+        if table == "threads":
+            rows = []
+            for tid, raw in self._threads:
+                t = json.loads(raw)
+                head = t["history_revision_id"]
+                rows.append((tid, head, t["created_at"], t["updated_at"], self._depth(head)))
+        else:
+            rows = list(self._sessions if table == "sessions" else self._turns)
+        return TableScan(None, _one(Page(rows, [True] * len(rows))))
+
+    async def lineage(self, revision_id: str, stop: str | None) -> list[RevisionRow]:
+        """Walk parent pointers from ``revision_id`` back to (not including) ``stop``."""
+        out: list[RevisionRow] = []
+        current: str | None = revision_id
+        while current is not None and current != stop and current in self._revision_index:
+            rev = _revision(self._revision_index[current])
+            out.append(rev)
+            current = rev[1]
+        return out
+
+    async def entries(self, entry_ids: Sequence[str]) -> list[tuple[str, int, str]]:
+        """Entries by id."""
+        out: list[tuple[str, int, str]] = []
+        for eid in entry_ids:
+            raw = self._entry_index.get(eid)
+            if raw is not None:
+                entry = json.loads(raw)
+                out.append((eid, entry["created_at"], _dump(entry["message"])))
+        return out
+
+
+@reader_for.register
+def _(store: InMemorySessionStore) -> MemoryExportReader:
+    return MemoryExportReader(store)

@@ -1,0 +1,213 @@
+"""The export reader of ``SqliteSessionStore``: one read transaction on a pooled reader connection.
+
+Positions, per table:
+
+- ``entries`` and ``events`` are rowid tables that are only ever inserted into, and SQLite gives a
+  new row a rowid above every committed one (writers are serialised), so "rowid above the last
+  position" is exact.
+- ``revisions`` has no rowid (``WITHOUT ROWID``). The engine mints a fresh entry with every
+  revision and commits both in one transaction, so the new revisions are those whose entry is new;
+  the scan finds them through the entries' rowids.
+- ``runs``, ``threads``, ``sessions`` and ``turns`` change in place and carry only clocks
+  (``runs.write_seq`` in microseconds, ``updated_at`` in milliseconds). A scan reads ``LAG`` behind
+  the highest clock value it saw last time, since a writer in another process stamps a row before it
+  waits for the write lock, and flags those rows for re-reading; the exporter's fingerprints keep an
+  unchanged re-read row from being written twice.
+
+Reads run on a worker thread (they grow with the data); for ``":memory:"`` they run inline on the
+store's own connection, which only that one thread uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+from pydantic import JsonValue
+
+from repertory.storage._sqlite_base import db_errors
+from repertory.storage.export._readers import Page, RevisionRow, TableScan, reader_for
+from repertory.storage.sqlite import SqliteSessionStore
+
+__all__ = ["SqliteExportReader"]
+
+PAGE = 20_000
+LAG_MS = 600_000  # ten minutes behind the last clock position (the busy timeout is ten seconds)
+_T = TypeVar("_T")
+
+_LINEAGE = """
+WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
+    SELECT id, parent_id, entry_id, depth, created_at FROM history_revisions WHERE id = ? AND id IS NOT ?
+    UNION ALL
+    SELECT r.id, r.parent_id, r.entry_id, r.depth, r.created_at
+    FROM history_revisions AS r JOIN lineage AS l ON r.id = l.parent_id WHERE r.id IS NOT ?
+)
+SELECT id, parent_id, entry_id, depth, created_at FROM lineage
+"""
+
+# (position query, rows query with ``?`` = the lower bound, columns of the raw row, clock scale)
+_CLOCKED: dict[str, tuple[str, str, int]] = {
+    "runs": ("SELECT MAX(write_seq) FROM runs", "SELECT run_id, state, write_seq FROM runs WHERE write_seq > ?", 1000),
+    "threads": (
+        "SELECT MAX(updated_at) FROM threads",
+        "SELECT t.thread_id, t.head, t.created_at, t.updated_at, COALESCE(r.depth, 0), t.updated_at "
+        "FROM threads AS t LEFT JOIN history_revisions AS r ON r.id = t.head WHERE t.updated_at > ?",
+        1,
+    ),
+    "sessions": (
+        "SELECT MAX(COALESCE(json_extract(record, '$.updated_at'), 0)) FROM sessions",
+        "SELECT session_id, record, COALESCE(json_extract(record, '$.updated_at'), 0) AS u FROM sessions WHERE u > ?",
+        1,
+    ),
+    "turns": (
+        "SELECT MAX(COALESCE(json_extract(record, '$.updated_at'), 0)) FROM turns",
+        "SELECT submission_id, record, COALESCE(json_extract(record, '$.updated_at'), 0) AS u FROM turns WHERE u > ?",
+        1,
+    ),
+}
+
+
+class SqliteExportReader:
+    """Reads one SQLite store inside a single read transaction (a consistent snapshot)."""
+
+    backend = "sqlite"
+
+    def __init__(self, store: SqliteSessionStore) -> None:
+        self._store = store
+        memory = store._memory
+        self.source = f"sqlite::memory:{id(store)}" if memory else f"sqlite:{store.path}"
+        self._inline = memory
+        self._conn: sqlite3.Connection | None = None
+        # One statement at a time on the connection, whichever worker thread runs it (a page is
+        # fetched ahead while the exporter converts the last one).
+        self._lock = threading.Lock()
+
+    async def _call(self, fn: Callable[[], _T]) -> _T:
+        def work() -> _T:
+            with self._lock, db_errors("export"):
+                return fn()
+
+        if self._inline:
+            return work()
+        return await asyncio.to_thread(work)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        assert self._conn is not None, "use the reader inside 'async with'"
+        return self._conn
+
+    async def __aenter__(self) -> SqliteExportReader:
+        self._store._check_open()
+        if self._inline:
+            # One connection shared with the store's writes: no transaction of our own, and every
+            # scan reads its rows in one go, so no write can land between its position and its rows.
+            self._conn = self._store._writer
+            return self
+        self._conn = await self._call(self._store._acquire_reader)
+
+        def begin() -> None:
+            self.conn.execute("BEGIN")
+            self.conn.execute("SELECT 1 FROM repertory_meta LIMIT 1").fetchall()  # pins the snapshot
+
+        await self._call(begin)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None or self._inline:
+            return
+
+        def end() -> None:
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            finally:
+                self._store._release_reader(conn)
+
+        await self._call(end)
+
+    def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        row = self.conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    async def _pages(self, sql: str, params: Sequence[Any], shape: Callable[[list[Any]], Page]) -> AsyncIterator[Page]:
+        if self._inline:
+            rows = await self._call(lambda: self.conn.execute(sql, params).fetchall())
+            if rows:
+                yield shape(rows)
+            return
+        cursor = await self._call(lambda: self.conn.execute(sql, params))
+        try:
+            while rows := await self._call(lambda: cursor.fetchmany(PAGE)):
+                yield shape(rows)
+        finally:
+            cursor.close()
+
+    async def scan(self, table: str, position: JsonValue) -> TableScan:
+        """Rows since ``position``: rowids for append-only tables, clocks for mutable ones."""
+        prev = int(position) if isinstance(position, int) else 0
+        if table in ("entries", "events", "revisions"):
+            source = "events" if table == "events" else "history_entries"
+            top = int(await self._call(lambda: self._scalar(f"SELECT COALESCE(MAX(rowid), 0) FROM {source}")))
+            params: tuple[Any, ...] = (prev, top)
+            if table == "entries":
+                sql = (
+                    "SELECT id, created_at, message FROM history_entries WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
+                )
+            elif table == "events":
+                sql = (
+                    "SELECT session_id, seq, submission_id, type, at, data FROM events "
+                    "WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
+                )
+            elif prev == 0:
+                # Everything, so no join: within the snapshot this is exactly the revisions up to ``top``.
+                sql, params = "SELECT id, parent_id, entry_id, depth, created_at FROM history_revisions", ()
+            else:
+                sql = (
+                    "SELECT r.id, r.parent_id, r.entry_id, r.depth, r.created_at FROM history_revisions AS r "
+                    "JOIN history_entries AS e ON e.id = r.entry_id WHERE e.rowid > ? AND e.rowid <= ?"
+                )
+            return TableScan(top, self._pages(sql, params, lambda rows: Page(rows)))
+        top_sql, rows_sql, per_ms = _CLOCKED[table]
+        top = await self._call(lambda: self._scalar(top_sql))
+        new = max(prev, int(top or 0))
+        lag = LAG_MS * per_ms
+        floor = prev - lag if prev else -(2**62)
+        horizon = new - lag
+
+        def shape(rows: list[Any]) -> Page:
+            return Page([tuple(r[:-1]) for r in rows], [r[-1] is not None and r[-1] > horizon for r in rows])
+
+        return TableScan(new, self._pages(rows_sql, (floor,), shape))
+
+    async def lineage(self, revision_id: str, stop: str | None) -> list[RevisionRow]:
+        """One recursive query from ``revision_id`` back to (not including) ``stop``."""
+        rows = await self._call(lambda: self.conn.execute(_LINEAGE, (revision_id, stop, stop)).fetchall())
+        rows.sort(key=lambda r: -r[3])
+        return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+
+    async def entries(self, entry_ids: Sequence[str]) -> list[tuple[str, int, str]]:
+        """Point reads by id, 500 to a statement."""
+        out: list[tuple[str, int, str]] = []
+        ids = list(entry_ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT id, created_at, message FROM history_entries WHERE id IN ({marks})"
+
+            def read(sql: str = sql, chunk: list[str] = chunk) -> list[Any]:
+                return self.conn.execute(sql, chunk).fetchall()
+
+            out.extend((r[0], r[1], r[2]) for r in await self._call(read))
+        return out
+
+
+@reader_for.register
+def _(store: SqliteSessionStore) -> SqliteExportReader:
+    return SqliteExportReader(store)
