@@ -71,6 +71,19 @@ class MemoryTreeTables:
         # Insertion order is creation order, also within one millisecond.
         return [SessionRecord.model_validate_json(self._sessions[c]) for c in self._children.get(parent_id, [])]
 
+    async def list_sessions(self, *, roots_only: bool = False, limit: int | None = None) -> list[SessionRecord]:
+        """Sessions oldest first (dicts keep insertion order), optionally only roots, capped."""
+        self._tree_open()
+        out: list[SessionRecord] = []
+        for raw in self._sessions.values():
+            record = SessionRecord.model_validate_json(raw)
+            if roots_only and record.lineage.parent_id is not None:
+                continue
+            out.append(record)
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
         """Queue a turn with the next per-session seq."""
         self._tree_open()

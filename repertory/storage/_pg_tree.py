@@ -89,6 +89,15 @@ class PgTreeTables(PgBase):
             rows = await cur.fetchall()
         return [SessionRecord.model_validate_json(r[0]) for r in rows]
 
+    async def list_sessions(self, *, roots_only: bool = False, limit: int | None = None) -> list[SessionRecord]:
+        """Sessions oldest first, optionally only roots, capped."""
+        sql = "SELECT record FROM repertory.sessions" + (" WHERE parent_id IS NULL" if roots_only else "")
+        sql += " ORDER BY ord LIMIT %s"
+        async with self._conn("list_sessions") as conn:
+            cur = await conn.execute(sql, (limit,))
+            rows = await cur.fetchall()
+        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
         """Queue a turn with the next per-session seq (racing adders serialise on the session row)."""
         async with self._conn("add_turn") as conn, conn.transaction():

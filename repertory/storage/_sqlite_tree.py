@@ -108,6 +108,14 @@ class SqliteTreeTables(SqliteBase):
         )
         return [SessionRecord.model_validate_json(r[0]) for r in rows]
 
+    async def list_sessions(self, *, roots_only: bool = False, limit: int | None = None) -> list[SessionRecord]:
+        """Sessions oldest first, optionally only roots, capped."""
+        sql = "SELECT record FROM sessions" + (" WHERE parent_id IS NULL" if roots_only else "") + " ORDER BY rowid"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        rows = await self._read("list_sessions", lambda c: c.execute(sql).fetchall())
+        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
         """Queue a turn with the next per-session seq, in one transaction."""
         self._check_open()

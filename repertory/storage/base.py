@@ -110,6 +110,9 @@ class TreeStore(SessionStore, Protocol):
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Sessions spawned or forked from ``parent_id``, oldest first."""
 
+    async def list_sessions(self, *, roots_only: bool = False, limit: int | None = None) -> list[SessionRecord]:
+        """Sessions oldest first (``roots_only``: only roots), at most ``limit``."""
+
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
         """Queue a turn durably; returns it with its per-session ``seq``. A known id is ``CommitConflict``."""
 

@@ -810,3 +810,13 @@ async def test_a_closed_store_raises_store_error_from_tree_methods(
     await store.close()
     with pytest.raises(StoreError, match="closed"):
         await call(store)
+
+
+async def test_list_sessions_oldest_first_roots_only_and_capped(store: TreeStore) -> None:
+    for sid in ("r1", "r2"):
+        await store.create_session(session_record(sid))
+    await store.create_session(session_record("c1", parent="r1", kind="spawned"))
+    await store.create_session(session_record("r3"))
+    assert [s.session_id for s in await store.list_sessions()] == ["r1", "r2", "c1", "r3"]
+    assert [s.session_id for s in await store.list_sessions(roots_only=True)] == ["r1", "r2", "r3"]
+    assert [s.session_id for s in await store.list_sessions(limit=2)] == ["r1", "r2"]
