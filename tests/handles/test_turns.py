@@ -319,6 +319,13 @@ async def test_turn_events_follow_a_turn_that_is_still_running(make_runtime: Run
         return [e.type async for e in turn.events()]
 
     reader = asyncio.ensure_future(read())
+    # Deltas are live-only: release the model only once the reader has subscribed (events() subscribes
+    # before it replays the stored events), or the delta could go out before anyone listens.
+    bus = rt.host._actors[h.id].bus
+    for _ in range(500):
+        if bus._queues:
+            break
+        await asyncio.sleep(0.01)
     gate.release()
     types = await within(reader)
     assert types[0] == "turn.started" and types[-1] == "turn.completed"
