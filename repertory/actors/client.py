@@ -19,13 +19,13 @@ import contextlib
 import hashlib
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import ray
 from pydantic import BaseModel
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
-from repertory.actors.host import SessionHost, shared_host_index
+from repertory.actors.host import host_actor_class, shared_host_index
 from repertory.actors.supervisor import Supervisor, dedicated_host_name, shared_host_name
 from repertory.errors import CommitConflict, SessionNotFound, StoreError
 from repertory.runtime.agent import Agent
@@ -176,7 +176,12 @@ class RayHostClient:
         deadline = time.monotonic() + self._call_timeout
         while True:
             try:
-                record: SessionRecord = await self._supervisor.create_session.remote(kwargs, placement, options)
+                if placement == "shared":
+                    # The client knows a shared session's host (a stable hash): no supervisor hop.
+                    host = self._hosts[shared_host_index(session_id, len(self._hosts))]
+                    record = cast(SessionRecord, await host.create_session.remote(**kwargs, placement=placement))
+                else:
+                    record = await self._supervisor.create_session.remote(kwargs, placement, options)
                 break
             except CommitConflict:
                 existing = await self.store.load_session(session_id)  # a retry after our own first attempt
@@ -355,7 +360,7 @@ async def start_ray_client(
     prefix = f"repertory-{VERSION}"
     host_opts: dict[str, Any] = {"num_cpus": 0, **(host_options or {})}
     handles: list[Any] = [
-        ray.remote(SessionHost)
+        host_actor_class()
         .options(
             name=shared_host_name(prefix, i),
             namespace=namespace,

@@ -20,6 +20,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
+import ray
 from pydantic import BaseModel
 
 from repertory.runtime.agent import Agent
@@ -37,7 +38,17 @@ from repertory.runtime.tree import (
 )
 from repertory.storage.base import TreeStore
 
-__all__ = ["SessionHost", "shared_host_index"]
+__all__ = ["HOST_CONCURRENCY", "SessionHost", "host_actor_class", "shared_host_index"]
+
+HOST_CONCURRENCY = {"events": 1000}
+"""Ray concurrency groups of a host: event streams get their own, so open streams never take the
+slots control calls (send, decide, wait) need; everything else runs in the default group."""
+
+
+def host_actor_class() -> Any:
+    """``SessionHost`` as a Ray actor class with its concurrency groups (Ray's stubs lack the keyword)."""
+    remote: Any = ray.remote
+    return remote(concurrency_groups=HOST_CONCURRENCY)(SessionHost)
 
 _BATCH_MAX = 256
 
@@ -201,6 +212,7 @@ class SessionHost:
 
     # -- events -------------------------------------------------------------------------------------
 
+    @ray.method(concurrency_group="events")
     async def stream_events(self, session_id: str, after_seq: int) -> AsyncIterator[list[SessionEvent]]:
         """Batches of a session's events: stored ones after ``after_seq``, then live ones.
 

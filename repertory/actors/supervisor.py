@@ -14,7 +14,7 @@ from typing import Any
 
 import ray
 
-from repertory.actors.host import SessionHost, shared_host_index
+from repertory.actors.host import host_actor_class, shared_host_index
 from repertory.runtime.agent import Agent
 from repertory.runtime.ids import new_id
 from repertory.runtime.tree import Placement, SessionRecord
@@ -65,7 +65,7 @@ class Supervisor:
         except ValueError:
             pass
         opts: dict[str, Any] = {"num_cpus": 0, **(options or {})}
-        ray.remote(SessionHost).options(
+        host_actor_class().options(
             name=name,
             namespace=self.namespace,
             lifetime="detached",
