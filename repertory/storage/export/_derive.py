@@ -4,9 +4,9 @@ Both are computed incrementally from what changed since the last export:
 
 1. **Lineage walk.** For every thread whose head moved, walk from the new head back to the head
    exported last time (or to the root, if the old head is not an ancestor). The walk runs in
-   memory over the revisions this export just read (parent pointers resolved to row numbers by
-   Arrow, so the loop touches only integers), and asks the store (one recursive query) only where it
-   leaves them: a fork's shared prefix, which older exports hold.
+   memory over the revisions this export just read (parent pointers resolved to row numbers by one
+   DuckDB join, so the loop touches only integers), and asks the store (one recursive query) only
+   where it leaves them: a fork's shared prefix, which older exports hold.
 2. **Messages.** Each revision walked is a row ``(thread_id, position = depth - 1, ...)``. Messages
    are decoded by DuckDB straight from the entries part file this export just wrote (entries not in
    it are fetched by id), so no message is parsed in Python.
@@ -185,8 +185,7 @@ WITH run_info AS (
            max(a.requested_at) AS requested_at, arg_max(a.decision, a.requested_at) AS decision,
            arg_max(a.decided_at, a.requested_at) AS decided_at, arg_max(a.reason, a.requested_at) AS reason,
            arg_max(a.args_replaced, a.requested_at) AS args_replaced
-    FROM (SELECT run_id, thread_id, unnest(json_transform(state, '{_APPROVALS_TYPE}').approvals) AS a
-          FROM runs WHERE contains(state, '"approvals":[{{'))
+    FROM (SELECT run_id, thread_id, unnest(json_transform(state, '{_APPROVALS_TYPE}').approvals) AS a FROM runs)
     GROUP BY thread_id, a.tool_call_id
 )
 SELECT p.tool_call_id, p.thread_id, COALESCE(a.run_id, r.run_id) AS run_id, p.call_entry_id, p.position, p.tool_name,

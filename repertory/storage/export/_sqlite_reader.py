@@ -49,7 +49,7 @@ WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
 SELECT id, parent_id, entry_id, depth, created_at FROM lineage
 """
 
-# (position query, rows query with ``?`` = the lower bound, columns of the raw row, clock scale)
+# table -> (its highest clock, its rows above ``?`` with the clock as last column, clock units per millisecond)
 _CLOCKED: dict[str, tuple[str, str, int]] = {
     "runs": ("SELECT MAX(write_seq) FROM runs", "SELECT run_id, state, write_seq FROM runs WHERE write_seq > ?", 1000),
     "threads": (

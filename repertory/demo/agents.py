@@ -1,0 +1,87 @@
+"""The demo's agents: scripted, deterministic, with realistic delays and tool calls.
+
+An orchestrator plans sub-tasks and later summarises what its children reported. A worker
+searches (an idempotent tool), and for some tasks writes a file, which needs a human's approval.
+The models are ``ScriptedModel`` step functions, so the demo needs no network and no keys; pass an
+OpenAI-compatible model (``--model``) to put a real one in the workers' place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from repertory.runtime.agent import Agent
+from repertory.runtime.messages import ModelMessage
+from repertory.runtime.model import Model, ToolSpec
+from repertory.runtime.testing import ScriptedModel
+from repertory.runtime.tools import tool
+
+__all__ = ["SUBTASKS", "make_agents", "orchestrator_step", "worker_step"]
+
+SUBTASKS = ("collect sources", "check the numbers", "draft the section")
+
+
+def _jitter(text: str, low: float, high: float) -> float:
+    digest = hashlib.blake2b(text.encode(), digest_size=2).digest()
+    return low + (high - low) * int.from_bytes(digest, "big") / 65535
+
+
+@tool(idempotent=True)
+def search(query: str) -> str:
+    """Search the knowledge base (idempotent: safe to repeat after a crash)."""
+    return f"3 documents about {query!r}"
+
+
+@tool(requires_approval=True)
+def write_file(path: str, content: str) -> str:
+    """Write a file in the workspace (needs a reviewer's approval)."""
+    return f"wrote {len(content)} bytes to {path}"
+
+
+def orchestrator_step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
+    """Plan on the first request, acknowledge notifications, summarise when asked."""
+    last = messages[-1].text
+    usage = {"input_tokens": 40 * len(messages), "output_tokens": 60}
+    if last.startswith("summarise"):
+        reports = [m.text.split("\n\n", 1)[-1] for m in messages if m.role == "system" and m.origin is not None]
+        return {"text": f"Summary of {len(reports)} reports: " + " | ".join(r[:40] for r in reports), "usage": usage}
+    if messages[-1].role == "system":
+        return {"text": "noted", "usage": {"input_tokens": 40 * len(messages), "output_tokens": 2}}
+    return {"json": {"subtasks": list(SUBTASKS)}, "reasoning": "split the work three ways", "usage": usage}
+
+
+def worker_step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
+    """Search, maybe write (approval), then report."""
+    task = next((m.text for m in messages if m.role == "user"), "")
+    calls = sum(1 for m in messages if m.role == "assistant")
+    usage = {"input_tokens": 30 * len(messages), "output_tokens": 50}
+    if calls == 0:
+        return {"tool": "search", "args": {"query": task}, "usage": usage}
+    if calls == 1 and "draft" in task:
+        return {"tool": "write_file", "args": {"path": "draft.md", "content": task * 3}, "usage": usage}
+    outcome = messages[-1].tool_results[0].result if messages[-1].tool_results else "nothing"
+    return {"text": f"{task}: done ({json.dumps(outcome)[:60]})", "usage": usage}
+
+
+def make_agents(delay: float = 0.05, model: Model | None = None) -> dict[str, Agent]:
+    """The orchestrator and worker agents, with per-request delays around ``delay`` seconds."""
+
+    class Delayed(ScriptedModel):
+        """A scripted model whose delay varies by request (deterministically)."""
+
+        async def request(self, messages: list[ModelMessage], tools: list[ToolSpec], settings: Any) -> Any:
+            self.delay = _jitter(messages[-1].text + str(len(messages)), delay * 0.5, delay * 1.5)
+            async for event in super().request(messages, tools, settings):
+                yield event
+
+    return {
+        "orchestrator": Agent(name="orchestrator", model=Delayed(orchestrator_step), instructions="Plan and delegate."),
+        "worker": Agent(
+            name="worker",
+            model=model or Delayed(worker_step),
+            tools=[search, write_file],
+            instructions="Do the sub-task; ask before writing.",
+        ),
+    }
