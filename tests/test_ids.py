@@ -1,4 +1,4 @@
-"""``repertory.runtime.ids``: ids are 26-char, unique and time-ordered; tokens are random and URL-safe."""
+"""``repertory.runtime.ids``: ids are 26-char, unique and time-ordered; tokens are random, URL-safe hex."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_new_id_order_holds_at_the_extremes(monkeypatch: pytest.MonkeyPatch) -> 
 def test_new_token_is_long_random_and_url_safe() -> None:
     tokens = [new_token() for _ in range(10_000)]
     assert len(set(tokens)) == len(tokens)
-    assert all(len(t) == 32 for t in tokens)  # 192 bits in URL-safe base64
-    assert all(re.fullmatch(r"[A-Za-z0-9_-]+", t) for t in tokens)
+    assert all(len(t) == 48 for t in tokens)  # 192 bits in hex
+    assert all(re.fullmatch(r"[0-9a-f]+", t) for t in tokens)  # URL-safe, and never starts with "-"
     # No timestamp inside: tokens minted together share no common prefix beyond chance.
     assert len({t[:4] for t in tokens[:100]}) > 90

@@ -66,8 +66,12 @@ def new_id() -> str:
 
 
 def new_token() -> str:
-    """Return a single-use resume token: 192 random bits, URL-safe, no timestamp inside."""
-    return secrets.token_urlsafe(24)
+    """Return a single-use resume token: 192 random bits as 48 hex digits, no timestamp inside.
+
+    Hex rather than URL-safe base64: a base64 token can begin with "-", which a command line
+    (``repertory approvals approve TOKEN``) would read as an option.
+    """
+    return secrets.token_hex(24)
 
 
 def _check_id(value: str) -> str:

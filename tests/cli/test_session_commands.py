@@ -170,9 +170,10 @@ def test_bad_input_is_one_line_and_exit_2(store_url: str, args: tuple[str, ...],
     assert set(after) - set(before) <= {"cli.db", "cli.db-shm", "cli.db-wal"}  # at most an empty store
 
 
-def test_demo_end_to_end_on_five_sessions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("backend", ["ray", "local"])
+def test_demo_end_to_end_on_five_sessions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
     monkeypatch.chdir(tmp_path)
-    result = invoke("demo", "--sessions", "5", "--backend", "local", "--delay", "0.01")
+    result = invoke("demo", "--sessions", "5", "--backend", backend, "--delay", "0.01")
     assert result.exit_code == 0, result.output
     assert "summary" in result.stdout and "5/5" in result.stdout
     assert "Parquet export" in result.stdout and "DuckDB" in result.stdout
