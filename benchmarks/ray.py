@@ -83,7 +83,8 @@ import ray
 
 from benchmarks._report import machine_info
 from repertory import Agent
-from repertory.actors.client import VERSION, _store_url_for_hosts
+from repertory.actors.bootstrap import store_url_for_hosts as _store_url_for_hosts
+from repertory.actors.client import VERSION
 from repertory.actors.host import HOST_CONCURRENCY, SessionHost
 from repertory.actors.supervisor import shared_host_name
 from repertory.runtime.handle import SessionHandle

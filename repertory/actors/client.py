@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal, TypeVar, cast
@@ -25,9 +24,9 @@ import ray
 from pydantic import BaseModel
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
-from repertory.actors.host import host_actor_class, shared_host_index
-from repertory.actors.supervisor import Supervisor, dedicated_host_name, shared_host_name
-from repertory.errors import CommitConflict, SessionNotFound, StoreError
+from repertory.actors.host import shared_host_index
+from repertory.actors.supervisor import dedicated_host_name, shared_host_name
+from repertory.errors import CommitConflict, SessionNotFound
 from repertory.runtime.agent import Agent
 from repertory.runtime.host import lookup_agent, resolve_output_type
 from repertory.runtime.ids import new_id
@@ -46,30 +45,11 @@ from repertory.runtime.tree import (
 )
 from repertory.storage.base import TreeStore
 
-__all__ = ["RayHostClient", "start_ray_client"]
+__all__ = ["VERSION", "RayHostClient"]
 
 _T = TypeVar("_T")
 _DEAD = (RayActorError, ActorDiedError, ActorUnavailableError)
 VERSION = "v1"  # bumped with incompatible host code: a detached actor keeps the code it started with
-
-
-def _store_url_for_hosts(store: TreeStore, url: str | None) -> str:
-    """A URL another process can open: absolute SQLite paths, the PostgreSQL conninfo."""
-    from repertory.storage.memory import InMemorySessionStore
-    from repertory.storage.postgres import PostgresSessionStore
-    from repertory.storage.sqlite import SqliteSessionStore
-
-    if isinstance(store, InMemorySessionStore):
-        raise StoreError("the Ray backend needs a store other processes can open: SQLite or PostgreSQL, not memory://")
-    if isinstance(store, SqliteSessionStore):
-        if store.path == ":memory:":
-            raise StoreError("the Ray backend cannot share an in-memory SQLite database between processes")
-        return f"sqlite:///{store.path}?durability={store.durability}"
-    if isinstance(store, PostgresSessionStore):
-        return store._conninfo
-    if url is None:
-        raise StoreError(f"cannot tell Ray hosts how to open a {type(store).__name__}")
-    return url
 
 
 class RayHostClient:
@@ -330,76 +310,3 @@ class RayHostClient:
             ray.kill(self._supervisor)
         if self._owns_ray:
             ray.shutdown()
-
-
-async def start_ray_client(
-    *,
-    store: TreeStore,
-    store_url: str | None,
-    agents: dict[str, Agent],
-    address: str | None,
-    hosts: int,
-    idle_timeout: float,
-    max_in_flight: int = 256,
-    call_timeout: float = 60.0,
-    host_options: dict[str, Any] | None = None,
-    ray_init: dict[str, Any] | None = None,
-    keep_hosts: bool | None = None,
-) -> RayHostClient:
-    """Start or join Ray, then find or create the supervisor and ``hosts`` shared hosts."""
-    if hosts < 1:
-        raise ValueError("hosts must be >= 1")
-    url = _store_url_for_hosts(store, store_url)
-    owns_ray = False
-    if not ray.is_initialized():
-        init: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, **(ray_init or {})}
-        ray.init(address="local" if address is None else address, **init)
-        owns_ray = address is None
-    digest = hashlib.blake2b(url.encode(), digest_size=6).hexdigest()
-    namespace = f"repertory-{digest}"
-    prefix = f"repertory-{VERSION}"
-    host_opts: dict[str, Any] = {"num_cpus": 0, **(host_options or {})}
-    handles: list[Any] = [
-        host_actor_class()
-        .options(
-            name=shared_host_name(prefix, i),
-            namespace=namespace,
-            lifetime="detached",
-            get_if_exists=True,
-            max_restarts=-1,
-            max_task_retries=0,
-            max_concurrency=1000,
-            **host_opts,
-        )
-        .remote(url, agents, index=i, hosts=hosts, idle_timeout=idle_timeout)
-        for i in range(hosts)
-    ]
-    supervisor: Any = (
-        ray.remote(Supervisor)
-        .options(
-            name=f"{prefix}-supervisor",
-            namespace=namespace,
-            lifetime="detached",
-            get_if_exists=True,
-            max_restarts=-1,
-            max_task_retries=-1,
-            num_cpus=0,
-        )
-        .remote(prefix, namespace, url, agents, hosts, idle_timeout)
-    )
-    # Existing detached hosts keep their agents: hand them ours (a fresh client recovering sessions).
-    await asyncio.gather(
-        *(h.register_agents.remote(agents) for h in handles), supervisor.register_agents.remote(agents)
-    )
-    return RayHostClient(
-        store=store,
-        agents=agents,
-        namespace=namespace,
-        prefix=prefix,
-        hosts=handles,
-        supervisor=supervisor,
-        owns_ray=owns_ray,
-        max_in_flight=max_in_flight,
-        call_timeout=call_timeout,
-        keep_hosts=(not owns_ray) if keep_hosts is None else keep_hosts,
-    )

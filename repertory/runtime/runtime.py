@@ -87,7 +87,7 @@ class Runtime:
                 await opened.close()
             raise StoreError(f"{type(opened).__name__} does not hold sessions, turns and events (a TreeStore)")
         if backend == "ray":
-            from repertory.actors.client import start_ray_client
+            from repertory.actors.bootstrap import start_ray_client
 
             try:
                 client = await start_ray_client(

@@ -13,7 +13,6 @@ decision, so of several racing redemptions exactly one proceeds.
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -46,26 +45,12 @@ from repertory.runtime.memory import Memory, fold_context
 from repertory.runtime.messages import ModelMessage, Origin
 from repertory.runtime.result import RunResult
 from repertory.runtime.signals import AbortSignal, Signal
-from repertory.runtime.state import RunState, SuspendKind
+from repertory.runtime.state import RunState, SuspendKind, snapshot
 from repertory.storage.base import SessionStore
 
 __all__ = ["Session", "SessionInput", "snapshot"]
 
-
-def snapshot(run: RunState) -> RunState:
-    """A copy of ``run`` that later changes to ``run`` cannot reach (cheaper than a deep copy).
-
-    Usage, errors and suspension reasons are replaced, never mutated, by the loop, so they are
-    shared; scratch, pending calls and approval records are mutated in place, so they are copied.
-    """
-    snap = run.model_copy()
-    snap.scratch = copy.deepcopy(run.scratch) if run.scratch else {}
-    snap.pending = [p.model_copy() for p in run.pending]
-    snap.approvals = [a.model_copy() for a in run.approvals]
-    return snap
-
 USER_ORIGIN = Origin(kind="user")
-
 
 class Session:
     """Durable runs on one thread; every step is checkpointed to ``store``.

@@ -7,6 +7,7 @@ error instead of being half-understood. Timestamps are epoch milliseconds.
 
 from __future__ import annotations
 
+import copy
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
@@ -25,6 +26,7 @@ __all__ = [
     "SuspendReason",
     "ThreadState",
     "Usage",
+    "snapshot",
 ]
 
 SCHEMA_VERSION = 1
@@ -169,3 +171,16 @@ class ThreadState(BaseModel):
     @classmethod
     def _known_version(cls, value: int) -> int:
         return _check_version(value)
+
+
+def snapshot(run: RunState) -> RunState:
+    """A copy of ``run`` that later changes to ``run`` cannot reach (cheaper than a deep copy).
+
+    Usage, errors and suspension reasons are replaced, never mutated, by the loop, so they are
+    shared; scratch, pending calls and approval records are mutated in place, so they are copied.
+    """
+    snap = run.model_copy()
+    snap.scratch = copy.deepcopy(run.scratch) if run.scratch else {}
+    snap.pending = [p.model_copy() for p in run.pending]
+    snap.approvals = [a.model_copy() for a in run.approvals]
+    return snap

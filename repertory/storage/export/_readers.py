@@ -70,23 +70,22 @@ class ExportReader(Protocol):
     source: str
     """Identifies the store (a path, a redacted URL); an export directory serves one source only."""
 
-    async def __aenter__(self) -> ExportReader: ...
+    async def __aenter__(self) -> ExportReader:
+        """Open what the reader needs (connections)."""
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None: ...
+    ) -> None:
+        """Release it."""
 
     async def scan(self, table: str, position: JsonValue) -> TableScan:
         """Rows of ``table`` changed since ``position`` (``None``: all), and the position to resume from."""
-        ...
 
     async def lineage(self, revision_id: str, stop: str | None) -> list[RevisionRow]:
         """Revisions from ``revision_id`` back towards the root, newest first, ending before ``stop``."""
-        ...
 
     async def entries(self, entry_ids: Sequence[str]) -> list[tuple[str, int, str]]:
         """``(entry_id, created_at, message_json)`` of the given entries (unknown ids are skipped)."""
-        ...
 
 
 @functools.singledispatch

@@ -1,0 +1,12 @@
+"""The Ray backend: ``SessionHost`` actors hosting many sessions, a ``Supervisor``, and the client.
+
+Used through ``Runtime.start(backend="ray")``; nothing here is needed for the local backend, and
+``repertory.runtime`` never imports Ray.
+"""
+
+from repertory.actors.bootstrap import start_ray_client
+from repertory.actors.client import RayHostClient
+from repertory.actors.host import SessionHost, shared_host_index
+from repertory.actors.supervisor import Supervisor
+
+__all__ = ["RayHostClient", "SessionHost", "Supervisor", "shared_host_index", "start_ray_client"]
