@@ -24,9 +24,10 @@ typecheck: lint
 demo: $(STAMP)
 	$(VENV)/bin/repertory demo
 
+# Each benchmark prints a table and writes JSON under benchmarks/results/ (minutes each, not a test).
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
-	$(PY) -m benchmarks.store
+	for b in store steps sessions export memory ray; do $(PY) -m benchmarks.$$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
