@@ -26,6 +26,7 @@ from repertory.errors import RepertoryError, RunCancelled, SessionBusy
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import EventBus
 from repertory.runtime.ids import new_id, now_ms
+from repertory.runtime.memory import Memory
 from repertory.runtime.messages import ModelMessage
 from repertory.runtime.result import RunResult
 from repertory.runtime.session import Session
@@ -69,12 +70,15 @@ class SessionActor:
         last_run: RunState | None,
         resolve_output: Callable[[str | None], type[BaseModel] | None],
         listeners: list[Callable[[SessionEvent], None]] | None = None,
+        memory: Memory | None = None,
     ) -> None:
         self.id = record.session_id
         self.record = record
         self.store = store
         self.bus = EventBus(self.id, last_seq, listeners)
-        self.session = Session(store=store, agent=agent, thread_id=self.id, outbox=self.bus, origin=None)
+        self.session = Session(
+            store=store, agent=agent, memory=memory, thread_id=self.id, outbox=self.bus, origin=None
+        )
         self.session._state = last_run
         self._resolve_output = resolve_output
         self._jobs: collections.deque[_Job] = collections.deque()

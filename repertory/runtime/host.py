@@ -22,6 +22,7 @@ from repertory.errors import RepertoryError, SessionNotFound
 from repertory.runtime.actor import IfBusy, SessionActor, type_path
 from repertory.runtime.agent import Agent
 from repertory.runtime.ids import new_id, now_ms
+from repertory.runtime.memory import Memory
 from repertory.runtime.messages import ModelMessage
 from repertory.runtime.principal import Principal
 from repertory.runtime.result import RunResult
@@ -67,10 +68,18 @@ def resolve_output_type(path: str | None) -> type[BaseModel] | None:
 class LocalHost:
     """Owns the ``SessionActor``s of this process."""
 
-    def __init__(self, store: TreeStore, agents: dict[str, Agent], *, idle_timeout: float = 300.0) -> None:
+    def __init__(
+        self,
+        store: TreeStore,
+        agents: dict[str, Agent],
+        *,
+        idle_timeout: float = 300.0,
+        memory: Callable[[SessionRecord, TreeStore], Memory | None] | None = None,
+    ) -> None:
         if idle_timeout <= 0:
             raise ValueError("idle_timeout must be > 0 seconds")
         self.store = store
+        self.memory = memory
         self.agents = dict(agents)
         self.idle_timeout = idle_timeout
         self._actors: dict[str, SessionActor] = {}
@@ -167,6 +176,7 @@ class LocalHost:
             last_run=latest[0] if latest else None,
             resolve_output=self._resolve_output,
             listeners=self._listeners.setdefault(session_id, []),
+            memory=None if self.memory is None else self.memory(record, self.store),
         )
         self._actors[session_id] = actor
         self.activations += 1

@@ -11,6 +11,7 @@ stops work without cancelling anything, so the next start picks up exactly where
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -18,8 +19,9 @@ from repertory.errors import SessionNotFound, StoreError
 from repertory.runtime.agent import Agent
 from repertory.runtime.handle import SessionHandle
 from repertory.runtime.host import LocalHost
+from repertory.runtime.memory import Memory
 from repertory.runtime.principal import Principal
-from repertory.runtime.tree import Lineage, Placement
+from repertory.runtime.tree import Lineage, Placement, SessionRecord
 from repertory.storage.base import SessionStore, TreeStore
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ class Runtime:
         host_options: dict[str, Any] | None = None,
         ray_init: dict[str, Any] | None = None,
         keep_hosts: bool | None = None,
+        memory: Callable[[SessionRecord, TreeStore], Memory | None] | None = None,
     ) -> Runtime:
         """Open the store (a URL or an open store), start the host(s), and finish open turns.
 
@@ -64,7 +67,8 @@ class Runtime:
         ``hosts`` shared session hosts are found or created, ``max_in_flight`` bounds the calls this
         client pipelines, ``host_options`` are Ray actor options for the hosts (resources).
         ``keep_hosts`` (default: keep them when joining a cluster) leaves the detached hosts running
-        at ``close()``.
+        at ``close()``. ``memory(session_record, store)`` gives a session its long-term memory when
+        it is activated (e.g. ``lambda r, s: StoreMemory(s, resource=r.root_id)``); local backend.
         """
         if not agents:
             raise ValueError("a runtime needs at least one agent: agents={'name': Agent(...)}")
@@ -74,6 +78,8 @@ class Runtime:
             raise ValueError(f"backend must be 'local' or 'ray', not {backend!r}")
         if address is not None and backend != "ray":
             raise ValueError("address is for backend='ray'")
+        if memory is not None and backend == "ray":
+            raise ValueError("memory= is supported on backend='local' (Ray hosts do not take one yet)")
         owns = isinstance(store, str)
         opened: SessionStore
         if isinstance(store, str):
@@ -107,7 +113,7 @@ class Runtime:
                     await opened.close()
                 raise
             return cls(opened, client, backend, owns)
-        host = LocalHost(opened, agents, idle_timeout=idle_timeout)
+        host = LocalHost(opened, agents, idle_timeout=idle_timeout, memory=memory)
         runtime = cls(opened, host, backend, owns)
         try:
             await host.start()
