@@ -42,7 +42,6 @@ def store_url_for_hosts(store: TreeStore, url: str | None) -> str:
     return url
 
 
-
 async def start_ray_client(
     *,
     store: TreeStore,

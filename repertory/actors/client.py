@@ -191,6 +191,13 @@ class RayHostClient:
         )
         return turn
 
+    async def run_turn(
+        self, session_id: str, message: ModelMessage, kind: TurnKind, output_type: type[BaseModel] | None
+    ) -> RunResult:
+        """Send and wait in one Ray call (retried safely: the submission id dedupes the send)."""
+        result: RunResult = await self._call(session_id, "run_turn", session_id, message, kind, output_type, new_id())
+        return result
+
     async def wait_turn(self, session_id: str, submission_id: str) -> None:
         """Return once the turn is at rest; survives a host restart."""
         await self._call(session_id, "wait_turn", session_id, submission_id)

@@ -50,6 +50,7 @@ def host_actor_class() -> Any:
     remote: Any = ray.remote
     return remote(concurrency_groups=HOST_CONCURRENCY)(SessionHost)
 
+
 _BATCH_MAX = 256
 
 
@@ -155,6 +156,22 @@ class SessionHost:
         """Bulk sends ``(session_id, message, kind, submission_id)``, each enqueued."""
         host = await self._ready()
         return [await host.send(sid, msg, kind, "enqueue", None, sub) for sid, msg, kind, sub in batch]
+
+    async def run_turn(
+        self,
+        session_id: str,
+        message: ModelMessage,
+        kind: TurnKind,
+        output_type: type[BaseModel] | None,
+        submission_id: str,
+    ) -> RunResult:
+        """Queue a turn, wait for it to rest and return its result: ``handle.run()`` in one call."""
+        from repertory.runtime.handle import turn_result
+
+        host = await self._ready()
+        turn = await host.send(session_id, message, kind, "enqueue", output_type, submission_id)
+        await host.wait_turn(session_id, turn.submission_id)
+        return await turn_result(host.store, host, session_id, turn.submission_id, output_type)
 
     async def wait_turn(self, session_id: str, submission_id: str) -> None:
         """Return once the turn is at rest (safe to retry)."""

@@ -20,6 +20,7 @@ from repertory.runtime.principal import Message, NotificationMessage, Principal,
 from repertory.runtime.result import RunResult
 from repertory.runtime.state import ErrorInfo, SuspendReason, Usage
 from repertory.runtime.tree import Lineage, SessionEvent, SessionMetadata, SessionRecord, TurnStatus
+from repertory.storage.base import TreeStore
 
 if TYPE_CHECKING:
     from repertory.runtime.runtime import Runtime
@@ -38,6 +39,31 @@ def _raise_turn_error(error: ErrorInfo | None, run_id: str) -> None:
     raise cls(error.message if error is not None else "the turn failed", run_id=run_id)
 
 
+async def turn_result(
+    store: TreeStore, host: Any, session_id: str, submission_id: str, output_type: type[BaseModel] | None
+) -> RunResult:
+    """The result of a turn at rest, read from the store (shared by handles and by Ray hosts)."""
+    turn = await store.load_turn(submission_id)
+    if turn is None:
+        raise RepertoryError(f"no turn {submission_id!r}")
+    if turn.status == "error":
+        _raise_turn_error(turn.error, turn.run_id)
+    if turn.status == "cancelled":
+        raise RunCancelled(f"turn {submission_id!r} was cancelled", run_id=turn.run_id)
+    run = await store.load_run(turn.run_id)
+    if run is None:
+        raise RepertoryError(f"turn {submission_id!r} has no run yet (status {turn.status})")
+    if run.status == "cancelled":
+        raise RunCancelled(f"the run of turn {submission_id!r} was cancelled", run_id=run.run_id)
+    text = run.result if run.status == "done" and isinstance(run.result, str) else None
+    kind = output_type
+    if kind is None:
+        record = await store.load_session(session_id)
+        kind = host.output_type_for(turn.output_type, record.agent) if record else None
+    output = parse_output(kind, text) if kind is not None and text is not None else None
+    return RunResult(run_id=run.run_id, status=run.status, state=run, text=text, output=output)
+
+
 class Disposable:
     """What ``on_progress`` returns: call ``dispose()`` to stop listening (idempotent)."""
 
@@ -54,8 +80,9 @@ class Disposable:
 class TurnHandle:
     """One submission: its result, status, events, and a way to cancel it."""
 
-    def __init__(self, runtime: Runtime, session_id: str, submission_id: str,
-                 output_type: type[BaseModel] | None = None) -> None:
+    def __init__(
+        self, runtime: Runtime, session_id: str, submission_id: str, output_type: type[BaseModel] | None = None
+    ) -> None:
         self._rt = runtime
         self.session_id = session_id
         self.submission_id = submission_id
@@ -68,25 +95,7 @@ class TurnHandle:
         one raises ``RunCancelled``.
         """
         await self._rt._host.wait_turn(self.session_id, self.submission_id)
-        turn = await self._rt.store.load_turn(self.submission_id)
-        if turn is None:
-            raise RepertoryError(f"no turn {self.submission_id!r}")
-        if turn.status == "error":
-            _raise_turn_error(turn.error, turn.run_id)
-        if turn.status == "cancelled":
-            raise RunCancelled(f"turn {self.submission_id!r} was cancelled", run_id=turn.run_id)
-        run = await self._rt.store.load_run(turn.run_id)
-        if run is None:
-            raise RepertoryError(f"turn {self.submission_id!r} has no run yet (status {turn.status})")
-        if run.status == "cancelled":
-            raise RunCancelled(f"the run of turn {self.submission_id!r} was cancelled", run_id=run.run_id)
-        text = run.result if run.status == "done" and isinstance(run.result, str) else None
-        kind = self._output_type
-        if kind is None:
-            record = await self._rt.store.load_session(self.session_id)
-            kind = self._rt._host.output_type_for(turn.output_type, record.agent) if record else None
-        output = parse_output(kind, text) if kind is not None and text is not None else None
-        return RunResult(run_id=run.run_id, status=run.status, state=run, text=text, output=output)
+        return await turn_result(self._rt.store, self._rt._host, self.session_id, self.submission_id, self._output_type)
 
     async def status(self) -> TurnStatus:
         """``queued``, ``running``, ``suspended``, ``done``, ``error`` or ``cancelled``."""
@@ -146,14 +155,18 @@ class SessionHandle:
         parent_id = self.lineage.parent_id
         return None if parent_id is None else await self._rt.session(parent_id, principal=self.principal)
 
-    async def spawn(self, agent: str | None = None, title: str | None = None, model: str | None = None,
-                    cwd: str | None = None) -> SessionHandle:
+    async def spawn(
+        self, agent: str | None = None, title: str | None = None, model: str | None = None, cwd: str | None = None
+    ) -> SessionHandle:
         """A child with no history; inherits this session's agent, model and cwd unless given."""
         record = await self._rt._host.create_session(
-            agent=agent or self._record.agent, title=title,
+            agent=agent or self._record.agent,
+            title=title,
             model=model if model is not None else self._record.model,
             cwd=cwd if cwd is not None else self._record.cwd,
-            lineage=Lineage(kind="spawned", parent_id=self.id), root_id=self._record.root_id, head=None,
+            lineage=Lineage(kind="spawned", parent_id=self.id),
+            root_id=self._record.root_id,
+            head=None,
         )
         return SessionHandle(self._rt, record, self.principal)
 
@@ -162,9 +175,13 @@ class SessionHandle:
         thread = await self._rt.store.load_thread(self.id)
         head = None if thread is None else thread.history_revision_id
         record = await self._rt._host.create_session(
-            agent=self._record.agent, title=title, model=self._record.model, cwd=self._record.cwd,
+            agent=self._record.agent,
+            title=title,
+            model=self._record.model,
+            cwd=self._record.cwd,
             lineage=Lineage(kind="forked", parent_id=self.id, forked_at_revision_id=head),
-            root_id=self._record.root_id, head=head,
+            root_id=self._record.root_id,
+            head=head,
         )
         return SessionHandle(self._rt, record, self.principal)
 
@@ -174,8 +191,9 @@ class SessionHandle:
 
     # -- turns --------------------------------------------------------------------------------------
 
-    async def send(self, message: Message, if_busy: IfBusy = "enqueue", *,
-                   output: type[BaseModel] | None = None) -> TurnHandle:
+    async def send(
+        self, message: Message, if_busy: IfBusy = "enqueue", *, output: type[BaseModel] | None = None
+    ) -> TurnHandle:
         """Queue a message as a turn; returns once the turn is durable (it runs exactly once)."""
         model_message, kind = to_model_message(message, self.principal)
         turn = await self._rt._host.send(self.id, model_message, kind, if_busy, output)
@@ -200,12 +218,19 @@ class SessionHandle:
         ``OutputValidationError``. A run that suspends raises ``RunSuspended`` when ``output`` is
         given (there is no reply to validate yet); without ``output`` its ``RunResult`` says so.
         """
-        result = await (await self.send(prompt, output=output)).result()
+        run_turn = getattr(self._rt._host, "run_turn", None)
+        if run_turn is not None:
+            # One round trip where the host is remote: queue, wait and read the result over there.
+            model_message, kind = to_model_message(prompt, self.principal)
+            result: RunResult = await run_turn(self.id, model_message, kind, output)
+        else:
+            result = await (await self.send(prompt, output=output)).result()
         if output is None:
             return result
         if result.status != "done" or result.output is None:
-            raise RunSuspended(f"run {result.run_id!r} is {result.status}; no reply to validate yet",
-                               run_id=result.run_id)
+            raise RunSuspended(
+                f"run {result.run_id!r} is {result.status}; no reply to validate yet", run_id=result.run_id
+            )
         out: M = result.output
         return out
 
@@ -230,8 +255,9 @@ class SessionHandle:
 
     async def approve(self, token: str, approval: Any = None, args: dict[str, Any] | None = None) -> RunResult:
         """Approve the pending tool call; it runs exactly once and the run goes on."""
-        return await self._rt._host.decide(self.id, "approve", token, self.principal,
-                                           {"approval": approval, "args": args})
+        return await self._rt._host.decide(
+            self.id, "approve", token, self.principal, {"approval": approval, "args": args}
+        )
 
     async def reject(self, token: str, reason: str = "not approved") -> RunResult:
         """Reject the pending tool call; the model reads ``reason`` as an error result."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from pydantic import BaseModel
 
 from repertory import Agent, RunState, tool
 from repertory.runtime.messages import ModelMessage
@@ -170,3 +171,18 @@ async def test_a_fresh_runtime_recovers_sessions_created_by_another(ray_runtime:
         assert (await again.run("after")).text.endswith("after")
     finally:
         await second.close()
+
+
+class City(BaseModel):
+    """A structured reply validated in the host, returned through Ray."""
+
+    name: str
+    population: int
+
+
+async def test_run_with_an_output_type_in_one_call(ray_runtime: Any) -> None:
+    model = ScriptedModel([{"text": "not json"}, {"json": {"name": "Oslo", "population": 709000}}])
+    rt = await ray_runtime({"a": Agent(name="a", model=model)})
+    h = await rt.create_session(agent="a")
+    city = await h.run("which city?", output=City)
+    assert city == City(name="Oslo", population=709000)  # one retry with the validation error, then valid
