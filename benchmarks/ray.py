@@ -85,7 +85,7 @@ from benchmarks._report import machine_info
 from repertory import Agent
 from repertory.actors.bootstrap import store_url_for_hosts as _store_url_for_hosts
 from repertory.actors.client import VERSION
-from repertory.actors.host import HOST_CONCURRENCY, SessionHost
+from repertory.actors.host import SessionHost
 from repertory.actors.supervisor import shared_host_name
 from repertory.runtime.handle import SessionHandle
 from repertory.runtime.ids import new_id
@@ -201,7 +201,7 @@ class BenchHost(SessionHost):
         """The stamps taken so far: session id -> seq -> publish time (epoch seconds)."""
         return {sid: dict(self._stamps.get(sid, {})) for sid in session_ids}
 
-    async def run_turn(self, session_id: str, message: ModelMessage, submission_id: str) -> str | None:
+    async def bench_run_turn(self, session_id: str, message: ModelMessage, submission_id: str) -> str | None:
         """One call per turn: queue it, wait for it to rest, return its reply text."""
         host = await self._ready()
         await host.send(session_id, message, "message", "enqueue", None, submission_id)
@@ -254,8 +254,8 @@ async def _runtime(folder: str, name: str, backend: str = "ray", **options: Any)
     finally:
         await store.close()
     namespace = f"repertory-{hashlib.blake2b(host_url.encode(), digest_size=6).hexdigest()}"
-    remote: Any = ray.remote  # the host's concurrency groups, as the client declares them
-    remote(concurrency_groups=HOST_CONCURRENCY)(BenchHost).options(
+    remote: Any = ray.remote
+    remote(BenchHost).options(
         name=shared_host_name(f"repertory-{VERSION}", 0),
         namespace=namespace,
         lifetime="detached",
@@ -519,7 +519,7 @@ async def _turn_overhead(rt: Runtime, sessions: int, rounds: int) -> dict[str, A
         for i in range(rounds):
             t0 = time.perf_counter()
             message = to_model_message(f"hop {i}", Principal.user())[0]
-            text = await host.run_turn.remote(handles[i % sessions].id, message, new_id())
+            text = await host.bench_run_turn.remote(handles[i % sessions].id, message, new_id())
             one_hop.append(time.perf_counter() - t0)
             assert text == "ok"
         out["one_hop_prototype_run"] = _dist_ms(one_hop)
@@ -603,7 +603,7 @@ async def _load(rt: Runtime, n: int, turns: int, profile: bool = False) -> dict[
             for t in range(turns):
                 t0 = time.perf_counter()
                 message = to_model_message(f"hop {t}", Principal.user())[0]
-                await host.run_turn.remote(h.id, message, new_id())
+                await host.bench_run_turn.remote(h.id, message, new_id())
                 latencies.append(time.perf_counter() - t0)
 
         await asyncio.gather(*(one(h) for h in handles))

@@ -9,7 +9,7 @@ A restarted host reruns ``__init__`` with empty memory: it reopens the store and
 turns its sessions left ``queued`` or ``running`` (a turn is durable before ``send`` returns, and a
 ``running`` run is re-driven by the same step loop that recovers a crash). Calls that Ray may retry
 are idempotent or deduplicated (``send`` carries a client-chosen submission id). Event streams
-run in their own concurrency group so that open streams never starve control calls.
+share the actor's one event loop with control calls (see ``HOST_CONCURRENCY``).
 """
 
 from __future__ import annotations
@@ -40,15 +40,17 @@ from repertory.storage.base import TreeStore
 
 __all__ = ["HOST_CONCURRENCY", "SessionHost", "host_actor_class", "shared_host_index"]
 
-HOST_CONCURRENCY = {"events": 1000}
-"""Ray concurrency groups of a host: event streams get their own, so open streams never take the
-slots control calls (send, decide, wait) need; everything else runs in the default group."""
+HOST_CONCURRENCY: dict[str, int] = {}
+"""No extra Ray concurrency groups. In an async actor each group runs its own event loop in its own
+thread, and a session's event bus (asyncio queues) must live on the loop that runs the session: a
+stream in another group never woke up (measured). Streams and control calls therefore share the
+default group, whose ``max_concurrency`` (1,000) keeps open streams from starving control calls."""
 
 
 def host_actor_class() -> Any:
-    """``SessionHost`` as a Ray actor class with its concurrency groups (Ray's stubs lack the keyword)."""
+    """``SessionHost`` as a Ray actor class."""
     remote: Any = ray.remote
-    return remote(concurrency_groups=HOST_CONCURRENCY)(SessionHost)
+    return remote(SessionHost)
 
 
 _BATCH_MAX = 256
@@ -229,7 +231,6 @@ class SessionHost:
 
     # -- events -------------------------------------------------------------------------------------
 
-    @ray.method(concurrency_group="events")
     async def stream_events(self, session_id: str, after_seq: int) -> AsyncIterator[list[SessionEvent]]:
         """Batches of a session's events: stored ones after ``after_seq``, then live ones.
 

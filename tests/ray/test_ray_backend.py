@@ -186,3 +186,25 @@ async def test_run_with_an_output_type_in_one_call(ray_runtime: Any) -> None:
     h = await rt.create_session(agent="a")
     city = await h.run("which city?", output=City)
     assert city == City(name="Oslo", population=709000)  # one retry with the validation error, then valid
+
+
+async def test_a_live_reader_gets_events_as_they_happen(ray_runtime: Any) -> None:
+    rt = await ray_runtime({"a": _echo_agent()})
+    h = await rt.create_session(agent="a")
+    got: list[str] = []
+
+    async def read() -> None:
+        async for event in h.events():
+            got.append(event.type)
+            if event.type == "turn.completed":
+                return
+
+    reader = asyncio.create_task(read())
+    [host] = rt.host._hosts
+    deadline = time.monotonic() + 20
+    while (await host.ping.remote())["streams"] == 0:  # subscribed before anything happens: all live
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    await h.run("live")
+    await asyncio.wait_for(reader, 20)
+    assert got[0] == "turn.started" and got[-1] == "turn.completed" and "checkpoint" in got
