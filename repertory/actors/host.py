@@ -9,7 +9,7 @@ A restarted host reruns ``__init__`` with empty memory: it reopens the store and
 turns its sessions left ``queued`` or ``running`` (a turn is durable before ``send`` returns, and a
 ``running`` run is re-driven by the same step loop that recovers a crash). Calls that Ray may retry
 are idempotent or deduplicated (``send`` carries a client-chosen submission id). Event streams
-share the actor's one event loop with control calls (see ``HOST_CONCURRENCY``).
+share the actor's one event loop with control calls (see ``host_actor_class``).
 """
 
 from __future__ import annotations
@@ -38,17 +38,16 @@ from repertory.runtime.tree import (
 )
 from repertory.storage.base import TreeStore
 
-__all__ = ["HOST_CONCURRENCY", "SessionHost", "host_actor_class", "shared_host_index"]
-
-HOST_CONCURRENCY: dict[str, int] = {}
-"""No extra Ray concurrency groups. In an async actor each group runs its own event loop in its own
-thread, and a session's event bus (asyncio queues) must live on the loop that runs the session: a
-stream in another group never woke up (measured). Streams and control calls therefore share the
-default group, whose ``max_concurrency`` (1,000) keeps open streams from starving control calls."""
-
+__all__ = ["SessionHost", "host_actor_class", "shared_host_index"]
 
 def host_actor_class() -> Any:
-    """``SessionHost`` as a Ray actor class."""
+    """``SessionHost`` as a Ray actor class, with no extra concurrency groups on purpose.
+
+    In an async actor each concurrency group runs its own event loop in its own thread, and a
+    session's event bus (asyncio queues) must live on the loop that runs the session: a stream in
+    another group never woke up (measured). Streams and control calls share the default group,
+    whose ``max_concurrency`` (1,000) keeps open streams from starving control calls.
+    """
     remote: Any = ray.remote
     return remote(SessionHost)
 
