@@ -41,6 +41,12 @@ def machine_info() -> dict[str, Any]:
         "psycopg_version": psycopg.__version__,
         "load_average_before": list(os.getloadavg()),
     }
+    info.update(git_state())
+    return info
+
+
+def git_state() -> dict[str, Any]:
+    """The commit measured and whether ``repertory/`` had uncommitted changes (benchmarks say so)."""
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(
@@ -54,11 +60,9 @@ def machine_info() -> dict[str, Any]:
             check=True,
             timeout=10,
         ).stdout.strip()
-        info["git_commit"] = head
-        info["repertory_tree_dirty"] = bool(dirty)
     except (OSError, subprocess.SubprocessError):
-        info["git_commit"] = None
-    return info
+        return {"git_commit": None}
+    return {"git_commit": head, "repertory_tree_dirty": bool(dirty)}
 
 
 def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

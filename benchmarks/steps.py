@@ -60,7 +60,6 @@ import random
 import sqlite3
 import statistics
 import string
-import subprocess
 import sys
 import tempfile
 import time
@@ -73,6 +72,7 @@ from typing import Any
 
 import pydantic
 
+from benchmarks._report import git_state
 from repertory import Agent, ModelMessage, Origin, RunState, Session, ThreadState, Tool, ToolContext, tool
 from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHistory
 from repertory.runtime.ids import new_id
@@ -870,23 +870,7 @@ def machine_info() -> dict[str, Any]:
         },
         "langsmith_tracing_env": {k: os.environ.get(k) for k in ("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2")},
     }
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True, timeout=10
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "repertory"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-        info["git_commit"] = head
-        info["repertory_tree_dirty"] = bool(dirty)
-    except (OSError, subprocess.SubprocessError):
-        info["git_commit"] = None
+    info.update(git_state())
     return info
 
 
