@@ -25,7 +25,7 @@ from benchmarks._common import (
     TARGET_RATIO,
 )
 
-__all__ = ["machine_info", "render"]
+__all__ = ["git_state", "machine_info", "percentile", "render"]
 
 
 def machine_info() -> dict[str, Any]:
@@ -43,6 +43,17 @@ def machine_info() -> dict[str, Any]:
     }
     info.update(git_state())
     return info
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-quantile (0..1) of ``values`` with linear interpolation; ``values`` need not be sorted."""
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    pos = (len(s) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def git_state() -> dict[str, Any]:

@@ -82,6 +82,7 @@ import pydantic
 import ray
 
 from benchmarks._report import machine_info
+from benchmarks._report import percentile as _pct
 from repertory import Agent
 from repertory.actors.bootstrap import store_url_for_hosts as _store_url_for_hosts
 from repertory.actors.client import VERSION
@@ -334,17 +335,6 @@ async def _send_many(rt: Runtime, handles: Sequence[SessionHandle], turns: int, 
     host = _host(rt)
     await asyncio.gather(*(host.send_many.remote(items[i : i + 256]) for i in range(0, len(items), 256)))
     return len(items)
-
-
-def _pct(values: Sequence[float], q: float) -> float:
-    """The q-quantile (0..1) with linear interpolation."""
-    s = sorted(values)
-    if not s:
-        return float("nan")
-    pos = (len(s) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def _dist_ms(values: Sequence[float]) -> dict[str, float]:

@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._report import machine_info
+from benchmarks._report import percentile as _pct
 from repertory import Agent
 from repertory.runtime.messages import ModelMessage
 from repertory.runtime.model import ModelEvent, ModelResponse, ModelSettings, ToolSpec
@@ -140,17 +141,6 @@ def _proc_status() -> dict[str, int]:
             if key in ("VmRSS", "VmHWM"):
                 out[key] = int(value.split()[0]) * 1024
     return out
-
-
-def _pct(values: Sequence[float], q: float) -> float:
-    """The q-quantile (0..1) of ``values`` with linear interpolation; ``values`` need not be sorted."""
-    s = sorted(values)
-    if not s:
-        return float("nan")
-    pos = (len(s) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def _dist_ms(values: Sequence[float]) -> dict[str, float]:
