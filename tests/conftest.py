@@ -1,4 +1,4 @@
-"""Fixtures shared by every test package: the PostgreSQL server the suite starts for itself."""
+"""Fixtures shared by every test package: the PostgreSQL server and the local Ray the suite starts for itself."""
 
 from __future__ import annotations
 
@@ -14,6 +14,26 @@ _TABLES = (
     "repertory.sessions, repertory.turns, repertory.events, "
     "repertory.memory_messages, repertory.memory_resources, repertory.working_memory"
 )
+
+
+@pytest.fixture(scope="session")
+def ray_instance() -> Iterator[None]:
+    """A local Ray for the tests that need it, started once with small resources.
+
+    Only what this fixture started is stopped (Ray is never stopped machine-wide); the detached
+    actors tests leave behind die with this instance.
+    """
+    import ray
+
+    started = False
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        started = True
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
 
 
 @pytest.fixture(scope="session")

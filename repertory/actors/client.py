@@ -7,9 +7,10 @@ waits and cancellations, sends (deduplicated by a client-chosen submission id) a
 (client-chosen session id). A decision is not retried: its token is single-use, so a lost reply
 surfaces as an error rather than a second attempt.
 
-Event streams: one Ray streaming generator per ``events()`` reader, each item a batch of events.
-Streams are never retried by Ray (a retried generator silently drops items); after a host failure
-the client resubscribes from the last seq it delivered, and it cancels a stream it no longer reads.
+Event streams: one Ray streaming generator per host this client reads from (``_feeds.py``), each
+item a batch of events of any of the client's readers. Streams are never retried by Ray (a retried
+generator silently drops items); after a host failure the client resubscribes from the last seq it
+delivered, and it cancels its streams at close.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import ray
 from pydantic import BaseModel
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
+from repertory.actors._feeds import Feed, Subscription
 from repertory.actors.host import shared_host_index
 from repertory.actors.supervisor import dedicated_host_name, shared_host_name
 from repertory.errors import CommitConflict, SessionNotFound
@@ -82,6 +84,8 @@ class RayHostClient:
         self._dedicated: dict[str, Any] = {}
         self._placement: dict[str, Placement] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._feeds: dict[str, Feed] = {}
+        self._subscribing: dict[str, set[asyncio.Task[None]]] = {}
 
     # -- routing ------------------------------------------------------------------------------------
 
@@ -102,6 +106,10 @@ class RayHostClient:
 
     async def _call(self, session_id: str, method: str, *args: Any, retry: bool = True, **kwargs: Any) -> Any:
         """Call a host method; a dead host is waited for (Ray restarts it) and safe calls are retried."""
+        pending = self._subscribing.get(session_id)
+        if pending:
+            # A listener added just before this call is in place on the host before the call runs.
+            await asyncio.gather(*pending, return_exceptions=True)
         deadline = time.monotonic() + self._call_timeout
         delay = 0.05
         while True:
@@ -196,11 +204,13 @@ class RayHostClient:
     ) -> RunResult:
         """Send and wait in one Ray call (retried safely: the submission id dedupes the send)."""
         result: RunResult = await self._call(session_id, "run_turn", session_id, message, kind, output_type, new_id())
+        await self._flush(session_id)
         return result
 
     async def wait_turn(self, session_id: str, submission_id: str) -> None:
         """Return once the turn is at rest; survives a host restart."""
         await self._call(session_id, "wait_turn", session_id, submission_id)
+        await self._flush(session_id)
 
     async def cancel_turn(self, session_id: str, submission_id: str) -> None:
         """Cancel one turn."""
@@ -227,6 +237,7 @@ class RayHostClient:
         result: RunResult = await self._call(
             session_id, "decide", session_id, kind, token, principal, params, retry=False
         )
+        await self._flush(session_id)
         return result
 
     async def metadata(self, session_id: str) -> SessionMetadata:
@@ -234,48 +245,72 @@ class RayHostClient:
         result: SessionMetadata = await self._call(session_id, "metadata", session_id)
         return result
 
+    async def _feed_for(self, session_id: str) -> Feed:
+        handle = await self._handle_for(session_id)
+        key = handle._actor_id.hex()
+        feed = self._feeds.get(key)
+        if feed is None:
+            feed = self._feeds[key] = Feed(handle)
+        return feed
+
+    async def _flush(self, session_id: str) -> None:
+        """Return once this session's listeners here were called with what its host published so far."""
+        for feed in list(self._feeds.values()):
+            await feed.flush(session_id)
+
     async def events(self, session_id: str, after_seq: int = 0) -> AsyncIterator[SessionEvent]:
-        """Stored then live events; resubscribes from the last seq after a host failure."""
-        last = after_seq
-        while True:
-            handle = await self._handle_for(session_id)
-            stream = handle.stream_events.options(num_returns="streaming").remote(session_id, last)
-            try:
-                async for ref in stream:
-                    batch: list[SessionEvent] = await ref
-                    for event in batch:
-                        if event.seq is not None:
-                            if 0 <= last and event.seq <= last:
-                                continue
-                            last = event.seq
-                        yield event
-                return
-            except _DEAD:
-                await asyncio.sleep(0.1)
-            finally:
-                with contextlib.suppress(Exception):
-                    ray.cancel(stream)
+        """Stored then live events over this client's feed; resubscribed from the last seq after a failure."""
+        feed = await self._feed_for(session_id)
+        sub = Subscription(session_id, after_seq)
+        await feed.subscribe(sub)
+        try:
+            while True:
+                yield await sub.queue.get()
+        finally:
+            await feed.unsubscribe(sub)
 
     def listen(self, session_id: str, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
-        """Feed ``listener`` from a background stream that starts at the session's next event."""
+        """Call ``listener`` with the session's events from now on (the next call on it waits for this)."""
+        sub = Subscription(session_id, -1, listener=listener)
+        feed: list[Feed] = []
 
-        async def pump() -> None:
-            async for event in self.events(session_id, -1):
-                try:
-                    listener(event)
-                except Exception:
-                    import logging
+        async def attach() -> None:
+            feed.append(await self._feed_for(session_id))
+            await feed[0].subscribe(sub)
 
-                    logging.getLogger("repertory.events").exception("on_progress listener failed")
-
-        task = asyncio.get_running_loop().create_task(pump())
+        task = asyncio.get_running_loop().create_task(attach())
+        pending = self._subscribing.setdefault(session_id, set())
+        pending.add(task)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+
+        def attached(done: asyncio.Task[None]) -> None:
+            pending.discard(done)
+            self._tasks.discard(done)
+            if not pending and self._subscribing.get(session_id) is pending:
+                del self._subscribing[session_id]
+            if not done.cancelled() and done.exception() is not None:
+                import logging
+
+                logging.getLogger("repertory.events").error("on_progress could not subscribe: %s", done.exception())
+
+        task.add_done_callback(attached)
 
         def stop() -> None:
-            task.cancel()
+            sub.closed = True  # nothing more reaches the caller, even before the host drops it
+            if not task.done():
+                task.cancel()
+            elif feed:
+                removal = asyncio.get_running_loop().create_task(feed[0].unsubscribe(sub))
+                self._tasks.add(removal)
+                removal.add_done_callback(self._tasks.discard)
 
         return stop
+
+    async def close_feeds(self) -> None:
+        """Cancel this client's event streams (readers and listeners stop; the hosts drop them)."""
+        for feed in list(self._feeds.values()):
+            await feed.close()
+        self._feeds.clear()
 
     # -- administration -----------------------------------------------------------------------------
 
@@ -304,6 +339,7 @@ class RayHostClient:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.close_feeds()
         if self._keep_hosts:
             return
         names = [shared_host_name(self.prefix, i) for i in range(len(self._hosts))]

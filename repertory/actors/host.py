@@ -8,8 +8,9 @@ version (a detached actor keeps the code it started with), restarted forever (``
 A restarted host reruns ``__init__`` with empty memory: it reopens the store and re-drives the
 turns its sessions left ``queued`` or ``running`` (a turn is durable before ``send`` returns, and a
 ``running`` run is re-driven by the same step loop that recovers a crash). Calls that Ray may retry
-are idempotent or deduplicated (``send`` carries a client-chosen submission id). Event streams
-share the actor's one event loop with control calls (see ``host_actor_class``).
+are idempotent or deduplicated (``send`` carries a client-chosen submission id). Events go out on
+one multiplexed stream per client connection (``_channels.py``), which shares the actor's one event
+loop with control calls (see ``host_actor_class``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Literal
 import ray
 from pydantic import BaseModel
 
+from repertory.actors._channels import Channels, Item
 from repertory.runtime.agent import Agent
 from repertory.runtime.host import LocalHost
 from repertory.runtime.messages import ModelMessage
@@ -30,7 +32,6 @@ from repertory.runtime.principal import Principal
 from repertory.runtime.result import RunResult
 from repertory.runtime.state import SuspendReason
 from repertory.runtime.tree import (
-    SessionEvent,
     SessionMetadata,
     SessionRecord,
     TurnKind,
@@ -50,9 +51,6 @@ def host_actor_class() -> Any:
     """
     remote: Any = ray.remote
     return remote(SessionHost)
-
-
-_BATCH_MAX = 256
 
 
 def shared_host_index(session_id: str, hosts: int) -> int:
@@ -86,7 +84,7 @@ class SessionHost:
             os.chdir(cwd)  # a dedicated session's tools run in its own working directory
         self._host: LocalHost | None = None
         self._store: TreeStore | None = None
-        self._streams = 0
+        self._channels = Channels()
         self._booting = asyncio.get_event_loop().create_task(self._boot())
 
     async def _boot(self) -> None:
@@ -118,7 +116,8 @@ class SessionHost:
             "pid": os.getpid(),
             "resident": host.resident,
             "activations": host.activations,
-            "streams": self._streams,
+            "streams": self._channels.open_streams,
+            "subscriptions": self._channels.subscriptions,
             "index": self.index,
             "dedicated": self.dedicated_session,
             "cwd": os.getcwd(),
@@ -230,34 +229,25 @@ class SessionHost:
 
     # -- events -------------------------------------------------------------------------------------
 
-    async def stream_events(self, session_id: str, after_seq: int) -> AsyncIterator[list[SessionEvent]]:
-        """Batches of a session's events: stored ones after ``after_seq``, then live ones.
+    async def client_stream(self, client_id: str) -> AsyncIterator[list[Item]]:
+        """One client's event channel: batches of ``(subscription, session, event)`` for every session it reads.
 
-        ``after_seq=-1`` means "from now". The stream never ends by itself; the client cancels it
-        (and resubscribes from its last seq after an error: streams are never retried by Ray).
+        The stream never ends by itself; the client cancels it (and opens a new channel after an
+        error: streams are never retried by Ray); its subscriptions end with it.
         """
+        await self._ready()
+        async for batch in self._channels.stream(client_id):
+            yield batch
+
+    async def subscribe(self, client_id: str, sub_id: str, session_id: str, after_seq: int) -> None:
+        """Add a session to a client's channel: stored events after ``after_seq`` (-1: none), then live."""
         host = await self._ready()
-        actor = await host.actor(session_id)
-        queue = actor.bus.subscribe()
-        self._streams += 1
-        try:
-            last = actor.bus.last_seq if after_seq < 0 else after_seq
-            if after_seq >= 0:
-                stored = await host.store.load_events(session_id, after_seq)
-                for i in range(0, len(stored), _BATCH_MAX):
-                    chunk = stored[i : i + _BATCH_MAX]
-                    last = chunk[-1].seq or last
-                    yield chunk
-            while True:
-                batch = [await queue.get()]
-                while not queue.empty() and len(batch) < _BATCH_MAX:
-                    batch.append(queue.get_nowait())
-                fresh = [e for e in batch if e.seq is None or e.seq > last]
-                for e in fresh:
-                    if e.seq is not None:
-                        last = e.seq
-                if fresh:
-                    yield fresh
-        finally:
-            self._streams -= 1
-            actor.bus.unsubscribe(queue)
+        await self._channels.subscribe(host, client_id, sub_id, session_id, after_seq)
+
+    async def unsubscribe(self, client_id: str, sub_id: str) -> None:
+        """Take one subscription off a channel (idempotent)."""
+        self._channels.unsubscribe(client_id, sub_id)
+
+    async def barrier(self, client_id: str, barrier_id: str) -> None:
+        """Queue a marker behind everything already on the channel (see ``Channels.barrier``)."""
+        self._channels.barrier(client_id, barrier_id)

@@ -7,8 +7,9 @@ The handle suite is backend-agnostic: a test asks for ``make_runtime`` and calls
         async with make_runtime({"a": agent_a}, idle_timeout=60) as rt:  # or scoped
             ...
 
-Adding a backend (Ray, say) is one more ``BackendSpec`` in ``BACKENDS`` (``backend="ray"`` is passed to
-``Runtime.start``); every test here then runs against it too. ``store`` says where the data lives:
+Adding a backend is one more ``BackendSpec`` in ``BACKENDS``; every test here then runs against it too.
+On ``ray-sqlite`` models and tools run in a session host process, so the doubles in ``helpers.py``
+keep their state on a Ray actor (``board.py``) for the length of the test. ``store`` says where the data lives:
 ``memory`` (one in-memory store object per test), ``sqlite`` (a file in ``tmp_path``) or ``postgres``
 (the session's throwaway server, truncated per test). Markers narrow a test's backends:
 
@@ -18,6 +19,7 @@ Adding a backend (Ray, say) is one more ``BackendSpec`` in ``BACKENDS`` (``backe
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,7 @@ from repertory import Agent, InMemorySessionStore, Runtime, open_store
 from repertory.storage import SessionStore, TreeStore
 from tests.conformance.probes import history_row_counts
 from tests.conftest import truncate_pg
+from tests.handles.board import RayBoard, use_board
 
 __all__ = ["BACKENDS", "BackendSpec", "RuntimeFactory"]
 
@@ -57,7 +60,8 @@ BACKENDS: dict[str, BackendSpec] = {
         BackendSpec("local-memory", "local", "memory"),
         BackendSpec("local-sqlite", "local", "sqlite"),
         BackendSpec("local-postgres", "local", "postgres"),
-        # BackendSpec("ray-sqlite", "ray", "sqlite"), ...: the Ray backend arrives with its issue.
+        # One shared host (another process) on a SQLite file; the hosts die with the runtime.
+        BackendSpec("ray-sqlite", "ray", "sqlite", (("hosts", 1), ("keep_hosts", False))),
     )
 }
 
@@ -173,7 +177,13 @@ async def make_runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
         url = server.url
         truncate_pg(server.url)
     factory = RuntimeFactory(spec, url, memory)
-    try:
-        yield factory
-    finally:
-        await factory.aclose()
+    with contextlib.ExitStack() as stack:
+        if spec.backend == "ray":
+            request.getfixturevalue("ray_instance")
+            board = RayBoard.connect()
+            board.reset()  # module-level recorders were cleared on this process's board, not this one
+            stack.enter_context(use_board(board))
+        try:
+            yield factory
+        finally:
+            await factory.aclose()

@@ -2,8 +2,10 @@
 
 ``Script`` is a ``ScriptedModel`` step function that answers by prompt, records every request, and
 can hold a request at a ``Gate`` the test opens when it chooses: a "long turn" is a turn whose
-model request waits at a gate, never a sleep. Gates are in-process ``asyncio.Event``s; a backend
-whose models run in another process swaps ``Gate`` for a cross-process one here, in one place.
+model request waits at a gate, never a sleep. A ``Recorder`` is the list a tool appends its runs to.
+Scripts, gates and recorders keep their state on the active board (``tests.handles.board``): in this
+process on the local backend, in a Ray actor on the Ray backend, where models and tools run in a host
+process on an unpickled copy of the agent.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -19,11 +22,13 @@ from pydantic import BaseModel
 from repertory import Agent, ModelMessage, Runtime, SessionEvent, SessionHandle, Tool
 from repertory.runtime.model import ToolSpec
 from repertory.testing import ScriptedModel, Step
+from tests.handles.board import active_board
 
 __all__ = [
     "WAIT",
     "Answer",
     "Gate",
+    "Recorder",
     "Script",
     "Sink",
     "collect",
@@ -53,28 +58,63 @@ async def within(awaitable: Any, seconds: float = WAIT) -> Any:
 
 
 class Gate:
-    """A point a model request stops at until the test releases it."""
+    """A point a model request stops at until the test releases it (its state is on the board)."""
 
     def __init__(self) -> None:
-        self._entered = asyncio.Event()
-        self._open = asyncio.Event()
+        self.key = f"gate/{uuid.uuid4().hex}"
 
     async def pass_through(self) -> None:
         """Called by the model: mark the gate reached, then wait until it is released."""
-        self._entered.set()
-        await self._open.wait()
+        await active_board().enter(self.key)
 
     async def reached(self, seconds: float = WAIT) -> None:
         """Wait until a request is held at this gate."""
-        await within(self._entered.wait(), seconds)
+        await within(active_board().reached(self.key), seconds)
 
     @property
     def is_reached(self) -> bool:
-        return self._entered.is_set()
+        return active_board().is_reached(self.key)
 
     def release(self) -> None:
         """Let the held request (and any later one) go on."""
-        self._open.set()
+        active_board().release(self.key)
+
+
+class Recorder:
+    """A list tools append to, readable by the test whichever process the tools ran in.
+
+    A module-level recorder is named (``Recorder("approvals.ran")``) so that the copy a Ray host
+    imports with the test module writes to the same list; an unnamed one gets a unique key.
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        self.key = f"list/{name or uuid.uuid4().hex}"
+
+    def append(self, item: Any) -> None:
+        active_board().append(self.key, item)
+
+    def clear(self) -> None:
+        active_board().clear(self.key)
+
+    def items(self) -> list[Any]:
+        return active_board().items(self.key)
+
+    def __iter__(self) -> Any:
+        return iter(self.items())
+
+    def __len__(self) -> int:
+        return len(self.items())
+
+    def __getitem__(self, index: int) -> Any:
+        return self.items()[index]
+
+    def __eq__(self, other: object) -> bool:
+        return self.items() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Recorder({self.items()!r})"
 
 
 def prompt_of(messages: Sequence[ModelMessage]) -> tuple[str, int]:
@@ -104,15 +144,26 @@ class Script:
 
     def __init__(self, plans: dict[str, list[Step | BaseException]] | None = None) -> None:
         self.plans: dict[str, list[Step | BaseException]] = dict(plans or {})
-        self.log: list[tuple[str, int]] = []
-        self.requests: list[list[ModelMessage]] = []
-        self._gates: dict[tuple[str, int], Gate] = {}
+        self.key = f"script/{uuid.uuid4().hex}"
+
+    @property
+    def log(self) -> list[tuple[str, int]]:
+        """``(prompt, step)`` of every request, in request order."""
+        return [(p, k) for p, k, _ in active_board().items(self.key)]
+
+    @property
+    def requests(self) -> list[list[ModelMessage]]:
+        """The messages of every request, in request order."""
+        return [messages for _, _, messages in active_board().items(self.key)]
 
     def hold(self, prompt: str, step: int = 0) -> Gate:
         """Hold the next request answering ``prompt`` at ``step`` until the gate is released."""
         gate = Gate()
-        self._gates[(prompt, step)] = gate
+        active_board().put(self._gate_slot(prompt, step), gate.key)
         return gate
+
+    def _gate_slot(self, prompt: str, step: int) -> str:
+        return f"{self.key}/hold/{step}/{prompt}"
 
     def count(self, prompt: str) -> int:
         """How many model requests answered ``prompt`` (any step)."""
@@ -130,11 +181,11 @@ class Script:
 
     async def __call__(self, messages: list[ModelMessage], tools: list[ToolSpec]) -> Step:
         prompt, k = prompt_of(messages)
-        self.log.append((prompt, k))
-        self.requests.append(list(messages))
-        gate = self._gates.pop((prompt, k), None)
-        if gate is not None:
-            await gate.pass_through()
+        board = active_board()
+        await board.append_async(self.key, (prompt, k, list(messages)))
+        gate_key = await board.pop_async(self._gate_slot(prompt, k))
+        if gate_key is not None:
+            await board.enter(gate_key)
         plan = self.plans.get(prompt)
         step: Step | BaseException = plan[k] if plan is not None and k < len(plan) else {"text": f"re: {prompt}"}
         if isinstance(step, BaseException):

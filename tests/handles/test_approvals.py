@@ -8,9 +8,9 @@ import pytest
 
 from repertory import InvalidResumeToken, RunCancelled, ToolContext, WrongSuspensionKind, suspend, tool
 from tests.handles.conftest import RuntimeFactory
-from tests.handles.helpers import Script, history, within
+from tests.handles.helpers import Recorder, Script, history, within
 
-RAN: list[tuple[str, Any]] = []
+RAN = Recorder("approvals.ran")
 
 
 @tool(requires_approval=True)

@@ -10,11 +10,11 @@ import pytest
 
 from repertory import SessionEvent, ToolContext, tool
 from tests.handles.conftest import RuntimeFactory
-from tests.handles.helpers import Answer, Gate, Script, collect, completed, history, texts, within
+from tests.handles.helpers import Answer, Gate, Recorder, Script, collect, completed, history, texts, within
 
 pytestmark = pytest.mark.durable
 
-TOOL_RUNS: list[str] = []
+TOOL_RUNS = Recorder("restart.tool_runs")
 
 
 def fetch(what: str) -> str:

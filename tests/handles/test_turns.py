@@ -8,7 +8,7 @@ import pytest
 
 from repertory import ModelError, RepertoryError, RunCancelled, SessionBusy, StepBudgetExceeded, UserMessage, suspend
 from tests.handles.conftest import RuntimeFactory
-from tests.handles.helpers import Answer, Script, history, texts, within
+from tests.handles.helpers import Answer, Recorder, Script, history, texts, within
 
 
 async def test_send_returns_a_turn_whose_result_is_the_reply(make_runtime: RuntimeFactory) -> None:
@@ -72,7 +72,7 @@ async def test_follow_ups_sent_during_a_long_turn_are_delivered_in_order_exactly
     # The long turn calls a tool, then waits (at its second model request) for the test's gate.
     script = Script({"long": [{"tool": "work", "args": {}}, {"text": "long done"}]})
     gate = script.hold("long", step=1)
-    calls: list[str] = []
+    calls = Recorder()
 
     def work() -> str:
         calls.append("work")
@@ -315,17 +315,19 @@ async def test_turn_events_follow_a_turn_that_is_still_running(make_runtime: Run
     turn = await h.send("slow")
     await gate.reached()
 
+    seen: list[str] = []
+    first = asyncio.Event()
+
     async def read() -> list[str]:
-        return [e.type async for e in turn.events()]
+        async for e in turn.events():
+            seen.append(e.type)
+            first.set()
+        return seen
 
     reader = asyncio.ensure_future(read())
-    # Deltas are live-only: release the model only once the reader has subscribed (events() subscribes
-    # before it replays the stored events), or the delta could go out before anyone listens.
-    bus = rt.host._actors[h.id].bus
-    for _ in range(500):
-        if bus._queues:
-            break
-        await asyncio.sleep(0.01)
+    # Deltas are live-only: release the model only once the reader is subscribed. events() subscribes
+    # before it replays the stored events, so the first (stored) event in hand means it listens.
+    await within(first.wait())
     gate.release()
     types = await within(reader)
     assert types[0] == "turn.started" and types[-1] == "turn.completed"

@@ -1,31 +1,18 @@
-"""One local Ray instance for the whole module set (small resources); each test gets its own hosts.
+"""Ray-backed runtimes on the suite's one local Ray (``ray_instance``); each test gets its own hosts.
 
 Every runtime a test starts uses its own SQLite file, so its hosts live in their own namespace, and
-``keep_hosts=False`` kills them at close: nothing outlives a test but the shared Ray instance, which
-this fixture stops (and only it: Ray is never stopped machine-wide).
+``keep_hosts=False`` kills them at close: nothing outlives a test but the shared Ray instance.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
 
 from repertory import Agent, Runtime
-
-
-@pytest.fixture(scope="session")
-def ray_instance() -> Iterator[None]:
-    """A local Ray for the tests that need it, started once."""
-    if not ray.is_initialized():
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 @pytest.fixture

@@ -132,23 +132,25 @@ async def test_killing_the_supervisor_loses_nothing(ray_runtime: Any) -> None:
     assert (await first.run("three")).text.endswith("three")
 
 
-async def test_a_reader_that_goes_away_leaves_no_stream_behind(ray_runtime: Any) -> None:
+async def test_a_reader_that_goes_away_leaves_nothing_behind(ray_runtime: Any) -> None:
     rt = await ray_runtime({"a": _echo_agent()})
     h = await rt.create_session(agent="a")
     await h.run("hello")
-    stream = h.events()
-    async for event in stream:
-        if event.type == "turn.completed":
-            break
-    await stream.aclose()
+    readers = [h.events() for _ in range(3)]
+    for stream in readers:
+        async for event in stream:
+            if event.type == "turn.completed":
+                break
     [host] = rt.host._hosts
-
-    async def streams() -> int:
-        facts: dict[str, Any] = await host.ping.remote()
-        return int(facts["streams"])
-
+    facts = await host.ping.remote()
+    assert (facts["streams"], facts["subscriptions"]) == (1, 3)  # one stream per client, not per reader
+    for stream in readers:
+        await stream.aclose()
+    facts = await host.ping.remote()
+    assert facts["subscriptions"] == 0  # a closed reader is dropped before aclose() returns
+    await rt.host.close_feeds()  # the client goes away: its stream is cancelled and the host reaps it
     deadline = time.monotonic() + 20
-    while await streams() != 0:
+    while (await host.ping.remote())["streams"] != 0:
         assert time.monotonic() < deadline, "the host still runs a stream nobody reads"
         await asyncio.sleep(0.1)
 
@@ -202,7 +204,7 @@ async def test_a_live_reader_gets_events_as_they_happen(ray_runtime: Any) -> Non
     reader = asyncio.create_task(read())
     [host] = rt.host._hosts
     deadline = time.monotonic() + 20
-    while (await host.ping.remote())["streams"] == 0:  # subscribed before anything happens: all live
+    while (await host.ping.remote())["subscriptions"] == 0:  # subscribed before anything happens: all live
         assert time.monotonic() < deadline
         await asyncio.sleep(0.05)
     await h.run("live")
