@@ -51,7 +51,7 @@ __all__ = ["VERSION", "RayHostClient"]
 
 _T = TypeVar("_T")
 _DEAD = (RayActorError, ActorDiedError, ActorUnavailableError)
-VERSION = "v1"  # bumped with incompatible host code: a detached actor keeps the code it started with
+VERSION = "v2"  # bumped with incompatible host code: a detached actor keeps the code it started with
 
 
 class RayHostClient:

@@ -114,6 +114,7 @@ class SessionHost:
         host = await self._ready()
         return {
             "pid": os.getpid(),
+            "node_id": ray.get_runtime_context().get_node_id(),
             "resident": host.resident,
             "activations": host.activations,
             "streams": self._channels.open_streams,
