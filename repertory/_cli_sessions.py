@@ -9,7 +9,6 @@ malformed token, invalid JSON) is one ``error: ...`` line on stderr and exit cod
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -22,6 +21,7 @@ from rich.tree import Tree
 
 from repertory.errors import InvalidResumeToken, RepertoryError, SessionNotFound
 from repertory.runtime.agent import Agent
+from repertory.runtime.agent_specs import import_agents
 from repertory.runtime.session import Session
 from repertory.runtime.state import RunState
 from repertory.storage.base import TreeStore
@@ -51,17 +51,7 @@ def load_agents(path: str) -> dict[str, Agent]:
     module, _, attr = path.partition(":")
     if not module or not attr:
         raise RepertoryError(f"--agents must look like module:attr, not {path!r}")
-    try:
-        obj: Any = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise RepertoryError(f"cannot import agents {path!r}: {exc}") from None
-    if callable(obj) and not isinstance(obj, Agent):
-        obj = obj()
-    if isinstance(obj, Agent):
-        return {obj.name: obj}
-    if isinstance(obj, dict) and all(isinstance(a, Agent) for a in obj.values()):
-        return dict(obj)
-    raise RepertoryError(f"{path!r} is not an Agent, a dict of agents, or a function returning one")
+    return import_agents(path)
 
 
 def _run(fn: Callable[[TreeStore], Awaitable[_T]], url: str) -> _T:

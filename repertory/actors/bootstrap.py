@@ -18,6 +18,8 @@ from repertory.actors.host import host_actor_class
 from repertory.actors.supervisor import Supervisor, shared_host_name
 from repertory.errors import StoreError
 from repertory.runtime.agent import Agent
+from repertory.runtime.agent_specs import AgentSpec
+from repertory.runtime.host import MemoryFactory
 from repertory.storage.base import TreeStore
 
 __all__ = ["start_ray_client", "store_url_for_hosts"]
@@ -48,6 +50,8 @@ async def start_ray_client(
     store_url: str | None,
     agents: dict[str, Agent],
     address: str | None,
+    agent_specs: dict[str, AgentSpec] | None = None,
+    memory: MemoryFactory | None = None,
     hosts: int,
     idle_timeout: float,
     max_in_flight: int = 256,
@@ -60,6 +64,7 @@ async def start_ray_client(
     if hosts < 1:
         raise ValueError("hosts must be >= 1")
     url = store_url_for_hosts(store, store_url)
+    specs: dict[str, AgentSpec] = dict(agent_specs if agent_specs is not None else agents)
     owns_ray = False
     if not ray.is_initialized():
         init: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, **(ray_init or {})}
@@ -81,7 +86,7 @@ async def start_ray_client(
             max_concurrency=1000,
             **host_opts,
         )
-        .remote(url, agents, index=i, hosts=hosts, idle_timeout=idle_timeout)
+        .remote(url, specs, index=i, hosts=hosts, idle_timeout=idle_timeout, memory=memory)
         for i in range(hosts)
     ]
     supervisor: Any = (
@@ -95,11 +100,11 @@ async def start_ray_client(
             max_task_retries=-1,
             num_cpus=0,
         )
-        .remote(prefix, namespace, url, agents, hosts, idle_timeout)
+        .remote(prefix, namespace, url, specs, hosts, idle_timeout, memory)
     )
     # Existing detached hosts keep their agents: hand them ours (a fresh client recovering sessions).
     await asyncio.gather(
-        *(h.register_agents.remote(agents) for h in handles), supervisor.register_agents.remote(agents)
+        *(h.register_agents.remote(specs) for h in handles), supervisor.register_agents.remote(specs)
     )
     return RayHostClient(
         store=store,

@@ -25,6 +25,7 @@ import ray
 from pydantic import BaseModel
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
+from repertory.actors import _bulk
 from repertory.actors._feeds import Feed, Subscription
 from repertory.actors.host import shared_host_index
 from repertory.actors.supervisor import dedicated_host_name, shared_host_name
@@ -183,6 +184,14 @@ class RayHostClient:
                 await asyncio.sleep(0.1)
         self._placement[session_id] = record.placement
         return record
+
+    async def create_sessions(self, batch: list[dict[str, Any]]) -> list[SessionRecord]:
+        """Create shared sessions in bulk (``_bulk.create_sessions``)."""
+        return await _bulk.create_sessions(self, batch)
+
+    async def send_many(self, batch: list[tuple[str, ModelMessage, TurnKind, str]]) -> list[TurnRecord]:
+        """Queue turns on shared sessions in bulk (``_bulk.send_many``)."""
+        return await _bulk.send_many(self, batch)
 
     async def send(
         self,

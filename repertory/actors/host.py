@@ -25,8 +25,9 @@ import ray
 from pydantic import BaseModel
 
 from repertory.actors._channels import Channels, Item
-from repertory.runtime.agent import Agent
-from repertory.runtime.host import LocalHost
+from repertory.errors import CommitConflict
+from repertory.runtime.agent_specs import AgentSpec, resolve_agents
+from repertory.runtime.host import LocalHost, MemoryFactory
 from repertory.runtime.messages import ModelMessage
 from repertory.runtime.principal import Principal
 from repertory.runtime.result import RunResult
@@ -65,20 +66,22 @@ class SessionHost:
     def __init__(
         self,
         store_url: str,
-        agents: dict[str, Agent],
+        agents: dict[str, AgentSpec],
         *,
         index: int,
         hosts: int,
         idle_timeout: float,
         dedicated_session: str | None = None,
         cwd: str | None = None,
+        memory: MemoryFactory | None = None,
     ) -> None:
         self.store_url = store_url
         self.index = index
         self.hosts = hosts
         self.dedicated_session = dedicated_session
         self.idle_timeout = idle_timeout
-        self._agents = dict(agents)
+        self._agents = resolve_agents(agents)  # paths are imported here, by the host itself
+        self._memory = memory
         if cwd is not None:
             os.makedirs(cwd, exist_ok=True)
             os.chdir(cwd)  # a dedicated session's tools run in its own working directory
@@ -93,7 +96,7 @@ class SessionHost:
         store = await open_store(self.store_url)
         assert isinstance(store, TreeStore)
         self._store = store
-        self._host = LocalHost(store, self._agents, idle_timeout=self.idle_timeout)
+        self._host = LocalHost(store, self._agents, idle_timeout=self.idle_timeout, memory=self._memory)
         await self._host.start(owns=self.owns)
 
     def owns(self, session_id: str) -> bool:
@@ -124,10 +127,10 @@ class SessionHost:
             "cwd": os.getcwd(),
         }
 
-    async def register_agents(self, agents: dict[str, Agent]) -> list[str]:
+    async def register_agents(self, agents: dict[str, AgentSpec]) -> list[str]:
         """Add or replace agents (a new client registering the names it knows)."""
         host = await self._ready()
-        host.agents.update(agents)
+        host.agents.update(resolve_agents(agents))
         return sorted(host.agents)
 
     async def create_session(self, **kwargs: Any) -> SessionRecord:
@@ -136,9 +139,18 @@ class SessionHost:
         return await host.create_session(**kwargs)
 
     async def create_sessions(self, batch: list[dict[str, Any]]) -> list[SessionRecord]:
-        """Bulk creation: one call for many sessions."""
+        """Bulk creation: one call for many sessions (retried safely: ids are the caller's)."""
         host = await self._ready()
-        return [await host.create_session(**kwargs) for kwargs in batch]
+        records = []
+        for kwargs in batch:
+            try:
+                records.append(await host.create_session(**kwargs))
+            except CommitConflict:
+                existing = await host.store.load_session(kwargs["session_id"])  # created by a first attempt
+                if existing is None:
+                    raise
+                records.append(existing)
+        return records
 
     async def send(
         self,
@@ -156,7 +168,7 @@ class SessionHost:
     async def send_many(self, batch: list[tuple[str, ModelMessage, TurnKind, str]]) -> list[TurnRecord]:
         """Bulk sends ``(session_id, message, kind, submission_id)``, each enqueued."""
         host = await self._ready()
-        return [await host.send(sid, msg, kind, "enqueue", None, sub) for sid, msg, kind, sub in batch]
+        return await host.send_many(batch)
 
     async def run_turn(
         self,

@@ -15,7 +15,8 @@ from typing import Any
 import ray
 
 from repertory.actors.host import host_actor_class, shared_host_index
-from repertory.runtime.agent import Agent
+from repertory.runtime.agent_specs import AgentSpec
+from repertory.runtime.host import MemoryFactory
 from repertory.runtime.ids import new_id
 from repertory.runtime.tree import Placement, SessionRecord
 
@@ -36,12 +37,20 @@ class Supervisor:
     """Creates sessions where they belong and starts dedicated hosts on demand."""
 
     def __init__(
-        self, prefix: str, namespace: str, store_url: str, agents: dict[str, Agent], hosts: int, idle_timeout: float
+        self,
+        prefix: str,
+        namespace: str,
+        store_url: str,
+        agents: dict[str, AgentSpec],
+        hosts: int,
+        idle_timeout: float,
+        memory: MemoryFactory | None = None,
     ) -> None:
         self.prefix = prefix
         self.namespace = namespace
         self.store_url = store_url
         self.agents = dict(agents)
+        self.memory = memory
         self.hosts = hosts
         self.idle_timeout = idle_timeout
 
@@ -49,7 +58,7 @@ class Supervisor:
         """Liveness: pid and the number of shared hosts."""
         return {"pid": os.getpid(), "hosts": self.hosts}
 
-    def register_agents(self, agents: dict[str, Agent]) -> None:
+    def register_agents(self, agents: dict[str, AgentSpec]) -> None:
         """Agents that new dedicated hosts will get."""
         self.agents.update(agents)
 
@@ -82,6 +91,7 @@ class Supervisor:
             idle_timeout=self.idle_timeout,
             dedicated_session=session_id,
             cwd=cwd,
+            memory=self.memory,
         )
         return name
 

@@ -39,7 +39,10 @@ from repertory.runtime.tree import (
 )
 from repertory.storage.base import TreeStore
 
-__all__ = ["LocalHost", "lookup_agent", "resolve_output_type"]
+__all__ = ["LocalHost", "MemoryFactory", "lookup_agent", "resolve_output_type"]
+
+MemoryFactory = Callable[[SessionRecord, TreeStore], Memory | None]
+"""Gives a session its long-term memory when it is activated (``Runtime.start(memory=...)``)."""
 
 
 def lookup_agent(agents: dict[str, Agent], name: str) -> Agent:
@@ -74,7 +77,7 @@ class LocalHost:
         agents: dict[str, Agent],
         *,
         idle_timeout: float = 300.0,
-        memory: Callable[[SessionRecord, TreeStore], Memory | None] | None = None,
+        memory: MemoryFactory | None = None,
     ) -> None:
         if idle_timeout <= 0:
             raise ValueError("idle_timeout must be > 0 seconds")
@@ -205,6 +208,14 @@ class LocalHost:
                                title=title, model=model, cwd=cwd, created_at=at, updated_at=at, placement=placement)
         await self.store.create_session(record, head=head)
         return record
+
+    async def create_sessions(self, batch: list[dict[str, Any]]) -> list[SessionRecord]:
+        """Persist many new sessions (``create_session`` keyword arguments each)."""
+        return [await self.create_session(**kwargs) for kwargs in batch]
+
+    async def send_many(self, batch: list[tuple[str, ModelMessage, TurnKind, str]]) -> list[TurnRecord]:
+        """Queue ``(session_id, message, kind, submission_id)`` turns, each enqueued behind any running one."""
+        return [await self.send(sid, msg, kind, "enqueue", None, sub) for sid, msg, kind, sub in batch]
 
     async def send(self, session_id: str, message: ModelMessage, kind: TurnKind, if_busy: IfBusy,
                    output_type: type[BaseModel] | None, submission_id: str | None = None) -> TurnRecord:

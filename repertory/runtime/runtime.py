@@ -11,17 +11,19 @@ stops work without cancelling anything, so the next start picks up exactly where
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from repertory.errors import SessionNotFound, StoreError
 from repertory.runtime.agent import Agent
-from repertory.runtime.handle import SessionHandle
-from repertory.runtime.host import LocalHost
-from repertory.runtime.memory import Memory
-from repertory.runtime.principal import Principal
-from repertory.runtime.tree import Lineage, Placement, SessionRecord
+from repertory.runtime.agent_specs import AgentSpec, resolve_agents
+from repertory.runtime.handle import SessionHandle, TurnHandle
+from repertory.runtime.host import LocalHost, MemoryFactory
+from repertory.runtime.ids import new_id
+from repertory.runtime.messages import ModelMessage
+from repertory.runtime.principal import Message, Principal, to_model_message
+from repertory.runtime.tree import Lineage, Placement, SessionRecord, TurnKind
 from repertory.storage.base import SessionStore, TreeStore
 
 if TYPE_CHECKING:
@@ -48,7 +50,7 @@ class Runtime:
         cls,
         store: str | SessionStore = "sqlite:///repertory.db",
         backend: Backend = "local",
-        agents: dict[str, Agent] | None = None,
+        agents: Mapping[str, AgentSpec] | None = None,
         *,
         idle_timeout: float = 300.0,
         address: str | None = None,
@@ -57,7 +59,7 @@ class Runtime:
         host_options: dict[str, Any] | None = None,
         ray_init: dict[str, Any] | None = None,
         keep_hosts: bool | None = None,
-        memory: Callable[[SessionRecord, TreeStore], Memory | None] | None = None,
+        memory: MemoryFactory | None = None,
     ) -> Runtime:
         """Open the store (a URL or an open store), start the host(s), and finish open turns.
 
@@ -68,7 +70,9 @@ class Runtime:
         client pipelines, ``host_options`` are Ray actor options for the hosts (resources).
         ``keep_hosts`` (default: keep them when joining a cluster) leaves the detached hosts running
         at ``close()``. ``memory(session_record, store)`` gives a session its long-term memory when
-        it is activated (e.g. ``lambda r, s: StoreMemory(s, resource=r.root_id)``); local backend.
+        it is activated (e.g. ``lambda r, s: StoreMemory(s, resource=r.root_id)``); on Ray it is
+        pickled to every host. ``agents`` maps names to agents or ``module:attr`` paths (see
+        ``repertory.runtime.agent_specs``: on Ray a path is imported by each host itself).
         """
         if not agents:
             raise ValueError("a runtime needs at least one agent: agents={'name': Agent(...)}")
@@ -78,8 +82,8 @@ class Runtime:
             raise ValueError(f"backend must be 'local' or 'ray', not {backend!r}")
         if address is not None and backend != "ray":
             raise ValueError("address is for backend='ray'")
-        if memory is not None and backend == "ray":
-            raise ValueError("memory= is supported on backend='local' (Ray hosts do not take one yet)")
+        specs = dict(agents)
+        resolved = resolve_agents(specs)
         owns = isinstance(store, str)
         opened: SessionStore
         if isinstance(store, str):
@@ -99,7 +103,9 @@ class Runtime:
                 client = await start_ray_client(
                     store=opened,
                     store_url=store if isinstance(store, str) else None,
-                    agents=agents,
+                    agents=resolved,
+                    agent_specs=specs,
+                    memory=memory,
                     address=address,
                     hosts=hosts,
                     idle_timeout=idle_timeout,
@@ -113,7 +119,7 @@ class Runtime:
                     await opened.close()
                 raise
             return cls(opened, client, backend, owns)
-        host = LocalHost(opened, agents, idle_timeout=idle_timeout, memory=memory)
+        host = LocalHost(opened, resolved, idle_timeout=idle_timeout, memory=memory)
         runtime = cls(opened, host, backend, owns)
         try:
             await host.start()
@@ -126,6 +132,11 @@ class Runtime:
     def store(self) -> TreeStore:
         """The store this runtime runs on."""
         return self._store
+
+    @property
+    def agents(self) -> dict[str, Agent]:
+        """The agents this runtime runs, by name (a copy: registering happens at ``start``)."""
+        return dict(self._host.agents)
 
     @property
     def host(self) -> LocalHost | RayHostClient:
@@ -159,6 +170,41 @@ class Runtime:
             placement=placement,
         )
         return SessionHandle(self, record, principal or Principal.user())
+
+    async def create_sessions(
+        self,
+        agent: str,
+        count: int,
+        title: str | None = None,
+        model: str | None = None,
+        cwd: str | None = None,
+        *,
+        principal: Principal | None = None,
+    ) -> list[SessionHandle]:
+        """``count`` new root sessions at once: on Ray one call per host per 1,000, not one per session."""
+        if count < 0:
+            raise ValueError("count must be >= 0")
+        specs: list[dict[str, Any]] = [
+            {"agent": agent, "title": title, "model": model, "cwd": cwd, "lineage": Lineage(kind="root"),
+             "root_id": None, "head": None, "session_id": new_id()}
+            for _ in range(count)
+        ]
+        records: list[SessionRecord] = await self._host.create_sessions(specs)
+        who = principal or Principal.user()
+        return [SessionHandle(self, record, who) for record in records]
+
+    async def send_many(self, items: Sequence[tuple[SessionHandle, Message]]) -> list[TurnHandle]:
+        """Queue one message on each of many sessions (enqueued behind any running turn), in bulk.
+
+        Each turn is durable when this returns, as with ``send``; on Ray the sends travel in one
+        call per host per batch and are deduplicated by their submission ids if retried.
+        """
+        batch: list[tuple[str, ModelMessage, TurnKind, str]] = []
+        for handle, message in items:
+            model_message, kind = to_model_message(message, handle.principal)
+            batch.append((handle.id, model_message, kind, new_id()))
+        await self._host.send_many(batch)
+        return [TurnHandle(self, session_id, submission_id) for session_id, _, _, submission_id in batch]
 
     async def session(self, session_id: str, principal: Principal | None = None) -> SessionHandle:
         """A handle to an existing session (one read); ``SessionNotFound`` if it does not exist."""

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from repertory import Agent, ModelMessage, Runtime
 from repertory.memory import StoreMemory
 from repertory.runtime.tree import SessionRecord
@@ -44,13 +42,3 @@ async def test_sessions_of_a_runtime_share_their_resource_memory(tmp_path: Path)
     recalled_by_bob = " ".join(m.text for m in seen[2] if m.role == "system")
     assert "teal" in recalled_by_alice
     assert "teal" not in recalled_by_bob  # another resource never sees it
-
-
-async def test_a_ray_runtime_refuses_a_memory_factory_clearly() -> None:
-    with pytest.raises(ValueError, match="backend='local'"):
-        await Runtime.start(
-            store="memory://",
-            backend="ray",
-            agents={"a": Agent(name="a", model=ScriptedModel([]))},
-            memory=lambda r, s: None,
-        )
