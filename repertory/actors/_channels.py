@@ -11,6 +11,11 @@ call began, and a later call from the same client (Ray runs one caller's calls t
 order) cannot emit an event before it. A replay (``after_seq >= 0``) buffers live events while it
 reads the stored ones, then drops the live ones it already sent. A barrier marker pushed through
 the channel lets a client wait until everything published before it has been delivered.
+
+Ray does not stop an actor's generator when the process reading it dies (measured: it ran on,
+heartbeats or not), so liveness is ours: a client touches its channel at least every
+``KEEPALIVE_SECONDS`` and the host ends channels silent for ``SILENCE_SECONDS`` (``reap``). A live
+client whose stream ended that way just opens a new channel.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ BARRIER = "__barrier__"
 Item = tuple[str, str, SessionEvent | None]
 """``(subscription id, session id, event)``; a barrier is ``(BARRIER, barrier id, None)``."""
 
-_ORPHAN_SECONDS = 60.0
+KEEPALIVE_SECONDS = 2.0
+SILENCE_SECONDS = 10.0
 
 
 @dataclass
@@ -59,13 +65,16 @@ class _Channel:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     subs: dict[str, _Subscription] = field(default_factory=dict)
     streaming: bool = False
-    created: float = field(default_factory=time.monotonic)
+    closed: bool = False
+    seen: float = field(default_factory=time.monotonic)
 
     def push(self, item: Item) -> None:
         self.items.append(item)
         self.ready.set()
 
     def close(self) -> None:
+        self.closed = True
+        self.ready.set()  # a stream waiting for items wakes up and ends
         for sub in self.subs.values():
             sub.remove()
         self.subs.clear()
@@ -93,16 +102,21 @@ class Channels:
             raise ConnectionError(f"event channel {client_id!r} is closed; open a new one")
         channel = self._channels.get(client_id)
         if channel is None:
-            self._reap_orphans()
             channel = self._channels[client_id] = _Channel()
+        channel.seen = time.monotonic()
         return channel
 
-    def _reap_orphans(self) -> None:
-        # A channel whose stream never arrived (the client died between calls) holds listeners.
-        cutoff = time.monotonic() - _ORPHAN_SECONDS
-        for client_id, channel in list(self._channels.items()):
-            if not channel.streaming and channel.created < cutoff:
-                self._drop(client_id)
+    def keepalive(self, client_id: str) -> None:
+        """The client is alive (a closed channel raises, so the client opens a new one)."""
+        self._channel(client_id)
+
+    def reap(self, silence: float = SILENCE_SECONDS) -> int:
+        """End the channels whose client has not been heard from for ``silence`` seconds."""
+        cutoff = time.monotonic() - silence
+        gone = [client_id for client_id, channel in self._channels.items() if channel.seen < cutoff]
+        for client_id in gone:
+            self._drop(client_id)
+        return len(gone)
 
     def _drop(self, client_id: str) -> None:
         channel = self._channels.pop(client_id, None)
@@ -156,10 +170,10 @@ class Channels:
         channel = self._channel(client_id)
         channel.streaming = True
         try:
-            while True:
+            while not channel.closed:
                 await channel.ready.wait()
                 channel.ready.clear()
-                while channel.items:
+                while channel.items and not channel.closed:
                     batch, channel.items = channel.items[:BATCH_MAX], channel.items[BATCH_MAX:]
                     yield batch
         finally:

@@ -22,7 +22,7 @@ from typing import Any
 import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
-from repertory.actors._channels import BARRIER
+from repertory.actors._channels import BARRIER, KEEPALIVE_SECONDS
 from repertory.runtime.ids import new_id
 from repertory.runtime.tree import SessionEvent
 
@@ -120,10 +120,18 @@ class Feed:
         finally:
             self._barriers.pop(barrier_id, None)
 
+    async def _keepalive(self, client_id: str) -> None:
+        # A failed beat (host down, channel ended) needs nothing here: the stream fails or ends too.
+        with contextlib.suppress(Exception):
+            while True:
+                await asyncio.sleep(KEEPALIVE_SECONDS)
+                await self._handle.keepalive.remote(client_id)
+
     async def _pump(self) -> None:
         while True:
             self._client_id = client_id = new_id()
             stream = self._handle.client_stream.options(num_returns="streaming").remote(client_id)
+            beat = asyncio.get_running_loop().create_task(self._keepalive(client_id))
             try:
                 for known in list(self._subs.values()):
                     await self._handle.subscribe.remote(client_id, known.sub_id, known.session_id, known.last)
@@ -136,16 +144,20 @@ class Feed:
                                 barrier.set_result(None)
                         elif event is not None and (reader := self._subs.get(sub_id)) is not None:
                             reader.deliver(event)
-                return
+                self._reconnecting()  # the host ended a channel it thought silent: open a new one
             except _DEAD:
-                self._connected.clear()
-                for barrier in self._barriers.values():
-                    if not barrier.done():
-                        barrier.set_result(None)
+                self._reconnecting()
                 await asyncio.sleep(self._delay)
             finally:
+                beat.cancel()
                 with contextlib.suppress(Exception):
                     ray.cancel(stream)
+
+    def _reconnecting(self) -> None:
+        self._connected.clear()
+        for barrier in self._barriers.values():
+            if not barrier.done():
+                barrier.set_result(None)  # its channel is gone; the resubscribed listeners catch up
 
     async def close(self) -> None:
         """Cancel the stream (the host then drops this client's subscriptions)."""

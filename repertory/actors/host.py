@@ -24,7 +24,7 @@ from typing import Any, Literal
 import ray
 from pydantic import BaseModel
 
-from repertory.actors._channels import Channels, Item
+from repertory.actors._channels import KEEPALIVE_SECONDS, Channels, Item
 from repertory.errors import CommitConflict
 from repertory.runtime.agent_specs import AgentSpec, resolve_agents
 from repertory.runtime.host import LocalHost, MemoryFactory
@@ -98,6 +98,12 @@ class SessionHost:
         self._store = store
         self._host = LocalHost(store, self._agents, idle_timeout=self.idle_timeout, memory=self._memory)
         await self._host.start(owns=self.owns)
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_silent_channels())
+
+    async def _reap_silent_channels(self) -> None:
+        while True:
+            await asyncio.sleep(KEEPALIVE_SECONDS)
+            self._channels.reap()
 
     def owns(self, session_id: str) -> bool:
         """Whether this host is where ``session_id`` runs (its re-drives are ours to do)."""
@@ -256,6 +262,10 @@ class SessionHost:
         """Add a session to a client's channel: stored events after ``after_seq`` (-1: none), then live."""
         host = await self._ready()
         await self._channels.subscribe(host, client_id, sub_id, session_id, after_seq)
+
+    async def keepalive(self, client_id: str) -> None:
+        """A client's sign of life for its channel (see ``Channels.reap``)."""
+        self._channels.keepalive(client_id)
 
     async def unsubscribe(self, client_id: str, sub_id: str) -> None:
         """Take one subscription off a channel (idempotent)."""
