@@ -24,10 +24,12 @@ typecheck: lint
 demo: $(STAMP)
 	$(VENV)/bin/repertory demo
 
-# Each benchmark prints a table and writes JSON under benchmarks/results/ (minutes each, not a test).
+# The whole suite at full size (the better part of an hour): every benchmark writes JSON under
+# benchmarks/results/, then benchmarks/RESULTS.md and the plots are rendered from all of it.
+# `python -m benchmarks --quick` is the seconds-long smoke version (tests/test_benchmarks_smoke.py).
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
-	for b in store steps sessions export memory ray; do $(PY) -m benchmarks.$$b || exit 1; done
+	$(PY) -m benchmarks
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

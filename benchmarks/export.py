@@ -265,15 +265,10 @@ async def _export(db: Path, out: Path) -> Any:
         await store.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="100,000 entries instead of 1,000,000")
-    parser.add_argument("--entries", type=int, default=None)
-    parser.add_argument("--keep", type=Path, default=None, help="build the store and export in this folder")
-    args = parser.parse_args()
-    entries = args.entries or (100_000 if args.quick else 1_000_000)
+def run(entries: int, mode: str, keep: Path | None = None, report_path: Path = RESULTS) -> dict[str, Any]:
+    """Build a store of ``entries`` history entries, export it three times, query it; write ``report_path``."""
     load_before = list(os.getloadavg())
-    work = args.keep or Path(tempfile.mkdtemp(prefix="repertory-export-bench-"))
+    work = keep or Path(tempfile.mkdtemp(prefix="repertory-export-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     db, out = work / "fleet.db", work / "export"
     for stale in (db, out):
@@ -301,7 +296,7 @@ def main() -> None:
         counts = {name: con.execute(f"SELECT count(*) FROM {name}").fetchone()[0] for name in first.tables}
         out_bytes = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     finally:
-        if args.keep is None:
+        if keep is None:
             shutil.rmtree(work, ignore_errors=True)
 
     def export_figures(report: Any) -> dict[str, Any]:
@@ -316,7 +311,7 @@ def main() -> None:
 
     result = {
         "benchmark": "export",
-        "mode": "quick" if args.quick else "full",
+        "mode": mode,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": {
             "platform": platform.platform(),
@@ -344,8 +339,8 @@ def main() -> None:
         "export_bytes": out_bytes,
         "targets": {"first_export_rows_per_s": TARGET_ROWS_PER_S, "tree_usage_s": TARGET_TREE_USAGE_S},
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(json.dumps(result, indent=2) + "\n")
     f, i, u = result["first_export"], result["incremental_export"], result["unchanged_export"]
     print(f"{'figure':<34}{'value':>16}  target")
     print(f"{'first export rows/s (all tables)':<34}{f['rows_per_s']:>16,}  >= {TARGET_ROWS_PER_S:,}")
@@ -357,7 +352,29 @@ def main() -> None:
     print(f"{'tree_usage warm':<34}{warm_s:>15.3f}s")
     print(f"{'connect':<34}{connect_s:>15.3f}s")
     print(f"load average before/after: {load_before[0]:.2f} / {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
-    print(f"wrote {RESULTS}")
+    print(f"wrote {report_path}")
+    return result
+
+
+def run_suite(quick: bool, out_dir: Path = RESULTS.parent, peers: bool = True) -> dict[str, Any]:
+    """The suite's entry (``python -m benchmarks``): measure, print, write ``out_dir/export.json``.
+
+    ``quick`` is the suite's smoke size: 5,000 entries (a second), not the 100,000 of ``--quick``.
+    """
+    if quick:
+        return run(5_000, "smoke", report_path=out_dir / "export.json")
+    return run(1_000_000, "full", report_path=out_dir / "export.json")
+
+
+def main() -> None:
+    """Parse arguments, measure, print the table and write the JSON report."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="100,000 entries instead of 1,000,000")
+    parser.add_argument("--entries", type=int, default=None)
+    parser.add_argument("--keep", type=Path, default=None, help="build the store and export in this folder")
+    args = parser.parse_args()
+    entries = args.entries or (100_000 if args.quick else 1_000_000)
+    run(entries, "quick" if args.quick else "full", args.keep)
 
 
 if __name__ == "__main__":

@@ -245,6 +245,23 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_suite(quick: bool, out_dir: Path = RESULTS.parent, peers: bool = True) -> dict[str, Any]:
+    """The suite's entry (``python -m benchmarks``): measure, print, write ``out_dir/memory.json``.
+
+    ``quick`` is the suite's smoke size: 500 messages, memory and SQLite, 10 rounds.
+    """
+    if quick:
+        report = asyncio.run(run(["memory", "sqlite"], (500,), 10, wide=False))
+    else:
+        report = asyncio.run(run(["memory", "sqlite", "postgres"], SIZES, 200, wide=True))
+    report["quick"] = quick
+    report["mode"] = "smoke" if quick else "full"
+    print(render(report))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "memory.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse arguments, measure, print the table and write the JSON report."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.memory", description=(__doc__ or "").splitlines()[0])
@@ -258,6 +275,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rounds = args.rounds or (30 if args.quick else 200)
     report = asyncio.run(run(backends, sizes, rounds, wide=not args.quick))
     report["quick"] = args.quick
+    report["mode"] = "quick" if args.quick else "full"
     print(render(report))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

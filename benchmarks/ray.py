@@ -1436,8 +1436,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--only", default=None, help="comma-separated parts: overhead,load,create,memory,events,crash")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON report path (default: {RESULTS})")
     args = parser.parse_args(argv)
-    mode = "quick" if args.quick else "full"
-    only = set(args.only.split(",")) if args.only else None
+    report = measure(args.quick, set(args.only.split(",")) if args.only else None)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    print(f"\nwrote {args.out}")
+
+
+def run_suite(quick: bool, out_dir: Path = RESULTS.parent, peers: bool = True) -> dict[str, Any]:
+    """The suite's entry (``python -m benchmarks``): measure every part, write ``out_dir/ray.json``."""
+    report = measure(quick, None)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "ray.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    return report
+
+
+def measure(quick: bool, only: set[str] | None) -> dict[str, Any]:
+    """Start a local Ray, measure the parts in ``only`` (all when ``None``), print the table, return the report."""
+    mode = "quick" if quick else "full"
     if ray.is_initialized():
         raise SystemExit("Ray is already initialised in this process; this benchmark starts its own local instance")
     if __name__ != "__main__":
@@ -1472,9 +1487,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     report["summary"] = _summary(report)
     report["seconds"] = round(time.perf_counter() - started, 1)
     print(render(report))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    print(f"\nwrote {args.out}")
+    return report
 
 
 if __name__ == "__main__":

@@ -214,13 +214,13 @@ def _attribute(snap: tracemalloc.Snapshot, base: tracemalloc.Snapshot, n: int) -
 _FRAMES = 10
 
 
-async def _memory(folder: str, n: int, traced: bool) -> dict[str, Any]:
+async def _memory(folder: str, n: int, traced: bool, warmup: int = WARMUP_SESSIONS) -> dict[str, Any]:
     model = ScriptedModel(_reply)
     rt = await _runtime(folder, "memory.db", model)
     try:
         # Warm-up: imports, pydantic validators, SQLite statement caches, reader connections and
         # executor threads are made once here, so they are not billed to the measured sessions.
-        for _ in range(WARMUP_SESSIONS):
+        for _ in range(warmup):
             h = await rt.create_session(agent=AGENT)
             await h.run("warm-up")
         rt.host.passivate_idle(0)
@@ -674,7 +674,7 @@ def _count_store_calls(store: Any, calls: collections.Counter[str], spent: dict[
         setattr(store, name, wrapper)
 
 
-async def _anatomy(folder: str, sessions: int, long_turns: int) -> dict[str, Any]:
+async def _anatomy(folder: str, sessions: int, long_turns: int, full_sessions: int = 50) -> dict[str, Any]:
     model = StampedModel(0.0)
     out: dict[str, Any] = {}
     rt = await _runtime(folder, "anatomy.db", model)
@@ -751,7 +751,7 @@ async def _anatomy(folder: str, sessions: int, long_turns: int) -> dict[str, Any
     model = StampedModel(0.0)
     rt = await _runtime(folder, "anatomy_full.db", model, durability="full")
     try:
-        handles = [await rt.create_session(agent=AGENT) for _ in range(50)]
+        handles = [await rt.create_session(agent=AGENT) for _ in range(full_sessions)]
         times = []
         for t in range(3):
             for h in handles:
@@ -822,13 +822,13 @@ def _run_child(spec: dict[str, Any], out_path: str) -> None:
     try:
         part = spec["part"]
         if part == "memory":
-            result = asyncio.run(_memory(folder, spec["n"], spec["traced"]))
+            result = asyncio.run(_memory(folder, spec["n"], spec["traced"], spec.get("warmup", WARMUP_SESSIONS)))
         elif part == "create":
             result = asyncio.run(_creation(folder, spec["n"], spec["rounds"], spec["full_n"]))
         elif part == "concurrent":
             result = asyncio.run(_concurrent(folder, spec["n"], spec["turns"], spec["delay"], spec["profile"]))
         elif part == "anatomy":
-            result = asyncio.run(_anatomy(folder, spec["sessions"], spec["long_turns"]))
+            result = asyncio.run(_anatomy(folder, spec["sessions"], spec["long_turns"], spec.get("full_sessions", 50)))
         else:
             raise SystemExit(f"unknown part {part!r}")
     finally:
@@ -842,16 +842,22 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def run(quick: bool) -> dict[str, Any]:
-    """Every part, each in its own interpreter; returns the report."""
+def run(quick: bool, smoke: bool = False) -> dict[str, Any]:
+    """Every part, each in its own interpreter; returns the report.
+
+    ``smoke`` (the suite's ``--quick``) shrinks every part to a fraction of a second: it proves
+    the code runs, its figures mean nothing.
+    """
     machine = machine_info()
-    n_mem = 1_000 if quick else 10_000
-    n_create = 2_000 if quick else 10_000
-    ladder = [100, 500] if quick else [100, 1_000, 10_000]
-    n_profile = 200 if quick else 1_000
+    n_mem = 100 if smoke else 1_000 if quick else 10_000
+    n_create = 200 if smoke else 2_000 if quick else 10_000
+    ladder = [20] if smoke else [100, 500] if quick else [100, 1_000, 10_000]
+    n_profile = 20 if smoke else 200 if quick else 1_000
+    turns, delay = (2, 0.02) if smoke else (TURNS, DELAY_S)
+    small: dict[str, Any] = {"warmup": 20} if smoke else {}
     report: dict[str, Any] = {
         "benchmark": "sessions",
-        "mode": "quick" if quick else "full",
+        "mode": "smoke" if smoke else "quick" if quick else "full",
         "backend": "local",
         "store": "SQLite file (WAL), fresh temporary folder per part, same disk as the work tree",
         "durability": f"{DURABILITY} (WAL + synchronous=NORMAL) unless a figure says full",
@@ -863,24 +869,29 @@ def run(quick: bool) -> dict[str, Any]:
         },
     }
     _say(f"1-2. memory, {n_mem:,} sessions (untraced, for RSS)")
-    report["memory_rss"] = _child({"part": "memory", "n": n_mem, "traced": False}, 1800)
+    report["memory_rss"] = _child({"part": "memory", "n": n_mem, "traced": False, **small}, 1800)
     _say(f"1-2. memory, {n_mem:,} sessions (tracemalloc)")
-    report["memory_traced"] = _child({"part": "memory", "n": n_mem, "traced": True}, 2400)
+    if smoke:  # tracemalloc's snapshots take seconds whatever the number of sessions
+        report["memory_traced"] = {"finished": False, "why": "skipped in smoke mode", "spec": {"part": "memory"}}
+    else:
+        report["memory_traced"] = _child({"part": "memory", "n": n_mem, "traced": True}, 2400)
     _say(f"3. creation, {n_create:,} per round")
-    report["creation"] = _child({"part": "create", "n": n_create, "rounds": 3, "full_n": 2_000}, 1800)
+    report["creation"] = _child({"part": "create", "n": n_create, "rounds": 1 if smoke else 3,
+                                 "full_n": 20 if smoke else 2_000}, 1800)
     _say("5. anatomy of a turn")
-    report["anatomy"] = _child({"part": "anatomy", "sessions": 100 if quick else 200,
-                                "long_turns": 100 if quick else 400}, 1800)
+    report["anatomy"] = _child({"part": "anatomy", "sessions": 10 if smoke else 100 if quick else 200,
+                                "long_turns": 20 if smoke else 100 if quick else 400,
+                                "full_sessions": 5 if smoke else 50}, 1800)
     runs: list[dict[str, Any]] = []
     for n in ladder:
-        _say(f"4. {n:,} concurrent sessions x {TURNS} turns")
+        _say(f"4. {n:,} concurrent sessions x {turns} turns")
         limit = 600 if quick else 1800
-        result = _child({"part": "concurrent", "n": n, "turns": TURNS, "delay": DELAY_S, "profile": False}, limit)
+        result = _child({"part": "concurrent", "n": n, "turns": turns, "delay": delay, "profile": False}, limit)
         runs.append(result)
         while not result["finished"] and n > ladder[0]:
             n //= 2
             _say(f"   did not finish ({result['why'][:200]}); trying {n:,}")
-            result = _child({"part": "concurrent", "n": n, "turns": TURNS, "delay": DELAY_S, "profile": False},
+            result = _child({"part": "concurrent", "n": n, "turns": turns, "delay": delay, "profile": False},
                             limit)
             runs.append(result)
         if not result["finished"]:
@@ -888,7 +899,7 @@ def run(quick: bool) -> dict[str, Any]:
     finished = [r["sessions"] for r in runs if r.get("finished")]
     report["concurrency"] = {"runs": runs, "largest_finished": max(finished) if finished else None}
     _say(f"5. cProfile of {n_profile:,} concurrent sessions")
-    report["profile_run"] = _child({"part": "concurrent", "n": n_profile, "turns": TURNS, "delay": DELAY_S,
+    report["profile_run"] = _child({"part": "concurrent", "n": n_profile, "turns": turns, "delay": delay,
                                     "profile": True}, 1800)
     report["machine"]["load_average_after"] = list(os.getloadavg())
     return report
@@ -1027,6 +1038,18 @@ def render(report: dict[str, Any]) -> str:
                             [[t["function"][-80:], f"{t['ncalls_per_turn']:.1f}", f"{t['tottime_us_per_turn']:.1f}"]
                              for t in prof["top_by_tottime"][:15]]))
     return "\n".join(parts)
+
+
+def run_suite(quick: bool, out_dir: Path = RESULTS.parent, peers: bool = True) -> dict[str, Any]:
+    """The suite's entry (``python -m benchmarks``): measure, print, write ``out_dir/sessions.json``.
+
+    ``quick`` is the suite's smoke size (a hundred sessions, two short turns each).
+    """
+    report = run(quick, smoke=quick)
+    print(render(report))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "sessions.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -80,7 +80,7 @@ from repertory.runtime.messages import ToolCallPart, ToolResultPart
 from repertory.storage.sqlite import Durability, SqliteSessionStore
 from repertory.testing import ScriptedModel
 
-__all__ = ["main"]
+__all__ = ["main", "run_suite"]
 
 RESULTS = Path(__file__).resolve().parent / "results" / "steps.json"
 DEFAULT_STEPS = 1_000
@@ -833,6 +833,55 @@ async def component_costs(steps: int) -> dict[str, float]:
     return costs
 
 
+# -- bytes per step by run length -------------------------------------------------------------------
+
+
+async def _empty_bytes(workdir: Path, peers: bool) -> dict[str, int]:
+    """Bytes of an empty database of each side (schema only), taken off every run-length figure."""
+    db = workdir / f"empty-{uuid.uuid4().hex[:8]}.db"
+    await (await SqliteSessionStore.open(db)).close()
+    out = {"repertory": disk_usage(db)["bytes_on_disk"]}
+    if peers:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        lg = workdir / f"empty-lg-{uuid.uuid4().hex[:8]}.db"
+        with SqliteSaver.from_conn_string(str(lg)) as saver:
+            saver.setup()
+        out["langgraph"] = disk_usage(lg)["bytes_on_disk"]
+    return out
+
+
+async def bytes_by_run_length(
+    workdir: Path, lengths: Sequence[int], peers: bool, known: dict[int, dict[str, int]]
+) -> dict[str, Any]:
+    """Bytes on disk per step after runs of each length: flat for repertory, growing for LangGraph.
+
+    Each figure is (database + WAL after a TRUNCATE checkpoint, minus the empty database) / steps.
+    ``known`` holds bytes already measured by the timed runs (length -> {"repertory": b,
+    "langgraph": b}) so the longest, costliest LangGraph run is not repeated.
+    """
+    empty = await _empty_bytes(workdir, peers)
+    rows = []
+    for steps in sorted({*lengths, *known}):
+        measured = dict(known.get(steps, {}))
+        if "repertory" not in measured:
+            r = await run_repertory(workdir, steps, "normal", HEADLINE_IDEMPOTENT, HEADLINE_SCRIPT, measure_disk=True)
+            measured["repertory"] = r.disk["bytes_on_disk"]
+        if peers and "langgraph" not in measured:
+            measured["langgraph"] = run_langgraph_sync(workdir, steps).disk["bytes_on_disk"]
+        entry: dict[str, Any] = {"steps": steps}
+        for who, total in measured.items():
+            entry[f"{who}_bytes_on_disk"] = total
+            entry[f"{who}_bytes_per_step"] = (total - empty[who]) / steps
+        rows.append(entry)
+    return {
+        "empty_database_bytes": empty,
+        "repertory_config": f"durability normal, default @tool, {SCRIPT_LABELS[HEADLINE_SCRIPT]}",
+        "langgraph_config": "SqliteSaver + graph.invoke" if peers else None,
+        "rows": rows,
+    }
+
+
 # -- report -----------------------------------------------------------------------------------------
 
 
@@ -869,6 +918,7 @@ def machine_info() -> dict[str, Any]:
             )
         },
         "langsmith_tracing_env": {k: os.environ.get(k) for k in ("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2")},
+        "load_average_before": list(os.getloadavg()),
     }
     info.update(git_state())
     return info
@@ -1015,6 +1065,22 @@ def render(report: dict[str, Any]) -> str:
         parts.append(
             f"  repertory / LangGraph = {disk['ratio']:.3%} (target <= {TARGET_DISK_RATIO:.0%}): {_yes(disk['meets'])}"
         )
+    by_length = report.get("bytes_by_run_length")
+    if by_length:
+        parts.append(
+            _table(
+                "\nBytes on disk per step by run length (the empty database taken off)",
+                ["steps", "repertory B/step", "LangGraph B/step"],
+                [
+                    [
+                        f"{r['steps']:,}",
+                        f"{r['repertory_bytes_per_step']:,.0f}",
+                        f"{r['langgraph_bytes_per_step']:,.0f}" if "langgraph_bytes_per_step" in r else "-",
+                    ]
+                    for r in by_length["rows"]
+                ],
+            )
+        )
     for prof in report["profiles"]:
         p = prof["report"]
         parts.append(
@@ -1115,8 +1181,20 @@ async def short_run(workdir: Path, steps: int, repeats: int) -> dict[str, Any] |
     return {"steps": QUICK_STEPS, "langgraph": asdict(lg), "rows": rows}
 
 
-async def run(steps: int, quick: bool, repeats: int, langgraph_async: bool) -> dict[str, Any]:
-    """Every measurement, in one temporary folder on the same disk as the system's temp dir."""
+async def run(
+    steps: int,
+    quick: bool,
+    repeats: int,
+    langgraph_async: bool,
+    peers: bool = True,
+    smoke: bool = False,
+    run_lengths: Sequence[int] = (),
+) -> dict[str, Any]:
+    """Every measurement, in one temporary folder on the same disk as the system's temp dir.
+
+    ``peers=False`` leaves LangGraph out (the suite's ``--skip-peers``); a LangGraph that is not
+    installed is left out too, and the report says why. ``smoke`` only changes the mode recorded.
+    """
     machine = machine_info()
     durabilities: tuple[Durability, ...] = ("normal", "full")
     configs = [(d, i, s) for d in durabilities for i in (False, True) for s in SCRIPTS]
@@ -1144,15 +1222,19 @@ async def run(steps: int, quick: bool, repeats: int, langgraph_async: bool) -> d
                     f"{r.steps_per_s:8,.0f} steps/s",
                     file=sys.stderr,
                 )
-        try:
-            lg_runs.append(run_langgraph_sync(workdir, steps))
-            print(f"  LangGraph SqliteSaver {lg_runs[-1].steps_per_s:,.1f} steps/s", file=sys.stderr)
-            if langgraph_async:
-                lg_runs.append(await run_langgraph_async(workdir, steps))
-                print(f"  LangGraph AsyncSqliteSaver {lg_runs[-1].steps_per_s:,.1f} steps/s", file=sys.stderr)
-        except ImportError as exc:
-            print(f"  LangGraph not installed ({exc}); install the 'bench' extra", file=sys.stderr)
-        short = await short_run(workdir, steps, repeats) if not quick and steps > QUICK_STEPS else None
+        peer_skipped: str | None = None if peers else "not run (--skip-peers)"
+        if peers:
+            try:
+                lg_runs.append(run_langgraph_sync(workdir, steps))
+                print(f"  LangGraph SqliteSaver {lg_runs[-1].steps_per_s:,.1f} steps/s", file=sys.stderr)
+                if langgraph_async:
+                    lg_runs.append(await run_langgraph_async(workdir, steps))
+                    print(f"  LangGraph AsyncSqliteSaver {lg_runs[-1].steps_per_s:,.1f} steps/s", file=sys.stderr)
+            except ImportError as exc:
+                peer_skipped = f"not installed ({exc}); install the 'bench' extra"
+                print(f"  LangGraph {peer_skipped}", file=sys.stderr)
+        with_peers = peers and peer_skipped is None
+        short = await short_run(workdir, steps, repeats) if with_peers and not quick and steps > QUICK_STEPS else None
         summary: list[dict[str, Any]] = []
         for (durability, idempotent, script), rs in runs.items():
             secs = statistics.median(r.seconds for r in rs)
@@ -1186,6 +1268,11 @@ async def run(steps: int, quick: bool, repeats: int, langgraph_async: bool) -> d
             )
         sql = [await sql_breakdown(workdir, steps, d) for d in durabilities]
         costs = await component_costs(steps)
+        headline_runs = runs[("normal", HEADLINE_IDEMPOTENT, HEADLINE_SCRIPT)]
+        known = {steps: {"repertory": headline_runs[0].disk["bytes_on_disk"]}}
+        if lg_runs:
+            known[steps]["langgraph"] = lg_runs[0].disk["bytes_on_disk"]
+        by_length = await bytes_by_run_length(workdir, run_lengths, with_peers, known)
     machine["load_average_after"] = list(os.getloadavg())
     after = machine_info()
     machine["git_commit_after"] = after.get("git_commit")
@@ -1268,7 +1355,9 @@ async def run(steps: int, quick: bool, repeats: int, langgraph_async: bool) -> d
     ).model_dump_json()
     return {
         "benchmark": "steps",
-        "mode": "quick" if quick else "full",
+        "mode": "smoke" if smoke else "quick" if quick else "full",
+        "peers": {"langgraph": peer_skipped or "measured"},
+        "bytes_by_run_length": by_length,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": machine,
         "workdir": tempfile.gettempdir(),
@@ -1314,6 +1403,25 @@ async def run(steps: int, quick: bool, repeats: int, langgraph_async: bool) -> d
     }
 
 
+RUN_LENGTHS = (10, 30, 100, 300)
+SMOKE = {"steps": 20, "run_lengths": (5, 10)}
+
+
+def run_suite(quick: bool, out_dir: Path = RESULTS.parent, peers: bool = True) -> dict[str, Any]:
+    """The suite's entry (``python -m benchmarks``): measure, print, write ``out_dir/steps.json``.
+
+    ``quick`` is the suite's smoke size (20 steps, one round, no AsyncSqliteSaver run).
+    """
+    if quick:
+        report = asyncio.run(run(SMOKE["steps"], True, 1, False, peers, True, SMOKE["run_lengths"]))
+    else:
+        report = asyncio.run(run(DEFAULT_STEPS, False, 3, True, peers, run_lengths=RUN_LENGTHS))
+    print(render(report))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "steps.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse arguments, measure, print the table and write the JSON report."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.steps", description=(__doc__ or "").splitlines()[0])
@@ -1327,7 +1435,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if steps < 1:
         parser.error("--steps must be >= 1")
     repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
-    report = asyncio.run(run(steps, args.quick, repeats, not args.no_langgraph_async))
+    lengths = tuple(n for n in RUN_LENGTHS if n < steps)
+    report = asyncio.run(run(steps, args.quick, repeats, not args.no_langgraph_async, run_lengths=lengths))
     print(render(report))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

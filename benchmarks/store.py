@@ -55,7 +55,6 @@ from benchmarks._common import (
     timed,
 )
 from benchmarks._report import machine_info, render
-from benchmarks.store_pg import run_postgres
 from repertory.runtime.history import MessageHistory
 from repertory.runtime.ids import new_id, now_ms
 from repertory.runtime.messages import ModelMessage
@@ -67,7 +66,7 @@ from repertory.storage._sqlite_schema import ensure_schema
 # import that breaks when they are renamed is better than a raw loop that silently drifts from them.
 from repertory.storage.sqlite import _LINEAGE_SQL, _UPSERT_RUN, _UPSERT_THREAD, Durability, SqliteSessionStore, _run_row
 
-__all__ = ["main"]
+__all__ = ["main", "run_suite"]
 
 
 # These two live inline in SqliteSessionStore.commit_session, so they are repeated here; if the store
@@ -525,20 +524,26 @@ async def profile_commits(workdir: Path, commits: int, pool: Sequence[ModelMessa
     }
 
 
-async def run_sqlite(quick: bool, pool: Sequence[ModelMessage]) -> dict[str, Any]:
-    """Every SQLite measurement, in one temporary folder on the same disk as the system's temp dir."""
+async def run_sqlite(quick: bool, pool: Sequence[ModelMessage], smoke: bool = False) -> dict[str, Any]:
+    """Every SQLite measurement, in one temporary folder on the same disk as the system's temp dir.
+
+    ``smoke`` (the suite's ``--quick``) shrinks every size until the whole part takes a second or
+    two: it proves the code runs, its figures mean nothing.
+    """
     # Many short rounds rather than a few long ones: a burst of load from elsewhere spoils one round.
-    commits, rounds = (250, 2) if quick else (1_000, 10)
-    load_runs = 5 if quick else 15
-    appends = 200
+    commits, rounds = (100, 1) if smoke else (250, 2) if quick else (1_000, 10)
+    load_runs = 2 if smoke else 5 if quick else 15
+    appends = 50 if smoke else 200
+    depths = (10, 100, 1_000) if smoke else (10, 1_000, 10_000)
     with tempfile.TemporaryDirectory(prefix="repertory-bench-") as tmp:
         workdir = Path(tmp)
         throughput = [
-            await bench_commits(workdir, durability, commits, rounds, pool) for durability in ("normal", "full")
+            await bench_commits(workdir, durability, commits, rounds, pool)
+            for durability in (("normal",) if smoke else ("normal", "full"))  # an fsync each: slow on a busy disk
         ]
-        loads = await bench_load(workdir, (10, 1_000, 10_000), load_runs, pool)
-        disks = [await bench_disk(workdir, depth, appends, pool) for depth in (10, 10_000)]
-        profile = await profile_commits(workdir, 500 if quick else 2_000, pool)
+        loads = await bench_load(workdir, depths, load_runs, pool)
+        disks = [await bench_disk(workdir, depth, appends, pool) for depth in (depths[0], depths[-1])]
+        profile = await profile_commits(workdir, 100 if smoke else 500 if quick else 2_000, pool)
     deepest = loads[-1]
     return {
         "commit_throughput": [asdict(r) for r in throughput],
@@ -552,7 +557,7 @@ async def run_sqlite(quick: bool, pool: Sequence[ModelMessage]) -> dict[str, Any
             "flat": abs(disks[-1].bytes_per_message - disks[0].bytes_per_message) <= 0.1 * disks[0].bytes_per_message,
             "results": [asdict(d) for d in disks],
         },
-        "component_costs_us": component_costs(2_000 if quick else 20_000, pool[0]),
+        "component_costs_us": component_costs(200 if smoke else 2_000 if quick else 20_000, pool[0]),
         "profile": profile,
     }
 
@@ -565,13 +570,13 @@ _SQLITE_DURABILITY = {
 }
 
 
-async def run(quick: bool, only: str | None = None) -> dict[str, Any]:
+async def run(quick: bool, only: str | None = None, smoke: bool = False) -> dict[str, Any]:
     """The report: SQLite, then PostgreSQL (``only`` names one of them to measure just that one)."""
     pool = [make_message(i) for i in range(16)]
     machine = machine_info()
     report: dict[str, Any] = {
         "benchmark": "store",
-        "mode": "quick" if quick else "full",
+        "mode": "smoke" if smoke else "quick" if quick else "full",
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": machine,
         "workdir": tempfile.gettempdir(),
@@ -581,8 +586,12 @@ async def run(quick: bool, only: str | None = None) -> dict[str, Any]:
     }
     if only in (None, "sqlite"):
         report["durability"].update(_SQLITE_DURABILITY)
-        report.update(await run_sqlite(quick, pool))
+        report.update(await run_sqlite(quick, pool, smoke))
     if only in (None, "postgres"):
+        # Imported here: the PostgreSQL loops use that store's private statements, and a change
+        # there must not stop the SQLite figures (or the suite's SQLite-only quick run).
+        from benchmarks.store_pg import run_postgres
+
         section = await run_postgres(quick, pool)
         report["durability"]["postgres"] = section.get("durability", "not measured")
         report["postgres"] = section
@@ -607,6 +616,18 @@ def _merge(previous: dict[str, Any], fresh: dict[str, Any], only: str) -> dict[s
             "postgres_measured_on", {k: previous.get(k) for k in ("mode", "created_at", "machine")}
         )
     return merged
+
+
+def run_suite(quick: bool, out_dir: Path = RESULTS.parent, peers: bool = True) -> dict[str, Any]:
+    """The suite's entry (``python -m benchmarks``): measure, print, write ``out_dir/store.json``.
+
+    ``quick`` is the suite's smoke size: SQLite only (starting a PostgreSQL server takes seconds).
+    """
+    report = asyncio.run(run(quick, "sqlite" if quick else None, smoke=quick))
+    print(render(report))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "store.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
 
 
 def main(argv: Sequence[str] | None = None) -> None:
