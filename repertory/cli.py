@@ -116,4 +116,12 @@ def _register_session_commands() -> None:
     register(app)
 
 
+def _register_serve_command() -> None:
+    """serve (the HTTP server) lives in its own module; FastAPI is imported only when it runs."""
+    from repertory._cli_serve import register
+
+    register(app)
+
+
 _register_session_commands()
+_register_serve_command()

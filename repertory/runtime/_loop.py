@@ -127,7 +127,11 @@ class Drive:
         if self.memory is not None:
             fresh = [self.history.entry(r.entry_id).message for r in reversed(self.history.walk_back(self.base))]  # type: ignore[union-attr]
         if self.outbox is not None:
-            self.emit("checkpoint", {"run_id": run.run_id, "status": run.status, "step_index": run.step_index})
+            # The revisions let a reader (the HTTP server) rebuild the state at this checkpoint and what
+            # it added, from the event alone, long after the fact.
+            self.emit("checkpoint", {"run_id": run.run_id, "status": run.status, "step_index": run.step_index,
+                                     "history_revision_id": self.history.revision_id,
+                                     "base_revision_id": self.base})
         events = [] if self.outbox is None else self.outbox.take()
         try:
             await self.store.commit_session(

@@ -135,9 +135,11 @@ async def suspend_on_first(drive: Drive) -> None:
     run.suspended_on = SuspendReason(token=new_token(), kind=first.kind, reason=first.reason, payload=payload,
                                      tool_call_id=first.tool_call_id)
     run.status = "suspended"
-    await drive.commit()
+    # Emitted before the commit so they are durable with the suspension itself: emitted after it,
+    # they waited in the buffer for the next commit (the decision), so nobody saw the request in time.
     data = {"run_id": run.run_id, "kind": first.kind, "reason": first.reason, "payload": payload,
             "tool_call_id": first.tool_call_id}
     if first.kind == "approval":
         drive.emit("approval.requested", data)
     drive.emit("run.suspended", data)
+    await drive.commit()

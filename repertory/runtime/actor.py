@@ -242,6 +242,8 @@ class SessionActor:
         suspended = await self._suspended_turns()
         turn = suspended[-1] if suspended else None
         if turn is not None:
+            # The decision drives this turn now: waiting for the turn waits for it, cancelling stops it.
+            job.turn = turn
             # Durably running again: a restart in the middle re-drives the run through this turn.
             turn.status, turn.updated_at = "running", now_ms()
             await self.store.update_turn(turn)
@@ -322,8 +324,7 @@ class SessionActor:
                 return
         current = self._current
         if current is not None and current.turn is not None and current.turn.submission_id == submission_id:
-            current.signal.abort("cancelled")
-            await current.over.wait()
+            await self._stop(current)
             return
         turn = await self.store.load_turn(submission_id)
         if turn is not None and turn.status == "suspended":
@@ -337,11 +338,20 @@ class SessionActor:
                 self._jobs.remove(job)
                 await self._finish(job.turn, "cancelled")
         current = self._current
-        if current is not None and current.kind == "turn":
-            current.signal.abort("cancelled")
-            await current.over.wait()
+        if current is not None and current.turn is not None:
+            await self._stop(current)
         for turn in await self._suspended_turns():
             await self._close_suspended(turn)
+
+    async def _stop(self, job: _Job) -> None:
+        """Stop the running job: a turn through its signal, a decision by cancelling the run it drives."""
+        if job.kind == "turn":
+            job.signal.abort("cancelled")
+        else:
+            # A decision's drive has no signal of its own; Session.cancel() commits the run
+            # cancelled (or stops its drive), and the decision settles the turn as cancelled.
+            await self.session.cancel()
+        await job.over.wait()
 
     async def _close_suspended(self, turn: TurnRecord) -> None:
         state = self.session.state

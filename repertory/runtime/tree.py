@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from repertory.runtime.ids import Id, now_ms
 from repertory.runtime.messages import ModelMessage
@@ -75,6 +75,9 @@ class SessionRecord(BaseModel):
     cwd: str | None = None
     # Where the session runs on the Ray backend: spread over shared hosts, or a host of its own.
     placement: Placement = "shared"
+    # Free-form JSON set at creation (the HTTP server keeps a thread's metadata here); fixed
+    # afterwards like the lineage: ``update_session`` does not rewrite it.
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
     created_at: int = Field(default_factory=now_ms)
     updated_at: int = Field(default_factory=now_ms)
 

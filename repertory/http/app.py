@@ -1,0 +1,161 @@
+"""``create_app``: the ASGI app that serves a runtime over the Agent Protocol, LangGraph's flavour.
+
+    from repertory.http import create_app
+    app = create_app(runtime, api_keys={"s3cret": Principal.user("alice")})
+
+The app does not own the runtime: whoever started it closes it (``repertory serve`` does).
+Errors are JSON ``{"detail": "..."}`` with a 4xx status for anything a client can get wrong; a
+malformed body is 422 with every problem spelled out, never a 500.
+"""
+
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, Any
+
+try:
+    from fastapi import Depends, FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.middleware.cors import CORSMiddleware
+    from fastapi.responses import JSONResponse
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("repertory.http needs the http extra: pip install 'repertory[http]'") from exc
+
+from repertory.errors import RepertoryError
+from repertory.http.auth import ApiKeys, BodyLimit, StreamSlots
+from repertory.http.docs import AssistantOut, responses
+from repertory.http.errors import status_for
+from repertory.http.gateway import Gateway, contains
+from repertory.http.runbook import RunBook
+from repertory.http.runs import Caller, run_routes
+from repertory.http.schemas import AssistantSearch
+from repertory.http.threads import thread_routes
+from repertory.http.views import assistant_view
+from repertory.runtime.principal import Principal
+from repertory.runtime.runtime import Runtime
+
+__all__ = ["create_app"]
+
+DEFAULT_MAX_BODY_BYTES = 1 << 20
+
+
+def _version() -> str:
+    try:
+        return version("repertory")
+    except PackageNotFoundError:  # pragma: no cover - running from a checkout that was never installed
+        return "0"
+
+
+def _readable(exc: RequestValidationError) -> str:
+    """Every validation problem on one line: ``body.assistant_id: Field required; ...``."""
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error.get("loc", ()))
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        problems.append(f"{where}: {message}" if where else message)
+    return "; ".join(problems) or "invalid request"
+
+
+def create_app(
+    runtime: Runtime,
+    api_keys: Mapping[str, Principal] | Iterable[str] | None = None,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_streams_per_key: int = 16,
+    cors_origins: Iterable[str] | None = None,
+) -> Any:
+    """An ASGI app serving ``runtime`` as LangGraph's API (threads, runs, SSE streams, interrupts).
+
+    ``api_keys``: ``{key: Principal}``, or keys as ``KEY`` / ``NAME=KEY`` strings (see
+    ``repertory.http.auth.parse_api_key``); with none, the server is open. ``max_body_bytes`` caps a
+    request body (413 above it); ``max_streams_per_key`` caps the SSE streams one key holds open
+    (429 above it; without keys every caller shares one count). ``cors_origins`` lets browsers on
+    those origins (``"*"`` for any) call the API directly, as agent-chat-ui does when it is given
+    the server's URL; keys travel in headers, never cookies, so no credentials mode is needed.
+    """
+    keys = ApiKeys(api_keys)
+    gw = Gateway(runtime)
+    runs = RunBook(gw)
+    slots = StreamSlots(max_streams_per_key)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await gw.close()
+
+    app = FastAPI(
+        title="repertory",
+        version=_version(),
+        summary="Durable agent sessions over the Agent Protocol, as LangGraph's clients speak it.",
+        openapi_url=None,  # served below, behind the API key like every route but /info
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+
+    async def auth(request: Request) -> Caller:
+        return keys.principal(request.headers)
+
+    CallerDep = Annotated[Caller, Depends(auth)]
+
+    @app.exception_handler(RepertoryError)
+    async def repertory_error(_: Request, exc: RepertoryError) -> JSONResponse:
+        status = status_for(exc)
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse({"detail": str(exc) or type(exc).__name__}, status_code=status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()]
+        return JSONResponse({"detail": _readable(exc), "errors": errors}, status_code=422)
+
+    @app.get("/info", tags=["system"], summary="Server information (no API key needed)")
+    async def info() -> dict[str, Any]:
+        return {
+            "version": _version(),
+            "server": "repertory",
+            "backend": runtime.backend,
+            "auth": keys.enabled,
+            "flags": {"assistants": True, "crons": False, "langsmith": False, "strict_resume": True},
+            "assistants": list(gw.agents),
+        }
+
+    @app.get("/ok", tags=["system"], summary="Liveness")
+    async def ok(caller: CallerDep) -> dict[str, bool]:
+        return {"ok": True}
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(caller: CallerDep) -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.post("/assistants/search", tags=["assistants"], responses=responses(list[AssistantOut]),
+              summary="The assistants (agents) this server runs")
+    async def search_assistants(body: AssistantSearch, caller: CallerDep) -> JSONResponse:
+        found = [assistant_view(name, agent, gw.started_at) for name, agent in gw.agents.items()]
+        if body.graph_id is not None:
+            found = [a for a in found if a["graph_id"] == body.graph_id]
+        if body.name is not None:
+            found = [a for a in found if body.name.lower() in a["name"].lower()]
+        if body.metadata:
+            found = [a for a in found if contains(a["metadata"], body.metadata)]
+        if body.sort_by is not None:
+            found.sort(key=lambda a: str(a[body.sort_by or "name"]), reverse=body.sort_order == "desc")
+        page = found[body.offset:body.offset + body.limit]
+        if body.select:
+            page = [{k: v for k, v in a.items() if k in body.select} for a in page]
+        return JSONResponse(page)
+
+    @app.get("/assistants/{assistant_id}", tags=["assistants"], responses=responses(AssistantOut),
+             summary="One assistant")
+    async def get_assistant(assistant_id: str, caller: CallerDep) -> JSONResponse:
+        return JSONResponse(assistant_view(assistant_id, gw.agent(assistant_id), gw.started_at))
+
+    app.include_router(thread_routes(gw, auth))
+    app.include_router(run_routes(gw, runs, slots, auth))
+    origins = list(cors_origins or ())
+    if origins:
+        # Preflights are answered before any route (so before the key check); the SDK reads the
+        # run's id from Content-Location and reconnects to Location, so both are exposed.
+        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"], allow_headers=["*"],
+                           expose_headers=["Location", "Content-Location"])
+    return BodyLimit(app, max_body_bytes)

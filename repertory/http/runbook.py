@@ -1,0 +1,225 @@
+"""Runs over HTTP: starting one (a turn, or decisions on an interrupt), waiting, cancelling, listing.
+
+A LangGraph run is a turn's run here, so its id is the engine's run id and its status is the
+turn's (``pending``, ``running``, ``interrupted``, ``success``, ``error``). A ``command.resume``
+does not start a new engine run: it continues the suspended one, so the run id it answers with is
+the id of the run it resumed. ``multitask_strategy`` maps onto the follow-up queue:
+``enqueue`` queues behind the running turn, ``reject`` answers 409 while the thread is busy,
+``interrupt`` cancels the running turn first, and ``rollback`` does the same (history is
+immutable, so the interrupted run's messages stay, followed by error results for its calls).
+
+What the store does not keep about a run (its request metadata, the stream modes it asked for,
+a decision still being applied) lives in a bounded in-memory book; a run it has forgotten is
+found again through the thread's turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+from repertory.errors import RunCancelled, SessionBusy
+from repertory.http.convert import input_text
+from repertory.http.errors import HttpError
+from repertory.http.gateway import Gateway
+from repertory.http.hitl import apply_decisions, parse_resume
+from repertory.http.schemas import RunCreate
+from repertory.http.views import run_status, run_view, thread_status
+from repertory.runtime.actor import IfBusy
+from repertory.runtime.ids import now_ms
+from repertory.runtime.principal import Principal
+from repertory.runtime.tree import SessionRecord, TurnRecord
+
+__all__ = ["HttpRun", "RunBook"]
+
+Dict = dict[str, Any]
+_IF_BUSY: dict[str, IfBusy] = {"enqueue": "enqueue", "reject": "reject", "interrupt": "interrupt",
+                               "rollback": "interrupt"}
+
+
+@dataclass(eq=False)
+class HttpRun:
+    """One run as this server knows it; ``start_seq`` is where its events begin in the session log."""
+
+    run_id: str
+    thread_id: str
+    submission_id: str
+    assistant_id: str
+    start_seq: int
+    modes: tuple[str, ...] = ("values",)
+    metadata: Dict = field(default_factory=dict)
+    multitask_strategy: str = "enqueue"
+    kwargs: Dict = field(default_factory=dict)
+    driver: asyncio.Task[Any] | None = None  # decisions being applied to an interrupt
+    created_at: int = field(default_factory=now_ms)
+
+    def driver_error(self) -> BaseException | None:
+        """Why the decisions failed, once they have (a cancelled run is not a failure)."""
+        driver = self.driver
+        if driver is None or not driver.done() or driver.cancelled():
+            return None
+        error = driver.exception()
+        return None if isinstance(error, RunCancelled) else error
+
+
+class RunBook:
+    """Starts, finds, waits for and cancels runs; remembers the last ``capacity`` it started."""
+
+    def __init__(self, gateway: Gateway, capacity: int = 10_000) -> None:
+        self.gw = gateway
+        self.capacity = capacity
+        self._runs: collections.OrderedDict[str, HttpRun] = collections.OrderedDict()
+
+    def _remember(self, run: HttpRun) -> None:
+        self._runs[run.run_id] = run
+        self._runs.move_to_end(run.run_id)
+        while len(self._runs) > self.capacity:
+            oldest = next(iter(self._runs.values()))
+            if oldest.driver is not None and not oldest.driver.done():
+                break
+            self._runs.popitem(last=False)
+
+    def driving(self, thread_id: str) -> list[HttpRun]:
+        """Runs of a thread whose decisions are still being applied."""
+        return [r for r in self._runs.values()
+                if r.thread_id == thread_id and r.driver is not None and not r.driver.done()]
+
+    # -- starting -----------------------------------------------------------------------------------
+
+    async def thread_for(self, thread_id: str | None, body: RunCreate) -> SessionRecord:
+        """The thread a run goes to: a new one for a stateless run, created on demand with ``if_not_exists``."""
+        gw = self.gw
+        gw.agent(body.assistant_id)
+        if thread_id is None:
+            return await gw.create_thread(thread_id=None, metadata=None, if_exists=None, agent=body.assistant_id)
+        try:
+            return await gw.record(thread_id)
+        except HttpError as exc:
+            if exc.status != 404 or body.if_not_exists != "create":
+                raise
+        return await gw.create_thread(thread_id=thread_id, metadata=None, if_exists="do_nothing",
+                                      agent=body.assistant_id)
+
+    async def start(self, principal: Principal, record: SessionRecord, body: RunCreate,
+                    start_seq: int | None = None) -> HttpRun:
+        """Start a run; returns once its turn is durably queued (or its decisions are under way)."""
+        gw = self.gw
+        agent = gw.agent(body.assistant_id)
+        tid = record.session_id
+        if record.agent != body.assistant_id:
+            raise HttpError(f"thread {tid!r} runs assistant {record.agent!r}, not {body.assistant_id!r} "
+                            "(a repertory session has one agent)", status=409)
+        wanted = body.checkpoint_revision
+        if wanted is not None and wanted != await gw.head(tid):
+            raise HttpError("a run must start from the thread's head checkpoint: runs from an earlier one "
+                            "(editing or regenerating a message) are not supported", status=409)
+        handle = await gw.runtime.session(tid, principal)
+        seq = start_seq if start_seq is not None else await gw.store.last_event_seq(tid)
+        kwargs = {"input": body.input, "command": body.command.model_dump() if body.command else None,
+                  "stream_mode": list(body.modes), "config": body.config, "context": body.context}
+
+        def make(run_id: str, submission_id: str) -> HttpRun:
+            return HttpRun(run_id=run_id, thread_id=tid, submission_id=submission_id, assistant_id=record.agent,
+                           start_seq=seq, modes=body.modes, metadata=dict(body.metadata or {}),
+                           multitask_strategy=body.multitask_strategy, kwargs=kwargs)
+
+        if body.command is not None:
+            status, latest = await thread_status(gw.store, record)
+            if status == "busy" and body.multitask_strategy == "reject":
+                raise SessionBusy(f"thread {tid!r} is busy", session_id=tid)
+            if latest is None:
+                raise HttpError("the thread has no interrupt waiting for command.resume", status=409)
+            decisions = parse_resume(body.command.resume, latest, agent, principal.model_dump(mode="json"))
+            turn = next((t for t in await gw.store.list_turns(tid, ["suspended"]) if t.run_id == latest.run_id), None)
+            if turn is None:
+                raise HttpError("the thread has no interrupt waiting for command.resume", status=409)
+            run = make(latest.run_id, turn.submission_id)
+            run.driver = gw.spawn(apply_decisions(handle, gw.store, latest.run_id, decisions))
+        else:
+            text = input_text(body.input)
+            if_busy = _IF_BUSY[body.multitask_strategy]
+            if if_busy == "interrupt":
+                for other in self.driving(tid):  # a decision in flight is stopped like a running turn
+                    await handle.get_turn(other.submission_id).cancel()
+            sent = await handle.send(text, if_busy=if_busy)
+            queued = await gw.store.load_turn(sent.submission_id)
+            assert queued is not None
+            run = make(queued.run_id, queued.submission_id)
+        self._remember(run)
+        return run
+
+    # -- finding ------------------------------------------------------------------------------------
+
+    async def locate(self, thread_id: str, run_id: str) -> HttpRun:
+        """A run of a thread, from memory or from the thread's turns; 404 if the thread has no such run."""
+        run = self._runs.get(run_id)
+        if run is not None and run.thread_id == thread_id:
+            return run
+        record = await self.gw.record(thread_id)
+        for turn in await self.gw.store.list_turns(thread_id):
+            if turn.run_id == run_id:
+                found = HttpRun(run_id=run_id, thread_id=thread_id, submission_id=turn.submission_id,
+                                assistant_id=record.agent, start_seq=0, created_at=turn.created_at)
+                self._remember(found)
+                return found
+        raise HttpError(f"thread {thread_id!r} has no run {run_id!r}", status=404)
+
+    async def turn(self, run: HttpRun) -> TurnRecord:
+        """The run's turn as stored now."""
+        turn = await self.gw.store.load_turn(run.submission_id)
+        if turn is None:
+            raise HttpError(f"run {run.run_id!r} has no turn", status=404)
+        return turn
+
+    async def view(self, run: HttpRun) -> Dict:
+        """The run as a LangGraph ``Run`` object."""
+        return run_view(await self.turn(run), run.assistant_id, run.metadata, run.multitask_strategy, run.kwargs)
+
+    async def list(self, thread_id: str, *, limit: int, offset: int, status: str | None) -> list[Dict]:
+        """A thread's runs, newest first."""
+        record = await self.gw.record(thread_id)
+        turns = list(reversed(await self.gw.store.list_turns(thread_id)))
+        if status is not None:
+            turns = [t for t in turns if run_status(t.status) == status]
+        out = []
+        for turn in turns[offset:offset + limit]:
+            known = self._runs.get(turn.run_id)
+            if known is not None:
+                out.append(run_view(turn, known.assistant_id, known.metadata, known.multitask_strategy, known.kwargs))
+            else:
+                out.append(run_view(turn, record.agent))
+        return out
+
+    # -- waiting and cancelling ---------------------------------------------------------------------
+
+    async def wait_rest(self, run: HttpRun) -> None:
+        """Return once the run is at rest: done, failed, cancelled, or waiting for a human.
+
+        Cancelling the caller never cancels the run (a client that stops waiting is not a cancel).
+        """
+        if run.driver is not None:
+            await asyncio.wait({run.driver})
+        await self.gw.runtime.host.wait_turn(run.thread_id, run.submission_id)
+
+    async def outcome(self, run: HttpRun) -> Dict:
+        """What ``/wait`` and ``/join`` answer: the thread's values, or ``{"__error__": ...}`` if the run failed."""
+        error = run.driver_error()
+        if isinstance(error, HttpError):
+            raise error
+        if error is not None:
+            return {"__error__": {"error": type(error).__name__, "message": str(error)}}
+        turn = await self.turn(run)
+        if turn.status == "error":
+            info = turn.error
+            return {"__error__": {"error": info.type if info else "Error", "message": info.message if info else ""}}
+        snap = await self.gw.snapshot(await self.gw.record(run.thread_id))
+        return self.gw.values(snap)
+
+    async def cancel(self, principal: Principal, run: HttpRun, *, wait: bool) -> None:
+        """Cancel the run: queued, it never runs; running or deciding, it stops; interrupted, it is closed."""
+        handle = await self.gw.runtime.session(run.thread_id, principal)
+        await handle.get_turn(run.submission_id).cancel()
+        if wait:
+            await self.wait_rest(run)

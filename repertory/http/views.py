@@ -1,0 +1,227 @@
+"""Threads, states, runs, interrupts and assistants in the LangGraph API's JSON shapes.
+
+Mapping: an assistant is an agent (``assistant_id`` = ``graph_id`` = the agent's name), a thread
+is a session (``thread_id`` = session id), a run is a turn's run (``run_id`` = the engine's run
+id). A checkpoint is a history revision: each revision adds one message on top of its parent, so
+``checkpoint_id`` is the revision id and ``parent_checkpoint`` its parent, and a thread's history
+is its head's lineage. A pending approval or suspension is an interrupt, shown as
+``values["__interrupt__"]`` and under the head state's ``tasks``, with the value agent-chat-ui's
+approval card reads: ``{"action_requests": [...], "review_configs": [...]}`` (langchain's
+``HumanInTheLoopMiddleware`` request). Resume tokens never appear: an interrupt's id is the id of
+the tool call it holds.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from repertory.http.convert import iso, lineage, message_dicts
+from repertory.runtime.agent import Agent
+from repertory.runtime.history import MessageHistory
+from repertory.runtime.state import PendingCall, RunState
+from repertory.runtime.tree import SessionRecord, TurnRecord, TurnStatus
+from repertory.storage.base import TreeStore
+
+__all__ = [
+    "ThreadStatus",
+    "approval_request",
+    "assistant_view",
+    "interrupts_of",
+    "run_status",
+    "run_view",
+    "states_view",
+    "thread_metadata",
+    "thread_status",
+    "thread_view",
+    "values_view",
+]
+
+Dict = dict[str, Any]
+ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
+DECISIONS = ["approve", "edit", "reject"]
+_RUN_STATUS: dict[TurnStatus, str] = {
+    "queued": "pending",
+    "running": "running",
+    "suspended": "interrupted",
+    "done": "success",
+    "error": "error",
+    "cancelled": "interrupted",
+}
+
+
+def approval_request(calls: list[PendingCall], agent: Agent | None) -> Dict:
+    """The HITL request for the approvals a step waits for, in the order they are decided."""
+    actions, configs, seen = [], [], set()
+    for call in calls:
+        tool = agent.tools.get(call.tool_name) if agent is not None else None
+        actions.append({
+            "name": call.tool_name,
+            "args": call.args,
+            "arguments": call.args,  # the older HumanInTheLoopMiddleware spelling
+            "description": call.reason or f"tool {call.tool_name!r} requires approval",
+            "tool_call_id": call.tool_call_id,
+        })
+        if call.tool_name not in seen:
+            seen.add(call.tool_name)
+            config: Dict = {"action_name": call.tool_name, "allowed_decisions": list(DECISIONS)}
+            if tool is not None:
+                schema = tool.spec().parameters
+                config.update(description=tool.description, args_schema=schema, arguments_schema=schema)
+            configs.append(config)
+    return {"action_requests": actions, "review_configs": configs}
+
+
+def interrupts_of(run: RunState | None, agent: Agent | None) -> list[Dict]:
+    """The run's live interrupt as a list of LangGraph ``Interrupt`` objects (empty unless suspended)."""
+    if run is None or run.status != "suspended" or run.suspended_on is None:
+        return []
+    on = run.suspended_on
+    ident = on.tool_call_id or run.run_id
+    if on.kind == "approval":
+        calls = [p for p in run.pending if p.kind == "approval"]
+        return [{"value": approval_request(calls, agent), "id": ident}]
+    return [{"value": on.payload if on.payload is not None else on.reason, "id": ident}]
+
+
+def values_view(messages: list[Dict], interrupts: list[Dict]) -> Dict:
+    """Thread values: the messages, plus ``__interrupt__`` while the thread waits for a human."""
+    values: Dict = {"messages": messages}
+    if interrupts:
+        values["__interrupt__"] = interrupts
+    return values
+
+
+async def thread_status(store: TreeStore, record: SessionRecord) -> tuple[ThreadStatus, RunState | None]:
+    """The thread's status from the store (busy, interrupted, error or idle) and its latest run."""
+    runs = await store.list_runs(record.session_id, limit=1)
+    latest = runs[0] if runs else None
+    if await store.list_turns(record.session_id, ["queued", "running"]):
+        return "busy", latest
+    if latest is not None and latest.status == "suspended":
+        return "interrupted", latest
+    if latest is not None and latest.status == "error":
+        return "error", latest
+    return "idle", latest
+
+
+def thread_metadata(record: SessionRecord) -> Dict:
+    """Metadata set at creation, plus the agent under the keys LangGraph's clients search by."""
+    return {**record.metadata, "graph_id": record.agent, "assistant_id": record.agent}
+
+
+def thread_view(record: SessionRecord, status: ThreadStatus, values: Dict) -> Dict:
+    """A LangGraph ``Thread`` object."""
+    interrupts = values.get("__interrupt__", [])
+    return {
+        "thread_id": record.session_id,
+        "created_at": iso(record.created_at),
+        "updated_at": iso(record.updated_at),
+        "state_updated_at": iso(record.updated_at),
+        "metadata": thread_metadata(record),
+        "status": status,
+        "values": values,
+        "interrupts": {i["id"]: [i] for i in interrupts},
+        "config": {},
+        "error": None,
+    }
+
+
+def _checkpoint(thread_id: str, revision_id: str | None) -> Dict:
+    return {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": revision_id, "checkpoint_map": None}
+
+
+def _head_tasks(status: ThreadStatus, run: RunState | None, interrupts: list[Dict]) -> tuple[list[str], list[Dict]]:
+    """``next`` and ``tasks`` of the head state: what the thread waits for, or what failed."""
+    task = {"checkpoint": None, "state": None, "result": None}
+    if status == "interrupted" and interrupts:
+        return ["tools"], [{**task, "id": interrupts[0]["id"], "name": "tools", "error": None,
+                            "interrupts": interrupts}]
+    if status == "error" and run is not None and run.error is not None:
+        error = json.dumps({"error": run.error.type or "Error", "message": run.error.message})
+        return ["model"], [{**task, "id": run.run_id, "name": "model", "error": error, "interrupts": []}]
+    return (["model"], []) if status == "busy" else ([], [])
+
+
+def states_view(
+    thread_id: str,
+    history: MessageHistory | None,
+    status: ThreadStatus,
+    run: RunState | None,
+    agent: Agent | None,
+    *,
+    limit: int,
+    before: str | None = None,
+) -> list[Dict]:
+    """The thread's states, newest first: one per history revision, the head's with its interrupts."""
+    interrupts = interrupts_of(run, agent)
+    pairs = lineage(history) if history is not None else []
+    if not pairs:
+        nxt, tasks = _head_tasks(status, run, interrupts)
+        if before is not None:
+            return []
+        return [{"values": values_view([], interrupts), "next": nxt, "tasks": tasks, "metadata": {},
+                 "checkpoint": _checkpoint(thread_id, None), "parent_checkpoint": None, "created_at": None,
+                 "interrupts": interrupts}]
+    per_revision = [message_dicts(entry.id, entry.message) for _, entry in pairs]
+    end = len(pairs)
+    if before is not None:
+        ids = [rev.id for rev, _ in pairs]
+        end = ids.index(before) if before in ids else 0
+    out: list[Dict] = []
+    for i in range(end - 1, max(end - limit, 0) - 1, -1):
+        rev, entry = pairs[i]
+        head = i == len(pairs) - 1
+        messages = [m for chunk in per_revision[: i + 1] for m in chunk]
+        nxt, tasks = _head_tasks(status, run, interrupts) if head else ([], [])
+        out.append({
+            "values": values_view(messages, interrupts if head else []),
+            "next": nxt,
+            "tasks": tasks,
+            "metadata": {"source": "input" if entry.message.role == "user" else "loop", "step": i,
+                         "parents": {}, "writes": None},
+            "checkpoint": _checkpoint(thread_id, rev.id),
+            "parent_checkpoint": _checkpoint(thread_id, rev.parent_id) if rev.parent_id else None,
+            "created_at": iso(rev.created_at),
+            "interrupts": interrupts if head else [],
+        })
+    return out
+
+
+def run_status(status: TurnStatus) -> str:
+    """A turn's status in LangGraph's words (a cancelled run and a waiting one are both interrupted)."""
+    return _RUN_STATUS[status]
+
+
+def run_view(turn: TurnRecord, assistant_id: str, metadata: Dict | None = None,
+             multitask_strategy: str = "enqueue", kwargs: Dict | None = None) -> Dict:
+    """A LangGraph ``Run`` object for a turn's run."""
+    return {
+        "run_id": turn.run_id,
+        "thread_id": turn.session_id,
+        "assistant_id": assistant_id,
+        "created_at": iso(turn.created_at),
+        "updated_at": iso(turn.updated_at),
+        "status": run_status(turn.status),
+        "metadata": metadata or {},
+        "multitask_strategy": multitask_strategy,
+        "kwargs": kwargs or {},
+        "cancel_reason": None if turn.status != "cancelled" else "cancelled",
+    }
+
+
+def assistant_view(name: str, agent: Agent, created_at: int) -> Dict:
+    """A LangGraph ``Assistant`` object for an agent (one version, never changes while served)."""
+    at = iso(created_at)
+    return {
+        "assistant_id": name,
+        "graph_id": name,
+        "name": name,
+        "description": None,
+        "config": {},
+        "context": {},
+        "metadata": {"tools": sorted(agent.tools)},
+        "version": 1,
+        "created_at": at,
+        "updated_at": at,
+    }

@@ -1,0 +1,114 @@
+"""Agents the HTTP tests serve (also loaded by ``repertory serve --agents tests.http.agents:make_agents``).
+
+The model is scripted by the turn's prompt, so many tests share one server without sharing a
+script: the first word of the prompt picks a plan, and the number of assistant messages since
+the prompt picks the step.
+
+- ``hello ...``: one reply.
+- ``research X``: two lookups (the second with reasoning), then a reply; several checkpoints.
+- ``delete X``: a tool that needs approval, then a reply quoting its result.
+- ``ask``: a tool that calls ``suspend()``; the reply quotes the answer.
+- ``stepwise NAME``: a lookup, then waits for ``gate(NAME)``, then another lookup and a reply.
+- ``block NAME``: waits until the test opens ``gate(NAME)`` (a threading event, because the
+  server runs on its own thread), then replies.
+- ``fail``: the model raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from repertory import Agent, ToolContext, suspend, tool
+from repertory.errors import ModelError
+from repertory.runtime.messages import ModelMessage
+from repertory.runtime.model import ToolSpec
+from repertory.testing import ScriptedModel
+
+_GATES: dict[str, threading.Event] = {}
+_GATES_LOCK = threading.Lock()
+
+
+def gate(name: str) -> threading.Event:
+    """The event a ``block NAME`` turn waits for."""
+    with _GATES_LOCK:
+        return _GATES.setdefault(name, threading.Event())
+
+
+@tool(idempotent=True)
+async def lookup(q: str) -> str:
+    """Look something up."""
+    return f"facts about {q}"
+
+
+@tool(requires_approval=True)
+async def delete_account(ctx: ToolContext, account_id: str) -> str:
+    """Delete an account (needs a human's approval)."""
+    approval: Any = ctx.approval
+    by = approval.get("principal", {}).get("id") if isinstance(approval, dict) else None
+    return f"deleted {account_id} (approved by {by})"
+
+
+@tool
+async def ask_human(question: str) -> str:
+    """Ask the human a question."""
+    suspend(reason="need input", payload={"question": question})
+
+
+def _turn(messages: list[ModelMessage]) -> tuple[str, list[ModelMessage]]:
+    """The turn's prompt and what followed it (a resume answer is not a prompt)."""
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if message.role != "user":
+            continue
+        previous = messages[i - 1] if i else None
+        answers = previous is not None and any(r.tool_name == "ask_human" for r in previous.tool_results)
+        if not answers:
+            return message.text, messages[i + 1:]
+    return "", messages
+
+
+async def _step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
+    prompt, since = _turn(messages)
+    done = sum(1 for m in since if m.role == "assistant")
+    word, _, rest = prompt.partition(" ")
+    results = [r for m in since for r in m.tool_results]
+    if word == "hello":
+        return {"text": "Hello! How can I help?"}
+    if word == "research":
+        plan: list[dict[str, Any]] = [
+            {"tool": "lookup", "args": {"q": rest}},
+            {"tool": "lookup", "args": {"q": f"{rest} again"}, "reasoning": "one more look"},
+            {"text": "research done"},
+        ]
+        return plan[min(done, 2)]
+    if word == "delete":
+        if done == 0:
+            return {"tool": "delete_account", "args": {"account_id": rest}}
+        return {"text": f"finished: {results[-1].result}" + (" (error)" if results[-1].is_error else "")}
+    if word == "ask":
+        if done == 0:
+            return {"tool": "ask_human", "args": {"question": "which color?"}}
+        return {"text": f"you said {since[-1].text}"}
+    if word == "stepwise":
+        if done == 1:
+            await asyncio.to_thread(gate(rest).wait, 60)
+        plan = [{"tool": "lookup", "args": {"q": rest}}, {"tool": "lookup", "args": {"q": f"{rest} 2"}},
+                {"text": "stepwise done"}]
+        return plan[min(done, 2)]
+    if word == "block":
+        await asyncio.to_thread(gate(rest).wait, 60)
+        return {"text": f"unblocked {rest}"}
+    if word == "fail":
+        raise ModelError("the model is down")
+    return {"text": f"echo: {prompt}"}
+
+
+def make_agents() -> dict[str, Agent]:
+    """The served agents: ``assistant`` (every plan above) and ``second`` (another assistant)."""
+    tools = [lookup, delete_account, ask_human]
+    return {
+        "assistant": Agent(name="assistant", model=ScriptedModel(_step), tools=tools),
+        "second": Agent(name="second", model=ScriptedModel([{"text": "second here"}] * 100)),
+    }

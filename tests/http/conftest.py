@@ -1,0 +1,136 @@
+"""A repertory HTTP server on loopback, on its own thread and event loop, for the real ``langgraph-sdk``.
+
+The server thread owns the runtime (a runtime lives on one loop); tests talk to it only over
+HTTP, from their own loop, as a client process would. One server per store kind serves the whole
+session: every test makes its own threads, and the scripted model answers by the prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+
+from repertory import Principal, Runtime
+from repertory.http import create_app
+from tests.http.agents import make_agents
+
+ALICE = "alice-key-0123456789"
+BOB = "bob-key-0123456789"
+KEYS = {ALICE: Principal.user("alice"), BOB: Principal.user("bob")}
+MAX_STREAMS = 6
+
+
+class ServerThread:
+    """uvicorn serving ``create_app(runtime)`` on 127.0.0.1, on a thread with its own event loop."""
+
+    def __init__(self, store: str, **app_options: Any) -> None:
+        self.store = store
+        self.app_options = app_options
+        self.url = ""
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread = threading.Thread(target=self._run, name="repertory-http-test-server", daemon=True)
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        if not self._ready.wait(60):
+            raise RuntimeError("the test server did not start within 60 s")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._server is not None:
+            self._loop.call_soon_threadsafe(setattr, self._server, "should_exit", True)
+        self._thread.join(60)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        runtime = await Runtime.start(store=self.store, agents=make_agents())
+        try:
+            app = create_app(runtime, **self.app_options)
+            # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP,
+            # and without it every response waits ~40 ms for a delayed ACK.
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(256)  # clients queue here until uvicorn accepts: no wait for "started"
+            self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+            self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws="none", lifespan="on",
+                                                         timeout_graceful_shutdown=5))
+            self._ready.set()
+            await self._server.serve(sockets=[sock])
+        finally:
+            await runtime.close()
+
+
+@pytest.fixture(scope="session")
+def sqlite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    """The main server: SQLite store, two API keys (alice, bob), a small stream limit."""
+    path: Path = tmp_path_factory.mktemp("http") / "runs.db"
+    server = ServerThread(f"sqlite:///{path}", api_keys=KEYS, max_streams_per_key=MAX_STREAMS,
+                          max_body_bytes=64 * 1024).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def memory_server() -> Iterator[ServerThread]:
+    """A keyless server on the memory store."""
+    server = ServerThread("memory://").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def client(sqlite_server: ServerThread) -> AsyncIterator[LangGraphClient]:
+    """alice's ``langgraph-sdk`` client."""
+    async with get_client(url=sqlite_server.url, api_key=ALICE) as c:
+        yield c
+
+
+@pytest.fixture
+async def memory_client(memory_server: ServerThread) -> AsyncIterator[LangGraphClient]:
+    """A ``langgraph-sdk`` client of the keyless memory-store server."""
+    async with get_client(url=memory_server.url, api_key=None) as c:
+        yield c
+
+
+def human(text: str) -> dict[str, Any]:
+    """A run input holding one human message, as agent-chat-ui sends it (content blocks)."""
+    return {"messages": [{"type": "human", "content": [{"type": "text", "text": text}]}]}
+
+
+async def refused(awaitable: Awaitable[Any]) -> tuple[int, str]:
+    """The status and ``detail`` of a request the server refuses (whichever error class the SDK raises).
+
+    ``runs.wait`` and ``runs.join`` raise httpx's own ``HTTPStatusError``; other calls raise the
+    SDK's typed subclasses of it.
+    """
+    try:
+        await awaitable
+    except httpx.HTTPStatusError as exc:
+        try:
+            detail = str(exc.response.json().get("detail", ""))
+        except ValueError:
+            detail = exc.response.text
+        return exc.response.status_code, detail
+    raise AssertionError("the request succeeded")
