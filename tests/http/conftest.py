@@ -33,8 +33,9 @@ MAX_STREAMS = 6
 class ServerThread:
     """uvicorn serving ``create_app(runtime)`` on 127.0.0.1, on a thread with its own event loop."""
 
-    def __init__(self, store: str, **app_options: Any) -> None:
+    def __init__(self, store: str, runtime_options: dict[str, Any] | None = None, **app_options: Any) -> None:
         self.store = store
+        self.runtime_options = runtime_options or {}
         self.app_options = app_options
         self.url = ""
         self._ready = threading.Event()
@@ -65,7 +66,7 @@ class ServerThread:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
-        runtime = await Runtime.start(store=self.store, agents=make_agents())
+        runtime = await Runtime.start(store=self.store, agents=make_agents(), **self.runtime_options)
         try:
             app = create_app(runtime, **self.app_options)
             # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP,
@@ -98,6 +99,22 @@ def memory_server() -> Iterator[ServerThread]:
     server = ServerThread("memory://").start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_server(ray_instance: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    """A keyless server whose runtime runs on Ray (one shared host process), on SQLite."""
+    path: Path = tmp_path_factory.mktemp("http-ray") / "runs.db"
+    server = ServerThread(f"sqlite:///{path}", runtime_options={"backend": "ray", "hosts": 1, "keep_hosts": False})
+    yield server.start()
+    server.stop()
+
+
+@pytest.fixture
+async def ray_client(ray_server: ServerThread) -> AsyncIterator[LangGraphClient]:
+    """A ``langgraph-sdk`` client of the Ray-backed server."""
+    async with get_client(url=ray_server.url, api_key=None) as c:
+        yield c
 
 
 @pytest.fixture
