@@ -22,7 +22,7 @@ from repertory.runtime.tree import SessionRecord, TurnKind, TurnRecord
 if TYPE_CHECKING:
     from repertory.actors.client import RayHostClient
 
-__all__ = ["create_sessions", "send_many"]
+__all__ = ["create_sessions", "retry_dead", "send_many"]
 
 _T = TypeVar("_T")
 _DEAD = (RayActorError, ActorDiedError, ActorUnavailableError)
@@ -37,7 +37,7 @@ async def create_sessions(client: RayHostClient, batch: list[dict[str, Any]]) ->
     records: dict[str, SessionRecord] = {}
 
     async def chunk(index: int, part: list[dict[str, Any]]) -> None:
-        made: list[SessionRecord] = await _retry_dead(client, lambda: client._hosts[index].create_sessions.remote(part))
+        made: list[SessionRecord] = await retry_dead(client, lambda: client._hosts[index].create_sessions.remote(part))
         records.update((r.session_id, r) for r in made)
 
     await asyncio.gather(*(chunk(i, part) for i, part in _by_host(client, batch, lambda k: k["session_id"])))
@@ -50,7 +50,7 @@ async def send_many(client: RayHostClient, batch: list[tuple[str, ModelMessage, 
     turns: dict[str, TurnRecord] = {}
 
     async def chunk(index: int, part: list[tuple[str, ModelMessage, TurnKind, str]]) -> None:
-        made: list[TurnRecord] = await _retry_dead(client, lambda: client._hosts[index].send_many.remote(part))
+        made: list[TurnRecord] = await retry_dead(client, lambda: client._hosts[index].send_many.remote(part))
         turns.update((t.submission_id, t) for t in made)
 
     for session_id in {item[0] for item in batch}:
@@ -68,7 +68,7 @@ def _by_host(
         groups.setdefault(shared_host_index(session_of(item), len(client._hosts)), []).append(item)
     return [(i, group[j : j + size]) for i, group in groups.items() for j in range(0, len(group), size)]
 
-async def _retry_dead(client: RayHostClient, call: Callable[[], Any]) -> Any:
+async def retry_dead(client: RayHostClient, call: Callable[[], Any]) -> Any:
     """Await ``call()`` under the in-flight bound, again while its host is down (idempotent calls only)."""
     deadline = time.monotonic() + client._call_timeout
     while True:

@@ -24,18 +24,22 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from repertory.runtime.host import LocalHost
 from repertory.runtime.tree import SessionEvent
 
-__all__ = ["BATCH_MAX", "BARRIER", "Channels", "Item"]
+__all__ = ["BARRIER", "BATCH_MAX", "RESULT", "Channels", "Item"]
 
 BATCH_MAX = 256
 BARRIER = "__barrier__"
 """The subscription id of a barrier item: its event is ``None`` and its session id is the barrier's id."""
+RESULT = "__result__"
+"""The subscription id of a turn's result: ``(RESULT, submission id, RunResult or the error it raised)``."""
 
-Item = tuple[str, str, SessionEvent | None]
-"""``(subscription id, session id, event)``; a barrier is ``(BARRIER, barrier id, None)``."""
+Item = tuple[str, str, Any]
+"""``(subscription id, session id, event)``; a barrier is ``(BARRIER, barrier id, None)``, a result
+``(RESULT, submission id, RunResult | BaseException)``."""
 
 KEEPALIVE_SECONDS = 2.0
 SILENCE_SECONDS = 10.0
@@ -160,6 +164,18 @@ class Channels:
         sub = channel.subs.pop(sub_id, None)
         if sub is not None:
             sub.remove()
+
+    def result(self, client_id: str, submission_id: str, outcome: Any) -> bool:
+        """Deliver a turn's result (or error) to the client that ran it; ``False`` if its channel is gone.
+
+        It goes behind the turn's events on the channel, so a client's listeners have seen the
+        turn end before its ``run()`` returns.
+        """
+        channel = self._channels.get(client_id)
+        if channel is None or channel.closed:
+            return False
+        channel.push((RESULT, submission_id, outcome))
+        return True
 
     def barrier(self, client_id: str, barrier_id: str) -> None:
         """Push a marker: once the client reads it, it has read everything pushed before."""

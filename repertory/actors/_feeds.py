@@ -22,15 +22,19 @@ from typing import Any
 import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
-from repertory.actors._channels import BARRIER, KEEPALIVE_SECONDS
+from repertory.actors._channels import BARRIER, KEEPALIVE_SECONDS, RESULT
 from repertory.runtime.ids import new_id
 from repertory.runtime.tree import SessionEvent
 
-__all__ = ["Feed", "Subscription"]
+__all__ = ["ChannelLost", "Feed", "Subscription"]
 
 _DEAD = (RayActorError, ActorDiedError, ActorUnavailableError, ConnectionError)
 _log = logging.getLogger("repertory.events")
 _FLUSH_SECONDS = 10.0
+
+
+class ChannelLost(ConnectionError):
+    """The channel a turn's result was to arrive on went away; the caller reads the result another way."""
 
 
 @dataclass
@@ -63,10 +67,13 @@ class Subscription:
 class Feed:
     """The client's channel to one host: opened on first use, reopened after a host failure."""
 
-    def __init__(self, handle: Any, reconnect_delay: float = 0.1) -> None:
+    def __init__(self, handle: Any, key: str, reconnect_delay: float = 0.1) -> None:
+        self.handle = handle
+        self.key = key
         self._handle = handle
         self._subs: dict[str, Subscription] = {}
         self._barriers: dict[str, asyncio.Future[None]] = {}
+        self._results: dict[str, asyncio.Future[Any]] = {}
         self._client_id = ""
         self._connected = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -80,6 +87,21 @@ class Feed:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._pump())
         await self._connected.wait()
+
+    async def channel(self) -> str:
+        """The id of the open channel (opening it first if needed)."""
+        await self._start()
+        return self._client_id
+
+    def expect(self, submission_id: str) -> asyncio.Future[Any]:
+        """A future for the result the host will push for ``submission_id`` (``ChannelLost`` if the channel goes)."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._results[submission_id] = future
+        return future
+
+    def forget(self, submission_id: str) -> None:
+        """Stop waiting for a result (its caller reads it another way)."""
+        self._results.pop(submission_id, None)
 
     async def subscribe(self, sub: Subscription) -> None:
         """Put the subscription on the host's channel (stored events after ``sub.last``, then live)."""
@@ -138,7 +160,11 @@ class Feed:
                 self._connected.set()
                 async for ref in stream:
                     for sub_id, key, event in await ref:
-                        if sub_id == BARRIER:
+                        if sub_id == RESULT:
+                            result = self._results.pop(key, None)
+                            if result is not None and not result.done():
+                                result.set_result(event)
+                        elif sub_id == BARRIER:
                             barrier = self._barriers.get(key)
                             if barrier is not None and not barrier.done():
                                 barrier.set_result(None)
@@ -158,6 +184,10 @@ class Feed:
         for barrier in self._barriers.values():
             if not barrier.done():
                 barrier.set_result(None)  # its channel is gone; the resubscribed listeners catch up
+        results, self._results = self._results, {}
+        for result in results.values():
+            if not result.done():
+                result.set_exception(ChannelLost("the event channel to the host was lost"))
 
     async def close(self) -> None:
         """Cancel the stream (the host then drops this client's subscriptions)."""
@@ -166,5 +196,5 @@ class Feed:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
-        self._connected.clear()
+        self._reconnecting()
         self._subs.clear()

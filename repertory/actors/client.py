@@ -25,8 +25,9 @@ import ray
 from pydantic import BaseModel
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
-from repertory.actors import _bulk
+from repertory.actors import _bulk, _runs
 from repertory.actors._feeds import Feed, Subscription
+from repertory.actors._runs import RunBatcher
 from repertory.actors.host import shared_host_index
 from repertory.actors.supervisor import dedicated_host_name, shared_host_name
 from repertory.errors import CommitConflict, SessionNotFound
@@ -86,6 +87,7 @@ class RayHostClient:
         self._placement: dict[str, Placement] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._feeds: dict[str, Feed] = {}
+        self._batchers: dict[str, RunBatcher] = {}
         self._subscribing: dict[str, set[asyncio.Task[None]]] = {}
 
     # -- routing ------------------------------------------------------------------------------------
@@ -105,12 +107,15 @@ class RayHostClient:
             handle = self._dedicated[session_id] = ray.get_actor(name, namespace=self.namespace)
         return handle
 
-    async def _call(self, session_id: str, method: str, *args: Any, retry: bool = True, **kwargs: Any) -> Any:
-        """Call a host method; a dead host is waited for (Ray restarts it) and safe calls are retried."""
+    async def _subscribed(self, session_id: str) -> None:
+        """Wait for listeners added just before a call: they are in place on the host before it runs."""
         pending = self._subscribing.get(session_id)
         if pending:
-            # A listener added just before this call is in place on the host before the call runs.
             await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _call(self, session_id: str, method: str, *args: Any, retry: bool = True, **kwargs: Any) -> Any:
+        """Call a host method; a dead host is waited for (Ray restarts it) and safe calls are retried."""
+        await self._subscribed(session_id)
         deadline = time.monotonic() + self._call_timeout
         delay = 0.05
         while True:
@@ -211,6 +216,17 @@ class RayHostClient:
     async def run_turn(
         self, session_id: str, message: ModelMessage, kind: TurnKind, output_type: type[BaseModel] | None
     ) -> RunResult:
+        """Queue the turn in this tick's batch for its host; the result comes back on the event channel."""
+        await self._subscribed(session_id)
+        feed = await self._feed_for(session_id)
+        batcher = self._batchers.get(feed.key)
+        if batcher is None:
+            batcher = self._batchers[feed.key] = RunBatcher(self, feed.handle, feed)
+        return await _runs.run_turn(self, batcher, feed, session_id, message, kind, output_type)
+
+    async def run_turn_direct(
+        self, session_id: str, message: ModelMessage, kind: TurnKind, output_type: type[BaseModel] | None
+    ) -> RunResult:
         """Send and wait in one Ray call (retried safely: the submission id dedupes the send)."""
         result: RunResult = await self._call(session_id, "run_turn", session_id, message, kind, output_type, new_id())
         await self._flush(session_id)
@@ -259,7 +275,7 @@ class RayHostClient:
         key = handle._actor_id.hex()
         feed = self._feeds.get(key)
         if feed is None:
-            feed = self._feeds[key] = Feed(handle)
+            feed = self._feeds[key] = Feed(handle, key)
         return feed
 
     async def _flush(self, session_id: str) -> None:
@@ -320,6 +336,7 @@ class RayHostClient:
         for feed in list(self._feeds.values()):
             await feed.close()
         self._feeds.clear()
+        self._batchers.clear()
 
     # -- administration -----------------------------------------------------------------------------
 

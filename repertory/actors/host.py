@@ -88,6 +88,7 @@ class SessionHost:
         self._host: LocalHost | None = None
         self._store: TreeStore | None = None
         self._channels = Channels()
+        self._deliveries: set[asyncio.Task[None]] = set()
         self._booting = asyncio.get_event_loop().create_task(self._boot())
 
     async def _boot(self) -> None:
@@ -191,6 +192,45 @@ class SessionHost:
         turn = await host.send(session_id, message, kind, "enqueue", output_type, submission_id)
         await host.wait_turn(session_id, turn.submission_id)
         return await turn_result(host.store, host, session_id, turn.submission_id, output_type)
+
+    async def run_turns(
+        self, client_id: str, batch: list[tuple[str, ModelMessage, TurnKind, type[BaseModel] | None, str]]
+    ) -> list[BaseException | None]:
+        """Queue many ``(session, message, kind, output type, submission id)`` turns; results go on the channel.
+
+        Returns once every turn is durable (or, per item, the error that kept it from being queued).
+        Each result is pushed to the client's channel when its turn rests: one Ray call carries a
+        whole batch of ``handle.run()``s instead of one call each. Retried safely (submission ids).
+        """
+        host = await self._ready()
+        queued: list[BaseException | None] = []
+        for session_id, message, kind, output_type, submission_id in batch:
+            try:
+                await host.send(session_id, message, kind, "enqueue", output_type, submission_id)
+            except Exception as exc:
+                queued.append(exc)
+                continue
+            queued.append(None)
+            task = asyncio.get_running_loop().create_task(
+                self._deliver_result(client_id, session_id, submission_id, output_type)
+            )
+            self._deliveries.add(task)
+            task.add_done_callback(self._deliveries.discard)
+        return queued
+
+    async def _deliver_result(
+        self, client_id: str, session_id: str, submission_id: str, output_type: type[BaseModel] | None
+    ) -> None:
+        from repertory.runtime.handle import turn_result
+
+        host = await self._ready()
+        outcome: RunResult | BaseException
+        try:
+            await host.wait_turn(session_id, submission_id)
+            outcome = await turn_result(host.store, host, session_id, submission_id, output_type)
+        except Exception as exc:
+            outcome = exc
+        self._channels.result(client_id, submission_id, outcome)
 
     async def wait_turn(self, session_id: str, submission_id: str) -> None:
         """Return once the turn is at rest (safe to retry)."""

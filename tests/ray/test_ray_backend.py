@@ -122,6 +122,37 @@ async def test_a_host_killed_mid_turn_is_restarted_and_the_run_finishes(ray_runt
     assert run is not None and run.status == "done"
 
 
+async def test_runs_waiting_on_a_host_that_dies_get_their_results_after_the_restart(
+    ray_runtime: Any, tmp_path: Path
+) -> None:
+    # Concurrent run()s are queued in one batch and wait for results on the client's channel; the
+    # host dies, the channel with it, and each run() falls back to waiting for its durable turn.
+    log = tmp_path / "charge.log"
+
+    @tool
+    def charge(card: str) -> str:
+        with open(log, "a") as fh:
+            fh.write(f"start {card}\n")
+        time.sleep(30)
+        return "charged"
+
+    def step(messages: list[ModelMessage], tools: Any) -> dict[str, Any]:
+        if messages[-1].role == "user":
+            return {"tool": "charge", "args": {"card": messages[-1].text}}
+        return {"text": "finished: " + str(messages[-1].parts[0].model_dump().get("result"))}
+
+    rt = await ray_runtime({"a": Agent(name="a", model=ScriptedModel(step), tools=[charge])})
+    handles = await rt.create_sessions("a", 3)
+    runs = [asyncio.ensure_future(h.run(f"card-{i}")) for i, h in enumerate(handles)]
+    await _wait_for(lambda: log.exists() and log.read_text().count("start") == 3)
+    [host] = rt.host._hosts
+    ray.kill(host, no_restart=False)
+    results = await asyncio.wait_for(asyncio.gather(*runs), 60)
+    assert [r.status for r in results] == ["done"] * 3
+    assert all("outcome unknown" in r.text for r in results)
+    assert sorted(log.read_text().split()) == sorted(["start"] * 3 + [f"card-{i}" for i in range(3)])
+
+
 async def test_killing_the_supervisor_loses_nothing(ray_runtime: Any) -> None:
     rt = await ray_runtime({"a": _echo_agent()})
     first = await rt.create_session(agent="a")

@@ -37,6 +37,7 @@ async def test_a_reader_process_killed_mid_stream_leaves_no_stream_behind(ray_ru
     h = await rt.create_session(agent="a")
     await h.run("hello")
     [host] = rt.host._hosts
+    before = await host.ping.remote()  # this client's own channel (run() results come back on it)
     url = f"sqlite:///{tmp_path / 'ray-0.db'}"  # the store ray_runtime opened: the same hosts
     child = subprocess.Popen(  # noqa: ASYNC220 - returns at once; the output is read in a thread
         [sys.executable, "-c", _READER, ray.get_runtime_context().gcs_address, url, h.id],
@@ -50,14 +51,17 @@ async def test_a_reader_process_killed_mid_stream_leaves_no_stream_behind(ray_ru
         seen = await asyncio.wait_for(asyncio.to_thread(_read_until, child.stdout, "turn.completed"), 60)
         assert seen[0] == "turn.started"
         facts = await host.ping.remote()
-        assert (facts["streams"], facts["subscriptions"]) == (1, 1)
+        assert (facts["streams"], facts["subscriptions"]) == (before["streams"] + 1, before["subscriptions"] + 1)
     finally:
         child.kill()
         child.wait()
         if child.stdout is not None:
             child.stdout.close()
     deadline = time.monotonic() + 30
-    while (facts := await host.ping.remote())["streams"] or facts["subscriptions"]:
+    while ((facts := await host.ping.remote())["streams"], facts["subscriptions"]) != (
+        before["streams"],
+        before["subscriptions"],
+    ):
         assert time.monotonic() < deadline, f"the host still serves a dead reader: {facts}"
         await asyncio.sleep(0.2)
     assert (await h.run("still fine")).text.endswith("still fine")
