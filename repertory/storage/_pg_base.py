@@ -16,9 +16,10 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from repertory.errors import CommitConflict, StoreError
+from repertory.storage._group_commit import GroupCommit
 from repertory.storage._pg_schema import CONFLICT_SQLSTATE, TOKEN_SQLSTATE
 
-__all__ = ["PgBase", "normalise_url", "redact"]
+__all__ = ["PgBase", "error_for", "normalise_url", "redact"]
 
 _UNIQUE_VIOLATION = "23505"
 
@@ -42,6 +43,20 @@ def normalise_url(url: str, connect_timeout: float) -> tuple[str, str | None]:
     return urlunsplit(("postgresql", parts.netloc, parts.path, query, parts.fragment)), password
 
 
+def error_for(action: str, sqlstate: str | None, message: str) -> StoreError:
+    """The typed error a failed statement becomes: a guard or a duplicate key conflicts, the rest is a StoreError.
+
+    ``message`` must already be redacted.
+    """
+    if sqlstate == _UNIQUE_VIOLATION:
+        return CommitConflict(f"{action}: already exists ({message})")
+    if sqlstate == TOKEN_SQLSTATE:
+        return CommitConflict(message, token_redeemed=True)
+    if sqlstate == CONFLICT_SQLSTATE:
+        return CommitConflict(message)
+    return StoreError(f"postgres: {action} failed: {message}")
+
+
 class PgBase:
     """The pool, the connection context that maps errors, and closing."""
 
@@ -51,6 +66,7 @@ class PgBase:
         self._password = password
         self.url = redact(url, password)
         self._closed = False
+        self._writers: list[GroupCommit[Any, Any]] = []  # group-commit queues that close() lets finish
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -64,14 +80,9 @@ class PgBase:
         except PoolTimeout:
             raise StoreError(f"postgres: {action}: no connection to {self.url} within the pool timeout") from None
         except psycopg.Error as exc:
-            if exc.sqlstate == _UNIQUE_VIOLATION:
-                raise CommitConflict(f"{action}: already exists ({redact(str(exc), self._password)})") from None
-            if exc.sqlstate in (CONFLICT_SQLSTATE, TOKEN_SQLSTATE):
-                message = redact(exc.diag.message_primary or str(exc), self._password)
-                if exc.sqlstate == TOKEN_SQLSTATE:
-                    raise CommitConflict(message, token_redeemed=True) from None
-                raise CommitConflict(message) from None
-            raise StoreError(f"postgres: {action} failed: {redact(str(exc), self._password)}") from None
+            guard = exc.sqlstate in (CONFLICT_SQLSTATE, TOKEN_SQLSTATE)
+            message = (exc.diag.message_primary if guard else None) or str(exc)
+            raise error_for(action, exc.sqlstate, redact(message, self._password)) from None
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -79,5 +90,7 @@ class PgBase:
         """Close the pool; later calls raise ``StoreError``. Closing twice is harmless."""
         if self._closed:
             return
+        for writer in self._writers:
+            await writer.drain()  # commits queued before close() still land
         self._closed = True
         await self._pool.close()

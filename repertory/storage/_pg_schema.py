@@ -8,6 +8,11 @@ processes opening the same database at once migrate it exactly once.
 thread head, the finished-run and token guards, the history delta, the run row and the thread head,
 in one statement and so one round trip. A guard that fails raises SQLSTATE ``RP001`` (conflict) or
 ``RP002`` (the resume token is no longer live), and the transaction writes nothing.
+
+``repertory_commit_batch`` is group commit on the server: several commits in one transaction and
+one round trip, each a call of ``repertory_commit`` inside its own exception block (a savepoint),
+so a commit whose guard fails is rolled back alone; it returns one outcome per commit, NULL when
+it landed or ``"<sqlstate> <message>"`` when it did not.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 __all__ = ["CONFLICT_SQLSTATE", "TOKEN_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
 
 SCHEMA = "repertory"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 CONFLICT_SQLSTATE = "RP001"
 TOKEN_SQLSTATE = "RP002"  # a conflict whose cause is a resume token that is no longer live
 MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
@@ -148,6 +153,51 @@ END
 $fn$;
 """
 
+# The commits' variable-length columns travel flattened: member i owns the next p_*_counts[i]
+# elements of each flat array (slicing past the end of an array gives an empty one).
+_COMMIT_BATCH_FUNCTION = r"""
+CREATE OR REPLACE FUNCTION repertory.repertory_commit_batch(
+    p_thread_ids text[], p_bases text[], p_heads text[], p_thread_created bigint[], p_thread_updated bigint[],
+    p_updated bigint[], p_run_ids text[], p_statuses text[], p_tokens text[], p_states text[], p_redeems text[],
+    p_entry_counts integer[], p_rev_counts integer[], p_ev_counts integer[],
+    p_entry_ids text[], p_entry_created bigint[], p_entry_messages text[],
+    p_rev_ids text[], p_rev_parents text[], p_rev_entries text[], p_rev_depths integer[], p_rev_created bigint[],
+    p_ev_seqs bigint[], p_ev_subs text[], p_ev_types text[], p_ev_ats bigint[], p_ev_data text[]
+) RETURNS text[] LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_out text[] := array_fill(NULL::text, ARRAY[cardinality(p_run_ids)]);
+    v_e integer := 0;
+    v_r integer := 0;
+    v_v integer := 0;
+    v_state text;
+    v_message text;
+BEGIN
+    FOR i IN 1 .. cardinality(p_run_ids) LOOP
+        BEGIN
+            PERFORM repertory.repertory_commit(
+                p_thread_ids[i], p_bases[i], p_heads[i], p_thread_created[i], p_thread_updated[i], p_updated[i],
+                p_run_ids[i], p_statuses[i], p_tokens[i], p_states[i], p_redeems[i],
+                p_entry_ids[v_e + 1 : v_e + p_entry_counts[i]], p_entry_created[v_e + 1 : v_e + p_entry_counts[i]],
+                p_entry_messages[v_e + 1 : v_e + p_entry_counts[i]],
+                p_rev_ids[v_r + 1 : v_r + p_rev_counts[i]], p_rev_parents[v_r + 1 : v_r + p_rev_counts[i]],
+                p_rev_entries[v_r + 1 : v_r + p_rev_counts[i]], p_rev_depths[v_r + 1 : v_r + p_rev_counts[i]],
+                p_rev_created[v_r + 1 : v_r + p_rev_counts[i]],
+                p_ev_seqs[v_v + 1 : v_v + p_ev_counts[i]], p_ev_subs[v_v + 1 : v_v + p_ev_counts[i]],
+                p_ev_types[v_v + 1 : v_v + p_ev_counts[i]], p_ev_ats[v_v + 1 : v_v + p_ev_counts[i]],
+                p_ev_data[v_v + 1 : v_v + p_ev_counts[i]]);
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
+            v_out[i] := v_state || ' ' || v_message;
+        END;
+        v_e := v_e + p_entry_counts[i];
+        v_r := v_r + p_rev_counts[i];
+        v_v := v_v + p_ev_counts[i];
+    END LOOP;
+    RETURN v_out;
+END
+$fn$;
+"""
+
 MIGRATIONS: dict[int, list[str]] = {
     1: [
         "CREATE TABLE repertory.meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -193,4 +243,6 @@ MIGRATIONS: dict[int, list[str]] = {
         """CREATE TABLE repertory.working_memory (
                resource text PRIMARY KEY, doc text NOT NULL, updated_at bigint NOT NULL)""",
     ],
+    # Group commit: several commits in one transaction and one round trip, a savepoint each.
+    4: [_COMMIT_BATCH_FUNCTION],
 }

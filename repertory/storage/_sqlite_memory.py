@@ -3,9 +3,10 @@
 ``memory_resources`` holds each resource's seq counter: appending bumps it in the same
 ``BEGIN IMMEDIATE`` transaction as the insert, so seqs are gap-free and in commit order even when
 several processes share the file, and a reader that has seen up to seq n misses nothing after it.
-The counter survives ``forget_memory`` so seqs never repeat. Short statements run inline on the
-writer like the rest of the store; reading every embedding of a resource (up to 100,000 rows of a
-few KB) grows with the data, so it runs on a reader connection off the event loop.
+The counter survives ``forget_memory`` so seqs never repeat. Short writes go through the store's
+writer (group commit) and short reads run inline, like the rest of the store; reading every
+embedding of a resource (up to 100,000 rows of a few KB) grows with the data, so it runs on a
+reader connection off the event loop.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class SqliteMemoryTables(SqliteBase):
             )
             return list(range(first, last + 1))
 
-        return self._transaction("append_memory", write)
+        return await self._write("append_memory", write)
 
     async def recent_memory(
         self, resource: str, *, limit: int, exclude_thread: str | None = None
@@ -113,14 +114,16 @@ class SqliteMemoryTables(SqliteBase):
 
     async def save_working_memory(self, resource: str, document: JsonValue, updated_at: int) -> None:
         """Replace the document."""
-        self._check_open()
         doc = json.dumps(document, ensure_ascii=False)
-        with db_errors("save_working_memory"):
-            self._writer.execute(
+        await self._write(
+            "save_working_memory",
+            lambda conn: conn.execute(
                 "INSERT INTO working_memory (resource, doc, updated_at) VALUES (?, ?, ?) "
                 "ON CONFLICT (resource) DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at",
                 (resource, doc, updated_at),
-            )
+            ),
+            atomic=False,
+        )
 
     async def forget_memory(self, resource: str) -> None:
         """Delete the rows and the document in one transaction."""
@@ -129,4 +132,4 @@ class SqliteMemoryTables(SqliteBase):
             conn.execute("DELETE FROM memory_messages WHERE resource = ?", (resource,))
             conn.execute("DELETE FROM working_memory WHERE resource = ?", (resource,))
 
-        self._transaction("forget_memory", write)
+        await self._write("forget_memory", write)

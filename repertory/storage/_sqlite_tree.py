@@ -1,8 +1,8 @@
 """The tree tables (sessions, turns, events) of ``SqliteSessionStore``.
 
-Short writes run inline like the rest of the store; listings that grow with the data run on a
-reader connection off the event loop. Events are also written by ``commit_session`` in the same
-transaction as the checkpoint they describe (``insert_events``).
+Short writes go through the store's writer like the rest of the store (group commit); listings
+that grow with the data run on a reader connection off the event loop. Events are also written by
+``commit_session`` in the same transaction as the checkpoint they describe (``insert_events``).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class SqliteTreeTables(SqliteBase):
                 (session.session_id, head, session.created_at, session.created_at),
             )
 
-        self._transaction("create_session", write)
+        await self._write("create_session", write)
 
     async def load_session(self, session_id: str) -> SessionRecord | None:
         """A copy of the session row."""
@@ -96,7 +96,7 @@ class SqliteTreeTables(SqliteBase):
                 "UPDATE sessions SET record = ? WHERE session_id = ?", (record.model_dump_json(), session.session_id)
             )
 
-        self._transaction("update_session", write)
+        await self._write("update_session", write)
 
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Children oldest first."""
@@ -131,7 +131,7 @@ class SqliteTreeTables(SqliteBase):
             )
             return stored
 
-        return self._transaction("add_turn", write)
+        return await self._write("add_turn", write)
 
     async def update_turn(self, turn: TurnRecord) -> None:
         """Rewrite the turn's status, error and times (it must exist)."""
@@ -148,7 +148,7 @@ class SqliteTreeTables(SqliteBase):
                 (record.status, record.model_dump_json(), turn.submission_id),
             )
 
-        self._transaction("update_turn", write)
+        await self._write("update_turn", write)
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""
@@ -188,7 +188,7 @@ class SqliteTreeTables(SqliteBase):
         """Append gap-free events in one transaction."""
         self._check_open()
         if events:
-            self._transaction("append_events", lambda conn: insert_events(conn, events))
+            await self._write("append_events", lambda conn: insert_events(conn, events))
 
     async def load_events(self, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[SessionEvent]:
         """Stored events after ``after_seq``."""

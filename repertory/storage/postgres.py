@@ -3,7 +3,8 @@
 psycopg 3 (async) with a connection pool. A commit is one call of a server-side function (see
 ``_pg_schema``), so it costs one round trip however many guards it checks, and several processes
 on several machines can share the database safely: the thread head is compare-and-set under a row
-lock and a resume token is redeemed by a conditional check in the same transaction.
+lock and a resume token is redeemed by a conditional check in the same transaction. With group
+commit (the default) concurrent commits share that round trip and transaction (``_pg_group``).
 
 Failures are bounded and clear: an unreachable server, a refused login or a missing database raise
 ``StoreError`` at open within ``connect_timeout``; a server restart mid-run makes the commits in
@@ -25,8 +26,10 @@ from repertory.runtime.history import MessageHistory
 from repertory.runtime.state import RunState, RunStatus, ThreadState
 from repertory.runtime.tree import SessionEvent
 from repertory.storage._commit import plan_commit_async
+from repertory.storage._group_commit import take_switch
 from repertory.storage._lineage import decode_lineage
 from repertory.storage._pg_base import normalise_url, redact
+from repertory.storage._pg_group import COMMIT_SQL, PgCommitWriter
 from repertory.storage._pg_memory import PgMemoryTables
 from repertory.storage._pg_schema import (
     MIGRATION_LOCK,
@@ -39,6 +42,8 @@ from repertory.storage._queries import runs_query
 from repertory.storage.base import StoreAliases
 
 __all__ = ["PostgresSessionStore", "redact"]
+
+_COMMIT_SQL = COMMIT_SQL  # the statement of a lone commit; ``benchmarks.store_pg`` times a raw loop of it
 
 
 _LINEAGE_SQL = """
@@ -60,9 +65,6 @@ ON CONFLICT (run_id) DO UPDATE SET
     write_seq = excluded.write_seq, token = excluded.token, state = excluded.state
 """
 
-_COMMIT_SQL = "SELECT repertory.repertory_commit(" + ", ".join(["%s"] * 24) + ")"
-
-
 _PING_AFTER_IDLE_S = 1.0
 
 
@@ -81,7 +83,7 @@ async def _check_if_idle(conn: psycopg.AsyncConnection[Any]) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
-class PostgresSessionStore(PgTreeTables, PgMemoryTables, StoreAliases):
+class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, StoreAliases):
     """A ``TreeStore`` in a PostgreSQL database (tables in the ``repertory`` schema)."""
 
     @classmethod
@@ -93,12 +95,17 @@ class PostgresSessionStore(PgTreeTables, PgMemoryTables, StoreAliases):
         max_size: int = 16,
         connect_timeout: float = 5.0,
         pool_timeout: float = 10.0,
+        group_commit: bool | None = None,
     ) -> PostgresSessionStore:
         """Connect, migrate the schema, and open a pool of up to ``max_size`` connections.
 
         ``pool_timeout`` bounds how long a call waits for a pooled connection (for instance while
-        the server restarts) before it raises ``StoreError``.
+        the server restarts) before it raises ``StoreError``. ``group_commit`` (default on; also
+        ``?group_commit=off`` in the URL, which the argument overrides) sends concurrent commits
+        to the server together, one transaction and one round trip per batch (``_pg_group``).
         """
+        url, in_url = take_switch(url, "group_commit")
+        grouped = group_commit if group_commit is not None else in_url if in_url is not None else True
         conninfo, password = normalise_url(url, connect_timeout)
         try:
             # One direct connection first: it fails with the server's own reason (refused login,
@@ -132,7 +139,7 @@ class PostgresSessionStore(PgTreeTables, PgMemoryTables, StoreAliases):
             raise StoreError(
                 f"postgres: cannot open a pool to {redact(url, password)}: {redact(str(exc), password)}"
             ) from None
-        return cls(pool, conninfo, password)
+        return cls(pool, conninfo, password, grouped)
 
     # -- runs and threads -------------------------------------------------------------------------
 
@@ -203,7 +210,7 @@ class PostgresSessionStore(PgTreeTables, PgMemoryTables, StoreAliases):
         redeem_token: str | None = None,
         events: Sequence[SessionEvent] = (),
     ) -> None:
-        """One call of ``repertory_commit``: guards, history delta, run row and thread head, atomically."""
+        """One call of ``repertory_commit`` (alone or in a group-commit batch): guards, delta, run row, head."""
         delta = await plan_commit_async(run, thread, history, base_revision_id, self._holds)
         token = None if run.suspended_on is None else run.suspended_on.token
         params = (
@@ -217,8 +224,7 @@ class PostgresSessionStore(PgTreeTables, PgMemoryTables, StoreAliases):
             [r.created_at for r in delta.revisions],
             *event_arrays(events, thread.thread_id),
         )  # fmt: skip
-        async with self._conn("commit_session") as conn:
-            await conn.execute(_COMMIT_SQL, params)
+        await self._write_commit(params)
 
 
 async def _migrate(conn: psycopg.AsyncConnection[Any]) -> None:

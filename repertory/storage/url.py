@@ -6,6 +6,8 @@ The URL rules follow SQLAlchemy's, which most Python users already know:
 - ``sqlite:///relative.db`` (three slashes, then a relative path), ``sqlite:////abs/path.db``
   (four slashes for an absolute path), ``sqlite://:memory:`` or ``:memory:`` -> ``SqliteSessionStore``;
   ``?durability=full`` chooses the durability;
+- ``?group_commit=off`` (SQLite and PostgreSQL) turns group commit off: every write is then a
+  transaction of its own (it is on by default; benchmarks compare the two);
 - a plain path (no ``scheme://``) -> ``SqliteSessionStore`` at that path;
 - ``postgresql://...`` or ``postgres://...`` -> ``PostgresSessionStore``.
 
@@ -18,6 +20,7 @@ import os
 from urllib.parse import parse_qs
 
 from repertory.errors import StoreError
+from repertory.storage._group_commit import parse_switch
 from repertory.storage.base import SessionStore
 from repertory.storage.memory import InMemorySessionStore
 from repertory.storage.sqlite import Durability, SqliteSessionStore
@@ -25,26 +28,33 @@ from repertory.storage.sqlite import Durability, SqliteSessionStore
 __all__ = ["open_store", "parse_sqlite_url"]
 
 
-def _durability(query: str, url: str) -> Durability:
+def _sqlite_options(query: str, url: str) -> tuple[Durability, bool]:
+    """The durability and the group-commit switch a SQLite URL's query asks for (defaults: normal, on)."""
     params = parse_qs(query, keep_blank_values=True)
-    unknown = set(params) - {"durability"}
+    unknown = set(params) - {"durability", "group_commit"}
     if unknown:
         raise StoreError(f"unknown option(s) {', '.join(sorted(unknown))} in store URL {url!r}")
+    group_commit = parse_switch(params.get("group_commit", ["on"])[-1], "group_commit")
     value = params.get("durability", ["normal"])[-1]
     if value == "normal":
-        return "normal"
+        return "normal", group_commit
     if value == "full":
-        return "full"
+        return "full", group_commit
     raise StoreError(f"durability must be 'normal' or 'full' in store URL {url!r}, not {value!r}")
 
 
 def parse_sqlite_url(url: str) -> tuple[str, Durability]:
     """Split a ``sqlite://`` URL into a filesystem path (or ``":memory:"``) and its durability."""
+    path, durability, _ = _split_sqlite_url(url)
+    return path, durability
+
+
+def _split_sqlite_url(url: str) -> tuple[str, Durability, bool]:
     rest = url[len("sqlite://") :]
     rest, _, query = rest.partition("?")
-    durability = _durability(query, url)
+    durability, group_commit = _sqlite_options(query, url)
     if rest in (":memory:", "/:memory:"):
-        return ":memory:", durability
+        return ":memory:", durability, group_commit
     if not rest.startswith("/"):
         raise StoreError(
             f"malformed SQLite URL {url!r}: write sqlite:///relative/path.db (three slashes) "
@@ -53,7 +63,7 @@ def parse_sqlite_url(url: str) -> tuple[str, Durability]:
     path = rest[1:]
     if not path:
         raise StoreError(f"malformed SQLite URL {url!r}: no database path after sqlite:///")
-    return path, durability
+    return path, durability, group_commit
 
 
 async def open_store(url: str | os.PathLike[str]) -> SessionStore:
@@ -76,8 +86,8 @@ async def open_store(url: str | os.PathLike[str]) -> SessionStore:
             raise StoreError(f"malformed store URL {url!r}: memory:// takes nothing after it")
         return InMemorySessionStore()
     if scheme == "sqlite":
-        path, durability = parse_sqlite_url(text)
-        return await SqliteSessionStore.open(path, durability=durability)
+        path, durability, group_commit = _split_sqlite_url(text)
+        return await SqliteSessionStore.open(path, durability=durability, group_commit=group_commit)
     if scheme in ("postgresql", "postgres"):
         try:
             from repertory.storage.postgres import PostgresSessionStore

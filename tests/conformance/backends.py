@@ -54,6 +54,13 @@ async def sqlite_file_store(tmp_path: Path) -> AsyncIterator[SqliteSessionStore]
         yield store
 
 
+@backend("sqlite-file-group-off", durable=True)
+async def sqlite_file_store_group_off(tmp_path: Path) -> AsyncIterator[SqliteSessionStore]:
+    # Group commit is on by default; the contract holds with it off too (one transaction per write).
+    async with await SqliteSessionStore.open(tmp_path / "conformance.db", group_commit=False) as store:
+        yield store
+
+
 @backend("sqlite-memory")
 async def sqlite_memory_store() -> AsyncIterator[SqliteSessionStore]:
     async with await SqliteSessionStore.open(":memory:") as store:
@@ -63,5 +70,12 @@ async def sqlite_memory_store() -> AsyncIterator[SqliteSessionStore]:
 @backend("postgres", durable=True)
 async def postgres_store(pg_server: TemporaryPostgres) -> AsyncIterator[PostgresSessionStore]:
     async with await PostgresSessionStore.open(pg_server.url) as store:
+        truncate_pg(pg_server.url)
+        yield store
+
+
+@backend("postgres-group-off", durable=True)
+async def postgres_store_group_off(pg_server: TemporaryPostgres) -> AsyncIterator[PostgresSessionStore]:
+    async with await PostgresSessionStore.open(pg_server.url, group_commit=False) as store:
         truncate_pg(pg_server.url)
         yield store

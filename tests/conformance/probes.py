@@ -12,6 +12,7 @@ from functools import singledispatch
 from typing import Any
 
 import psycopg
+import pytest
 
 from repertory.errors import StoreError
 from repertory.storage import InMemorySessionStore, SessionStore, SqliteSessionStore
@@ -22,6 +23,8 @@ __all__ = [
     "HistoryWrites",
     "InjectedFailure",
     "arm_commit_failure",
+    "arm_commit_time_failure",
+    "arm_run_failure",
     "history_row_counts",
     "history_writes",
     "holds_entry",
@@ -245,6 +248,135 @@ def _(store: PostgresSessionStore) -> Iterator[type[BaseException]]:
 
 
 @singledispatch
+def arm_run_failure(store: SessionStore, run_id: str) -> contextlib.AbstractContextManager[type[BaseException]]:
+    """While the context is open, a commit that writes run ``run_id`` fails partway; others are untouched."""
+    return _unknown(store)  # type: ignore[no-any-return]
+
+
+class _FailingRun(dict[Any, Any]):
+    def __init__(self, source: dict[Any, Any], run_id: str) -> None:
+        super().__init__(source)
+        self.run_id = run_id
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if key == self.run_id:
+            raise InjectedFailure(INJECTED)
+        super().__setitem__(key, value)
+
+
+@arm_run_failure.register
+@contextlib.contextmanager
+def _(store: InMemorySessionStore, run_id: str) -> Iterator[type[BaseException]]:
+    original = store._runs
+    store._runs = _FailingRun(original, run_id)
+    try:
+        yield InjectedFailure
+    finally:
+        original.update(store._runs)
+        store._runs = original
+
+
+@arm_run_failure.register
+@contextlib.contextmanager
+def _(store: SqliteSessionStore, run_id: str) -> Iterator[type[BaseException]]:
+    conn = store._writer
+    quoted = run_id.replace("'", "''")
+    for name, event in zip(_TRIGGERS, ("INSERT", "UPDATE"), strict=True):
+        conn.execute(
+            f"CREATE TEMP TRIGGER {name} BEFORE {event} ON main.runs WHEN NEW.run_id = '{quoted}' "
+            f"BEGIN SELECT RAISE(ABORT, '{INJECTED}'); END"
+        )
+    try:
+        yield StoreError
+    finally:
+        for name in _TRIGGERS:
+            conn.execute(f"DROP TRIGGER IF EXISTS temp.{name}")
+
+
+_PG_FAIL_RUN = """
+CREATE OR REPLACE FUNCTION repertory.test_fail_run() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.run_id = TG_ARGV[0] THEN RAISE EXCEPTION '{injected}'; END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER test_fail_run BEFORE INSERT OR UPDATE ON repertory.runs
+FOR EACH ROW EXECUTE FUNCTION repertory.test_fail_run('{run_id}');
+"""
+
+
+@arm_run_failure.register
+@contextlib.contextmanager
+def _(store: PostgresSessionStore, run_id: str) -> Iterator[type[BaseException]]:
+    with psycopg.connect(store._conninfo, autocommit=True) as conn:
+        conn.execute(_PG_FAIL_RUN.format(injected=INJECTED, run_id=run_id.replace("'", "''")))
+    try:
+        yield StoreError
+    finally:
+        with psycopg.connect(store._conninfo, autocommit=True) as conn:
+            conn.execute("DROP TRIGGER IF EXISTS test_fail_run ON repertory.runs")
+
+
+@singledispatch
+def arm_commit_time_failure(store: SessionStore) -> contextlib.AbstractContextManager[type[BaseException]]:
+    """While the context is open, every transaction that writes a run fails at ``COMMIT`` itself.
+
+    Every statement succeeds and only the commit fails, so a store that shares transactions
+    between callers (group commit) must fail every one of them. The memory store has no commit.
+    """
+    return _unknown(store)  # type: ignore[no-any-return]
+
+
+@arm_commit_time_failure.register
+@contextlib.contextmanager
+def _(store: InMemorySessionStore) -> Iterator[type[BaseException]]:
+    pytest.skip("the memory store has no transactions to fail at commit")
+    yield StoreError  # pragma: no cover
+
+
+@arm_commit_time_failure.register
+@contextlib.contextmanager
+def _(store: SqliteSessionStore) -> Iterator[type[BaseException]]:
+    # A deferred foreign key is checked at COMMIT: a trigger leaves a dangling reference behind.
+    conn = store._writer
+    conn.execute("CREATE TABLE IF NOT EXISTS test_parent (id INTEGER PRIMARY KEY)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS test_child "
+        "(parent INTEGER REFERENCES test_parent (id) DEFERRABLE INITIALLY DEFERRED)"
+    )
+    conn.execute("PRAGMA foreign_keys = ON")
+    for name, event in zip(_TRIGGERS, ("INSERT", "UPDATE"), strict=True):
+        conn.execute(
+            f"CREATE TEMP TRIGGER {name} AFTER {event} ON main.runs BEGIN INSERT INTO test_child VALUES (-1); END"
+        )
+    try:
+        yield StoreError
+    finally:
+        for name in _TRIGGERS:
+            conn.execute(f"DROP TRIGGER IF EXISTS temp.{name}")
+        conn.execute("PRAGMA foreign_keys = OFF")
+
+
+_PG_FAIL_AT_COMMIT = f"""
+CREATE OR REPLACE FUNCTION repertory.test_fail_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION '{INJECTED} at commit'; END $$;
+CREATE CONSTRAINT TRIGGER test_fail_at_commit AFTER INSERT OR UPDATE ON repertory.runs
+DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION repertory.test_fail_at_commit();
+"""
+
+
+@arm_commit_time_failure.register
+@contextlib.contextmanager
+def _(store: PostgresSessionStore) -> Iterator[type[BaseException]]:
+    with psycopg.connect(store._conninfo, autocommit=True) as conn:
+        conn.execute(_PG_FAIL_AT_COMMIT)
+    try:
+        yield StoreError
+    finally:
+        with psycopg.connect(store._conninfo, autocommit=True) as conn:
+            conn.execute("DROP TRIGGER IF EXISTS test_fail_at_commit ON repertory.runs")
+
+
+@singledispatch
 async def reopen(store: SessionStore) -> SessionStore:
     """A fresh store over the same durable data (only for backends registered ``durable``)."""
     return _unknown(store)  # type: ignore[no-any-return]
@@ -252,9 +384,9 @@ async def reopen(store: SessionStore) -> SessionStore:
 
 @reopen.register
 async def _(store: SqliteSessionStore) -> SessionStore:
-    return await SqliteSessionStore.open(store.path, durability=store.durability)
+    return await SqliteSessionStore.open(store.path, durability=store.durability, group_commit=store.group_commit)
 
 
 @reopen.register
 async def _(store: PostgresSessionStore) -> SessionStore:
-    return await PostgresSessionStore.open(store._conninfo)
+    return await PostgresSessionStore.open(store._conninfo, group_commit=store.group_commit)
