@@ -24,6 +24,7 @@ from typing import Literal, TypeVar, cast
 
 from repertory.errors import StoreError
 from repertory.storage._group_commit import Failed, GroupCommit
+from repertory.storage._sqlite_wal import WalKeeper
 
 __all__ = ["Durability", "SqliteBase", "Write", "connect", "db_errors", "run_batch", "transaction", "use_wal"]
 
@@ -142,6 +143,7 @@ class SqliteBase:
         self._all_readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
+        self._wal = None if memory or path == ":memory:" else WalKeeper(path)
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -190,10 +192,15 @@ class SqliteBase:
         group = self._group
         if group is None or group.alone_now():  # a lone write: its own transaction, at once
             if atomic:
-                return transaction(self._writer, action, fn)
-            with db_errors(action):
-                return fn(self._writer)
-        return cast(_T, await group.submit(Write(action, fn)))
+                result = transaction(self._writer, action, fn)
+            else:
+                with db_errors(action):
+                    result = fn(self._writer)
+        else:
+            result = cast(_T, await group.submit(Write(action, fn)))
+        if self._wal is not None:
+            self._wal.after_write()
+        return result
 
     async def _flush(self, batch: Sequence[Write]) -> list[object | Failed]:
         return run_batch(self._writer, batch)
@@ -207,6 +214,8 @@ class SqliteBase:
         self._closed = True
         if self._group is not None:
             await self._group.drain()  # writes queued before close() still commit
+        if self._wal is not None:
+            await self._wal.close()
         with self._readers_lock:
             readers, self._all_readers, self._readers = self._all_readers, [], []
         for conn in readers:
