@@ -1182,7 +1182,7 @@ def _summary(report: dict[str, Any]) -> list[dict[str, Any]]:
             TARGETS["creations_per_s_one_per_call"],
             False,
             "/s",
-            "client -> supervisor -> host",
+            "client -> host (shared placement: no supervisor; one tick coalesced into one call)",
         )
         add(
             "3. creations/s, rt.create_session, 100 concurrent",
@@ -1190,7 +1190,7 @@ def _summary(report: dict[str, Any]) -> list[dict[str, Any]]:
             TARGETS["creations_per_s_one_per_call"],
             False,
             "/s",
-            "client -> supervisor -> host",
+            "client -> host (shared placement: no supervisor; one tick coalesced into one call)",
         )
         add(
             "3. creations/s, host.create_session, one at a time",

@@ -19,13 +19,14 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar
 
 import ray
 from pydantic import BaseModel
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
 from repertory.actors import _bulk, _runs
+from repertory.actors._coalesce import Coalescer
 from repertory.actors._feeds import Feed, Subscription
 from repertory.actors._runs import RunBatcher
 from repertory.actors.host import shared_host_index
@@ -88,6 +89,7 @@ class RayHostClient:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._feeds: dict[str, Feed] = {}
         self._batchers: dict[str, RunBatcher] = {}
+        self._creators: dict[int, Coalescer[dict[str, Any], SessionRecord]] = {}
         self._subscribing: dict[str, set[asyncio.Task[None]]] = {}
 
     # -- routing ------------------------------------------------------------------------------------
@@ -171,9 +173,11 @@ class RayHostClient:
         while True:
             try:
                 if placement == "shared":
-                    # The client knows a shared session's host (a stable hash): no supervisor hop.
-                    host = self._hosts[shared_host_index(session_id, len(self._hosts))]
-                    record = cast(SessionRecord, await host.create_session.remote(**kwargs, placement=placement))
+                    # The client knows a shared session's host (a stable hash): no supervisor hop, and
+                    # creations of one loop tick travel in one call (idempotent: the ids are ours).
+                    record = await self._creations(shared_host_index(session_id, len(self._hosts))).submit(
+                        {**kwargs, "placement": placement}
+                    )
                 else:
                     record = await self._supervisor.create_session.remote(kwargs, placement, options)
                 break
@@ -189,6 +193,19 @@ class RayHostClient:
                 await asyncio.sleep(0.1)
         self._placement[session_id] = record.placement
         return record
+
+    def _creations(self, index: int) -> Coalescer[dict[str, Any], SessionRecord]:
+        coalescer = self._creators.get(index)
+        if coalescer is None:
+            host = self._hosts[index]
+
+            async def send(batch: list[dict[str, Any]]) -> list[SessionRecord]:
+                async with self._slots:
+                    made: list[SessionRecord] = await host.create_sessions.remote(batch)
+                return made
+
+            coalescer = self._creators[index] = Coalescer(send)
+        return coalescer
 
     async def create_sessions(self, batch: list[dict[str, Any]]) -> list[SessionRecord]:
         """Create shared sessions in bulk (``_bulk.create_sessions``)."""
