@@ -44,6 +44,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               quick_skip="starting Ray takes ~10 s; `python -m benchmarks.ray --quick` runs it"),
     Benchmark("ray_failover", "a node of a three-node Ray cluster dies; its sessions are served elsewhere",
               quick_skip="starts a three-node Ray cluster; `python -m benchmarks.ray_failover --quick` runs it"),
+    Benchmark("http", "repertory serve through langgraph-sdk: create + wait, stream, concurrent clients"),
 )  # fmt: skip
 
 
