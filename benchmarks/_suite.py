@@ -13,6 +13,7 @@ wants to look closer. Speed is measured here, never asserted (DESIGN.md, rule 8)
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -29,6 +30,8 @@ from benchmarks._report import machine_info, percentile
 
 __all__ = [
     "RESULTS_DIR",
+    "simple_main",
+    "suite_entry",
     "dist_ms",
     "finish",
     "progress",
@@ -125,3 +128,30 @@ def progress(description: str, total: int) -> Iterator[Callable[[int], None]]:
             bar.advance(task, n)
 
         yield advance
+
+
+def suite_entry(name: str, measure: Callable[[bool], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """A module's ``run_suite``: ``measure(quick)``, write ``out_dir/<name>.json``, return the report."""
+
+    def run_suite(quick: bool, out_dir: Path = RESULTS_DIR, peers: bool = True) -> dict[str, Any]:
+        report = measure(quick)
+        write_report(report, out_dir / f"{name}.json")
+        return report
+
+    run_suite.__doc__ = f"The suite's entry: measure, write ``out_dir/{name}.json``, return the report."
+    return run_suite
+
+
+def simple_main(
+    name: str, doc: str | None, measure: Callable[[bool], dict[str, Any]], quick_help: str
+) -> Callable[[list[str] | None], None]:
+    """A module's ``main`` when it takes only ``--quick`` and ``--out``: measure, write, say where."""
+
+    def main(argv: list[str] | None = None) -> None:
+        parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}", description=(doc or "").splitlines()[0])
+        parser.add_argument("--quick", action="store_true", help=quick_help)
+        parser.add_argument("--out", type=Path, default=RESULTS_DIR / f"{name}.json", help="JSON report path")
+        args = parser.parse_args(argv)
+        print(f"wrote {write_report(measure(args.quick), args.out)}")
+
+    return main

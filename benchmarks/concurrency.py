@@ -33,7 +33,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from benchmarks._suite import RESULTS_DIR, dist_ms, finish, progress, row, start_report, write_report
+from benchmarks._suite import RESULTS_DIR, dist_ms, finish, progress, row, start_report, suite_entry, write_report
 from repertory import Agent, Runtime, tool
 from repertory.runtime.messages import ModelMessage
 from repertory.runtime.model import ToolSpec
@@ -260,11 +260,7 @@ def measure(quick: bool, with_ray: bool = True) -> dict[str, Any]:
     return report
 
 
-def run_suite(quick: bool, out_dir: Path = RESULTS_DIR, peers: bool = True) -> dict[str, Any]:
-    """The suite's entry: measure, write ``out_dir/concurrency.json``, return the report."""
-    report = measure(quick)
-    write_report(report, out_dir / f"{NAME}.json")
-    return report
+run_suite = suite_entry(NAME, measure)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,7 +26,6 @@ the history's length: no message is copied. Per depth D (10, 100, 1,000, 10,000,
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import sqlite3
@@ -36,7 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import EngineSession, make_message
-from benchmarks._suite import RESULTS_DIR, dist_ms, finish, progress, row, start_report, write_report
+from benchmarks._suite import (
+    dist_ms,
+    finish,
+    progress,
+    row,
+    simple_main,
+    start_report,
+    suite_entry,
+)
 from repertory import Agent, Runtime
 from repertory.runtime.host import LocalHost
 from repertory.runtime.ids import new_id
@@ -223,20 +230,10 @@ def measure(quick: bool) -> dict[str, Any]:
     return report
 
 
-def run_suite(quick: bool, out_dir: Path = RESULTS_DIR, peers: bool = True) -> dict[str, Any]:
-    """The suite's entry: measure, write ``out_dir/fork.json``, return the report."""
-    report = measure(quick)
-    write_report(report, out_dir / f"{NAME}.json")
-    return report
+run_suite = suite_entry(NAME, measure)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse arguments, measure, print the table and write the JSON report."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.fork", description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="depths 10 to 1,000 only (seconds)")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / f"{NAME}.json", help="JSON report path")
-    args = parser.parse_args(argv)
-    print(f"wrote {write_report(measure(args.quick), args.out)}")
+main = simple_main(NAME, __doc__, measure, "depths 10 to 1,000 only (seconds)")
 
 
 if __name__ == "__main__":

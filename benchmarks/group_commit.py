@@ -56,7 +56,7 @@ from benchmarks._group_commit_work import (
     profile_categories,
     sessions_round,
 )
-from benchmarks._suite import RESULTS_DIR, finish, row, start_report, write_report
+from benchmarks._suite import RESULTS_DIR, finish, row, start_report, suite_entry, write_report
 from repertory.errors import StoreError
 from repertory.storage.base import SessionStore
 from repertory.storage.pg_temp import TemporaryPostgres
@@ -335,11 +335,7 @@ async def run(quick: bool) -> dict[str, Any]:
     return report
 
 
-def run_suite(quick: bool, out_dir: Path = RESULTS_DIR, peers: bool = True) -> dict[str, Any]:
-    """The suite's entry: measure, write ``out_dir/group_commit.json``, return the report."""
-    report = measure(quick)
-    write_report(report, out_dir / f"{NAME}.json")
-    return report
+run_suite = suite_entry(NAME, measure)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._suite import RESULTS_DIR, dist_ms, finish, row, start_report, write_report
+from benchmarks._suite import RESULTS_DIR, dist_ms, finish, row, start_report, suite_entry, write_report
 from repertory import Agent
 from repertory.runtime.messages import ModelMessage
 from repertory.testing import ScriptedModel
@@ -155,11 +155,7 @@ def measure(quick: bool, ray: bool = True) -> dict[str, Any]:
     return finish(report, started)
 
 
-def run_suite(quick: bool, out_dir: Path = RESULTS_DIR, peers: bool = True) -> dict[str, Any]:
-    """The suite's entry: measure, write ``out_dir/http.json``, return the report."""
-    report = measure(quick)
-    write_report(report, out_dir / f"{NAME}.json")
-    return report
+run_suite = suite_entry(NAME, measure)
 
 
 def main(argv: list[str] | None = None) -> None:

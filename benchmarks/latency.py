@@ -21,16 +21,22 @@ Each series is preceded by an untimed warm-up (statement caches, the first pages
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from benchmarks._common import EngineSession, make_message
-from benchmarks._suite import RESULTS_DIR, dist_ms, finish, progress, row, start_report, write_report
+from benchmarks._suite import (
+    dist_ms,
+    finish,
+    progress,
+    row,
+    simple_main,
+    start_report,
+    suite_entry,
+)
 from repertory.errors import StoreError
 from repertory.runtime.messages import ModelMessage
 from repertory.storage.base import SessionStore
@@ -185,20 +191,10 @@ def measure(quick: bool) -> dict[str, Any]:
     return report
 
 
-def run_suite(quick: bool, out_dir: Path = RESULTS_DIR, peers: bool = True) -> dict[str, Any]:
-    """The suite's entry: measure, write ``out_dir/latency.json``, return the report."""
-    report = measure(quick)
-    write_report(report, out_dir / f"{NAME}.json")
-    return report
+run_suite = suite_entry(NAME, measure)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse arguments, measure, print the table and write the JSON report."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.latency", description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="SQLite only, few commits (seconds)")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / f"{NAME}.json", help="JSON report path")
-    args = parser.parse_args(argv)
-    print(f"wrote {write_report(measure(args.quick), args.out)}")
+main = simple_main(NAME, __doc__, measure, "SQLite only, few commits (seconds)")
 
 
 if __name__ == "__main__":

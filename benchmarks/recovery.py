@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._suite import RESULTS_DIR, dist_ms, finish, progress, row, start_report, write_report
+from benchmarks._suite import RESULTS_DIR, dist_ms, finish, progress, row, start_report, suite_entry, write_report
 from repertory import Agent, Runtime, suspend, tool
 from repertory.runtime.messages import ModelMessage
 from repertory.runtime.model import ToolSpec
@@ -348,11 +348,7 @@ def measure(quick: bool) -> dict[str, Any]:
     return report
 
 
-def run_suite(quick: bool, out_dir: Path = RESULTS_DIR, peers: bool = True) -> dict[str, Any]:
-    """The suite's entry: measure, write ``out_dir/recovery.json``, return the report."""
-    report = measure(quick)
-    write_report(report, out_dir / f"{NAME}.json")
-    return report
+run_suite = suite_entry(NAME, measure)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -25,7 +25,7 @@ import ray
 from pydantic import BaseModel
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
-from repertory.actors import _bulk, _runs
+from repertory.actors import _bulk
 from repertory.actors._coalesce import Coalescer
 from repertory.actors._feeds import Feed, Subscription
 from repertory.actors._runs import RunBatcher
@@ -239,7 +239,7 @@ class RayHostClient:
         batcher = self._batchers.get(feed.key)
         if batcher is None:
             batcher = self._batchers[feed.key] = RunBatcher(self, feed.handle, feed)
-        return await _runs.run_turn(self, batcher, feed, session_id, message, kind, output_type)
+        return await batcher.run(session_id, message, kind, output_type)
 
     async def run_turn_direct(
         self, session_id: str, message: ModelMessage, kind: TurnKind, output_type: type[BaseModel] | None
