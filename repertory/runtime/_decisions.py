@@ -25,7 +25,7 @@ from repertory.runtime.ids import now_ms
 from repertory.runtime.messages import ModelMessage, Origin
 from repertory.runtime.result import RunResult
 from repertory.runtime.signals import AbortSignal
-from repertory.runtime.state import RunState, SuspendKind
+from repertory.runtime.state import RunState, SuspendKind, snapshot
 from repertory.storage.base import SessionStore
 
 if TYPE_CHECKING:
@@ -106,18 +106,8 @@ async def redeem(
     The token is consumed by the commit that records the decision (``redeem_token``), so of
     several racing redemptions exactly one proceeds; the others get ``InvalidResumeToken``.
     """
-    run = await sess.store.load_run(run_id)
-    if run is None:
-        raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
-    live = run.suspended_on.token if run.status == "suspended" and run.suspended_on is not None else None
-    if live is None or not isinstance(token, str) or not secrets.compare_digest(live.encode(), token.encode()):
-        raise InvalidResumeToken(f"not the live resume token of run {run_id!r}", run_id=run_id)
-    assert run.suspended_on is not None
-    if run.suspended_on.kind != kind:
-        use = "resume()" if run.suspended_on.kind == "suspend" else "approve_tool() or reject_tool()"
-        raise WrongSuspensionKind(
-            f"run {run_id!r} is suspended for {run.suspended_on.kind!r}; use {use}", run_id=run_id
-        )
+    held = _held(sess.state, run_id, token, kind)
+    run = held if held is not None else await _checked(sess.store, run_id, token, kind)
     sess._claim()
     sess.thread_id = run.thread_id
     try:
@@ -135,5 +125,46 @@ async def redeem(
         sess._busy = False
         sess._history = None
         raise
-    return await sess._run(drive, token, commit=True)
+    try:
+        return await sess._run(drive, token, commit=True)
+    except InvalidResumeToken:
+        if held is not None and await sess.store.load_run(run_id) is None:
+            # What reading the store first would have said: the run was deleted since it was held.
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id) from None
+        raise
+
+
+def _live_token_matches(run: RunState, token: str) -> bool:
+    live = run.suspended_on.token if run.status == "suspended" and run.suspended_on is not None else None
+    return live is not None and isinstance(token, str) and secrets.compare_digest(live.encode(), token.encode())
+
+
+def _held(held: RunState | None, run_id: str, token: str, kind: SuspendKind) -> RunState | None:
+    """A copy of the session's own state of the run when it waits on exactly this token and kind.
+
+    It saves reading the run again (the actor read it when it activated, or committed it itself).
+    Trusting it is safe: a token is minted once per suspension, so a run still holding it in the
+    store is in the state the session holds, and the commit that uses the token checks, in its
+    transaction, that it is still live. Anything else goes through the store (``_checked``).
+    """
+    if held is None or held.run_id != run_id or not _live_token_matches(held, token):
+        return None
+    assert held.suspended_on is not None
+    return snapshot(held) if held.suspended_on.kind == kind else None
+
+
+async def _checked(store: SessionStore, run_id: str, token: str, kind: SuspendKind) -> RunState:
+    """The stored run, checked in the documented order: it exists, the token is live, the kind matches."""
+    run = await store.load_run(run_id)
+    if run is None:
+        raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+    if not _live_token_matches(run, token):
+        raise InvalidResumeToken(f"not the live resume token of run {run_id!r}", run_id=run_id)
+    assert run.suspended_on is not None
+    if run.suspended_on.kind != kind:
+        use = "resume()" if run.suspended_on.kind == "suspend" else "approve_tool() or reject_tool()"
+        raise WrongSuspensionKind(
+            f"run {run_id!r} is suspended for {run.suspended_on.kind!r}; use {use}", run_id=run_id
+        )
+    return run
 

@@ -39,6 +39,7 @@ from repertory.runtime.state import (
     ErrorInfo,
     RunState,
     ThreadState,
+    detached,
 )
 from repertory.runtime.tools import Tool
 
@@ -165,8 +166,7 @@ class Drive:
         """The outcome of this drive as the caller sees it."""
         run = self.run_state
         text = run.result if run.status == "done" and isinstance(run.result, str) else None
-        return RunResult(run_id=run.run_id, status=run.status, state=run.model_copy(deep=True), text=text,
-                         output=self.output)
+        return RunResult(run_id=run.run_id, status=run.status, state=detached(run), text=text, output=self.output)
 
     def request_messages(self) -> list[ModelMessage]:
         """What the model sees: instructions, then history with recalled context folded in."""

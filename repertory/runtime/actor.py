@@ -66,7 +66,7 @@ class SessionActor:
         store: TreeStore,
         agent: Agent,
         record: SessionRecord,
-        last_seq: int,
+        last_seq: int | None,
         last_run: RunState | None,
         resolve_output: Callable[[str | None], type[BaseModel] | None],
         listeners: list[Callable[[SessionEvent], None]] | None = None,
@@ -85,7 +85,7 @@ class SessionActor:
         self._worker: asyncio.Task[None] | None = None
         self._current: _Job | None = None
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
-        self._send_lock = asyncio.Lock()
+        self._send_lock: asyncio.Lock | None = None  # made on the first send
         self._suspended: dict[str, TurnRecord] | None = None  # loaded on first need
         self.last_active = time.monotonic()
 
@@ -147,6 +147,8 @@ class SessionActor:
         self._touch()
         # One send at a time: the busy check, the durable queue position and the in-memory queue
         # agree, so concurrent sends run in their stored order and "reject" cannot let two in.
+        if self._send_lock is None:
+            self._send_lock = asyncio.Lock()
         async with self._send_lock:
             busy = self.busy
             if busy and if_busy == "reject":
@@ -192,6 +194,8 @@ class SessionActor:
                 self._current = None
                 job.over.set()
                 self._touch()
+        if self._worker is asyncio.current_task():
+            self._worker = None  # a finished task keeps its coroutine and context: let an idle actor drop them
 
     # -- turns --------------------------------------------------------------------------------------
 
@@ -250,6 +254,7 @@ class SessionActor:
             self._suspended.pop(turn.submission_id, None)  # type: ignore[union-attr]
             self.bus.submission_id = turn.submission_id
         try:
+            await self.bus.load_seq(self.store)  # the drive numbers its events from it
             result = await job.decide(self.session)
         except asyncio.CancelledError as exc:
             if not job.future.done():
@@ -387,13 +392,8 @@ class SessionActor:
             await asyncio.gather(self._worker, return_exceptions=True)
 
 
+_TURN_STATUS: dict[str, TurnStatus] = {s: s for s in ("done", "suspended", "cancelled", "error")}
+
+
 def _turn_status(status: str) -> TurnStatus:
-    if status == "done":
-        return "done"
-    if status == "suspended":
-        return "suspended"
-    if status == "cancelled":
-        return "cancelled"
-    if status == "error":
-        return "error"
-    return "running"
+    return _TURN_STATUS.get(status, "running")

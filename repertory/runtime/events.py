@@ -47,13 +47,15 @@ class EventBus:
     """One session's outbox, subscriber queues and progress listeners."""
 
     def __init__(
-        self, session_id: str, last_seq: int, listeners: list[Callable[[SessionEvent], None]] | None = None
+        self, session_id: str, last_seq: int | None, listeners: list[Callable[[SessionEvent], None]] | None = None
     ) -> None:
         self.session_id = session_id
+        # ``None`` until ``load_seq``: a session activated only to be read (its status, its
+        # events) never needs its log position, so activation does not pay for reading it.
         self.last_seq = last_seq
         self.submission_id: str | None = None
         self._buffer: list[tuple[str, dict[str, Any], str | None, int]] = []
-        self._queues: set[asyncio.Queue[SessionEvent]] = set()
+        self._queues: set[asyncio.Queue[SessionEvent]] | None = None  # made by the first subscriber
         # The host owns this list, so a listener added before the actor is active is already here.
         self._listeners: list[Callable[[SessionEvent], None]] = listeners if listeners is not None else []
 
@@ -61,6 +63,13 @@ class EventBus:
     def watched(self) -> bool:
         """True while anyone reads this bus (the session must then stay in memory)."""
         return bool(self._queues or self._listeners)
+
+    async def load_seq(self, store: Any) -> None:
+        """Read the log position from the store, once, before the first event is numbered."""
+        if self.last_seq is None:
+            seq = await store.last_event_seq(self.session_id)
+            if self.last_seq is None:  # a concurrent first load may have finished first: keep it
+                self.last_seq = seq
 
     # -- the outbox ---------------------------------------------------------------------------------
 
@@ -77,6 +86,8 @@ class EventBus:
         """Number the buffer from ``last_seq + 1`` for the commit about to happen."""
         if not self._buffer:
             return []
+        if self.last_seq is None:
+            raise RuntimeError("the event log position was not loaded (EventBus.load_seq) before a commit")
         events = [
             SessionEvent(session_id=self.session_id, seq=self.last_seq + i, submission_id=sub, type=t, data=d, at=at)
             for i, (t, d, sub, at) in enumerate(self._buffer, start=1)
@@ -100,6 +111,7 @@ class EventBus:
         self, store: Any, type: str, data: dict[str, Any], submission_id: str | None = None
     ) -> SessionEvent:
         """Write one event (and anything still buffered) now, outside a checkpoint."""
+        await self.load_seq(store)
         self._buffer.append((type, data, submission_id or self.submission_id, now_ms()))
         events = self.take()
         try:
@@ -113,7 +125,7 @@ class EventBus:
     # -- readers ------------------------------------------------------------------------------------
 
     def _publish(self, event: SessionEvent) -> None:
-        for queue in self._queues:
+        for queue in self._queues or ():
             queue.put_nowait(event)
         for listener in list(self._listeners):
             try:
@@ -125,9 +137,12 @@ class EventBus:
     def subscribe(self) -> asyncio.Queue[SessionEvent]:
         """A queue receiving every event published from now on."""
         queue: asyncio.Queue[SessionEvent] = asyncio.Queue()
+        if self._queues is None:
+            self._queues = set()
         self._queues.add(queue)
         return queue
 
     def unsubscribe(self, queue: asyncio.Queue[SessionEvent]) -> None:
         """Stop feeding a queue."""
-        self._queues.discard(queue)
+        if self._queues is not None:
+            self._queues.discard(queue)

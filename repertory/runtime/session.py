@@ -84,7 +84,7 @@ class Session:
         self._busy = False
         self._drive: Drive | None = None
         self._drive_task: asyncio.Task[Any] | None = None
-        self._drive_over = asyncio.Event()
+        self._drive_over: asyncio.Event | None = None  # made by whoever waits for a drive to end
 
     # -- observation ------------------------------------------------------------------------------
 
@@ -159,7 +159,6 @@ class Session:
         """Run a claimed drive to rest; keeps the history cache only when the drive ended cleanly."""
         self._drive, self._drive_task = drive, asyncio.current_task()
         drive.detach_on_cancel = self.detach_on_cancel
-        self._drive_over.clear()
         self._state = drive.run_state
         ok = False
         try:
@@ -182,7 +181,9 @@ class Session:
                 if stored is not None:
                     self._observe(stored)
             self._drive, self._drive_task, self._busy = None, None, False
-            self._drive_over.set()
+            over, self._drive_over = self._drive_over, None
+            if over is not None:
+                over.set()
 
     async def _reload_state(self, run_id: str) -> RunState | None:
         try:
@@ -293,8 +294,7 @@ class Session:
         if self._drive is not None and self._drive_task is not None:
             self._drive.cancel_requested = True
             self._drive_task.cancel("cancel() was called")
-            if asyncio.current_task() is not self._drive_task:
-                await self._drive_over.wait()
+            await self._drive_ended()
             return
         if self._state is None:
             return
@@ -318,8 +318,15 @@ class Session:
         if self._drive is not None and self._drive_task is not None:
             self._drive.detach_on_cancel = True
             self._drive_task.cancel("detached")
-            if asyncio.current_task() is not self._drive_task:
-                await self._drive_over.wait()
+            await self._drive_ended()
+
+    async def _drive_ended(self) -> None:
+        """Wait for the drive in progress to end (unless it is the caller itself)."""
+        if asyncio.current_task() is self._drive_task:
+            return
+        if self._drive_over is None:
+            self._drive_over = asyncio.Event()
+        await self._drive_over.wait()
 
     async def continue_run(self, run_id: str, *, signal: AbortSignal | None = None,
                            output_type: type[BaseModel] | None = None) -> RunResult:

@@ -66,8 +66,9 @@ class Signal(Generic[T]):
 
     def __init__(self, value: T) -> None:
         self._value = value
-        self._subscribers: list[Callable[[T], None]] = []
-        self._queues: list[asyncio.Queue[T]] = []
+        # Made on first use: most signals (one per session) are never watched.
+        self._subscribers: list[Callable[[T], None]] | None = None
+        self._queues: list[asyncio.Queue[T]] | None = None
 
     @property
     def value(self) -> T:
@@ -82,27 +83,33 @@ class Signal(Generic[T]):
     def set(self, value: T) -> None:
         """Publish a new value to subscribers and iterators."""
         self._value = value
-        for fn in list(self._subscribers):
+        for fn in list(self._subscribers or ()):
             fn(value)
-        for queue in self._queues:
+        for queue in self._queues or ():
             queue.put_nowait(value)
 
     def subscribe(self, fn: Callable[[T], None]) -> Callable[[], None]:
         """Call ``fn`` on every change; returns a function that unsubscribes."""
-        self._subscribers.append(fn)
+        if self._subscribers is None:
+            self._subscribers = []
+        subscribers = self._subscribers
+        subscribers.append(fn)
 
         def unsubscribe() -> None:
-            if fn in self._subscribers:
-                self._subscribers.remove(fn)
+            if fn in subscribers:
+                subscribers.remove(fn)
 
         return unsubscribe
 
     async def __aiter__(self) -> AsyncIterator[T]:
         queue: asyncio.Queue[T] = asyncio.Queue()
-        self._queues.append(queue)
+        if self._queues is None:
+            self._queues = []
+        queues = self._queues
+        queues.append(queue)
         try:
             yield self._value
             while True:
                 yield await queue.get()
         finally:
-            self._queues.remove(queue)
+            queues.remove(queue)

@@ -8,7 +8,7 @@ error instead of being half-understood. Timestamps are epoch milliseconds.
 from __future__ import annotations
 
 import copy
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
@@ -26,11 +26,14 @@ __all__ = [
     "SuspendReason",
     "ThreadState",
     "Usage",
+    "detached",
     "snapshot",
 ]
 
 SCHEMA_VERSION = 1
 """Version of the persisted record shapes; bumped with a migration whenever a shape changes."""
+
+_M = TypeVar("_M", bound=BaseModel)
 
 RunStatus = Literal["running", "suspended", "done", "error", "cancelled"]
 SuspendKind = Literal["suspend", "approval"]
@@ -184,3 +187,41 @@ def snapshot(run: RunState) -> RunState:
     snap.pending = [p.model_copy() for p in run.pending]
     snap.approvals = [a.model_copy() for a in run.approvals]
     return snap
+
+
+def _copy_json(value: JsonValue) -> JsonValue:
+    """A copy of a JSON value: its containers are new, its scalars (immutable) are shared."""
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value
+
+
+def _copy_model(model: _M, **fields: object) -> _M:
+    """A shallow copy of ``model`` with ``fields`` replaced; its ``model_fields_set`` stays as it was."""
+    out = model.model_copy()
+    out.__dict__.update(fields)
+    return out
+
+
+def detached(run: RunState) -> RunState:
+    """A copy of ``run`` that shares nothing mutable with it: what a caller gets to keep and change.
+
+    Equal to ``run.model_copy(deep=True)`` at a third of its cost (a finished approval run: 7.5 us
+    against 22.6 us; the deep copy, ``copy.deepcopy`` walking every field, was ~6% of a decision's
+    CPU): models are copied shallowly with their JSON containers rebuilt; strings and numbers are
+    immutable, so shared.
+    """
+    return _copy_model(
+        run,
+        usage=run.usage.model_copy(),
+        suspended_on=None if run.suspended_on is None
+        else _copy_model(run.suspended_on, payload=_copy_json(run.suspended_on.payload)),
+        scratch=_copy_json(run.scratch),
+        result=_copy_json(run.result),
+        error=None if run.error is None else run.error.model_copy(),
+        pending=[_copy_model(p, args=_copy_json(p.args), payload=_copy_json(p.payload)) for p in run.pending],
+        approvals=[_copy_model(a, args=_copy_json(a.args), approval=_copy_json(a.approval)) for a in run.approvals],
+        context=[m.model_copy(deep=True) for m in run.context],
+    )
