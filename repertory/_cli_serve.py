@@ -20,6 +20,7 @@ import typer
 from repertory._cli_sessions import DEFAULT_AGENTS, DEFAULT_STORE, AgentsOption, StoreOption, load_agents
 from repertory.errors import RepertoryError
 from repertory.runtime.agent import Agent
+from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.principal import Principal
 
 __all__ = ["register", "serve"]
@@ -117,6 +118,7 @@ def serve(
     keys = _keys(api_key or [])
     registry = load_agents(agents)  # a bad --agents fails before the port is taken
     sock = _listen(host, port)
+    tune_gc()  # a server process holds many sessions (see repertory.runtime.gc_tuning)
     try:
         asyncio.run(_serve(sock, store, backend, registry, agents, keys, cors_origin or [], max_body_bytes,
                            max_streams, log_level))

@@ -22,6 +22,7 @@ from rich.tree import Tree
 from repertory.errors import InvalidResumeToken, RepertoryError, SessionNotFound
 from repertory.runtime.agent import Agent
 from repertory.runtime.agent_specs import import_agents
+from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.session import Session
 from repertory.runtime.state import RunState
 from repertory.storage.base import TreeStore
@@ -303,6 +304,7 @@ def demo(
             real = infer_model(model)
         except ValueError as exc:
             raise RepertoryError(str(exc)) from None
+    tune_gc()  # this process holds the whole fleet's client side (see repertory.runtime.gc_tuning)
     stats = asyncio.run(
         run_demo(
             sessions=sessions,

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from repertory.actors._channels import KEEPALIVE_SECONDS, Channels, Item
 from repertory.errors import CommitConflict
 from repertory.runtime.agent_specs import AgentSpec, resolve_agents
+from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.host import LocalHost, MemoryFactory
 from repertory.runtime.messages import ModelMessage
 from repertory.runtime.principal import Principal
@@ -75,6 +76,7 @@ class SessionHost:
         cwd: str | None = None,
         memory: MemoryFactory | None = None,
     ) -> None:
+        tune_gc()  # a host process holds many sessions (see repertory.runtime.gc_tuning)
         self.store_url = store_url
         self.index = index
         self.hosts = hosts
