@@ -31,6 +31,7 @@ __all__ = ["Durability", "SqliteBase", "Write", "connect", "db_errors", "run_bat
 Durability = Literal["normal", "full"]
 _T = TypeVar("_T")
 _BUSY_TIMEOUT_MS = 10_000
+_CLOSE_WAIT_SECONDS = 30.0  # close() waits this long at most for reads still running on threads
 
 
 @contextlib.contextmanager
@@ -142,6 +143,8 @@ class SqliteBase:
         self._readers: list[sqlite3.Connection] = []
         self._all_readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        self._readers_idle = threading.Condition(self._readers_lock)
+        self._reading = 0  # reads running on worker threads now
         self._closed = False
         self._wal = None if memory or path == ":memory:" else WalKeeper(path)
 
@@ -153,16 +156,33 @@ class SqliteBase:
 
     def _acquire_reader(self) -> sqlite3.Connection:
         with self._readers_lock:
+            if self._closed:
+                raise StoreError("store is closed")
+            self._reading += 1
             if self._readers:
                 return self._readers.pop()
-        conn = connect(self.path, uri=False, durability=self.durability, wal=True)
+        try:
+            conn = connect(self.path, uri=False, durability=self.durability, wal=True)
+        except BaseException:
+            self._release_reader(None)
+            raise
         with self._readers_lock:
             self._all_readers.append(conn)
         return conn
 
-    def _release_reader(self, conn: sqlite3.Connection) -> None:
+    def _release_reader(self, conn: sqlite3.Connection | None) -> None:
         with self._readers_lock:
-            self._readers.append(conn)
+            if conn is not None:
+                self._readers.append(conn)
+            self._reading -= 1
+            if self._reading == 0:
+                self._readers_idle.notify_all()
+
+    def _wait_for_readers(self, seconds: float) -> None:
+        # A read whose caller was cancelled still runs on its thread: closing its connection under it
+        # crashed the process (SIGSEGV in the recovery benchmark), so close() waits for it first.
+        with self._readers_lock:
+            self._readers_idle.wait_for(lambda: self._reading == 0, timeout=seconds)
 
     async def _read(self, action: str, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run a read that grows with the data: off the event loop, on a pooled reader connection."""
@@ -216,6 +236,7 @@ class SqliteBase:
             await self._group.drain()  # writes queued before close() still commit
         if self._wal is not None:
             await self._wal.close()
+        await asyncio.to_thread(self._wait_for_readers, _CLOSE_WAIT_SECONDS)
         with self._readers_lock:
             readers, self._all_readers, self._readers = self._all_readers, [], []
         for conn in readers:

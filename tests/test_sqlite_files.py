@@ -1,9 +1,10 @@
-"""The SQLite store keeps its write-ahead log bounded: past the limit, a checkpoint empties it."""
+"""The SQLite store's file hygiene: a bounded write-ahead log, and no connection closed under a running read."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from benchmarks._common import EngineSession, make_message
 from repertory.storage._sqlite_wal import WalKeeper
@@ -32,3 +33,26 @@ async def test_a_log_past_the_limit_is_checkpointed_and_emptied(tmp_path: Path) 
         assert loaded is not None and len(loaded.messages) == 201  # nothing lost
     finally:
         await store.close()
+
+
+async def test_close_waits_for_a_read_still_running_on_its_thread(tmp_path: Path) -> None:
+    # A read whose caller was cancelled keeps running on its worker thread; closing its connection
+    # under it crashed the process (SIGSEGV), so close() must wait for it.
+    import asyncio
+    import time
+
+    store = await SqliteSessionStore.open(str(tmp_path / "close.db"))
+    finished: list[float] = []
+
+    def slow(conn: Any) -> int:
+        time.sleep(0.3)
+        count = int(conn.execute("SELECT count(*) FROM runs").fetchone()[0])
+        finished.append(time.monotonic())
+        return count
+
+    read = asyncio.ensure_future(store._read("slow read", slow))
+    await asyncio.sleep(0.05)
+    read.cancel()
+    await store.close()
+    closed_at = time.monotonic()
+    assert finished and finished[0] <= closed_at  # the read ended on its connection before it was closed
