@@ -70,7 +70,6 @@ class Feed:
     def __init__(self, handle: Any, key: str, reconnect_delay: float = 0.1) -> None:
         self.handle = handle
         self.key = key
-        self._handle = handle
         self._subs: dict[str, Subscription] = {}
         self._barriers: dict[str, asyncio.Future[None]] = {}
         self._results: dict[str, asyncio.Future[Any]] = {}
@@ -84,7 +83,7 @@ class Feed:
         return any(s.listener is not None and s.session_id == session_id and not s.closed for s in self._subs.values())
 
     async def _start(self) -> None:
-        if self._task is None:
+        if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._pump())
         await self._connected.wait()
 
@@ -112,7 +111,7 @@ class Feed:
                 await self._connected.wait()
                 client_id = self._client_id
                 try:
-                    await self._handle.subscribe.remote(client_id, sub.sub_id, sub.session_id, sub.last)
+                    await self.handle.subscribe.remote(client_id, sub.sub_id, sub.session_id, sub.last)
                     return
                 except _DEAD:
                     if client_id == self._client_id and self._connected.is_set():
@@ -126,7 +125,7 @@ class Feed:
         if self._subs.pop(sub.sub_id, None) is None or not self._connected.is_set():
             return
         with contextlib.suppress(*_DEAD):
-            await self._handle.unsubscribe.remote(self._client_id, sub.sub_id)
+            await self.handle.unsubscribe.remote(self._client_id, sub.sub_id)
 
     async def flush(self, session_id: str) -> None:
         """Wait until this session's listeners got everything the host published before now."""
@@ -135,7 +134,7 @@ class Feed:
         barrier_id = new_id()
         done = self._barriers[barrier_id] = asyncio.get_running_loop().create_future()
         try:
-            await self._handle.barrier.remote(self._client_id, barrier_id)
+            await self.handle.barrier.remote(self._client_id, barrier_id)
             await asyncio.wait_for(done, _FLUSH_SECONDS)
         except (*_DEAD, TimeoutError):
             return  # a host failure is not the caller's error; the resubscribed listeners catch up
@@ -147,16 +146,16 @@ class Feed:
         with contextlib.suppress(Exception):
             while True:
                 await asyncio.sleep(KEEPALIVE_SECONDS)
-                await self._handle.keepalive.remote(client_id)
+                await self.handle.keepalive.remote(client_id)
 
     async def _pump(self) -> None:
         while True:
             self._client_id = client_id = new_id()
-            stream = self._handle.client_stream.options(num_returns="streaming").remote(client_id)
+            stream = self.handle.client_stream.options(num_returns="streaming").remote(client_id)
             beat = asyncio.get_running_loop().create_task(self._keepalive(client_id))
             try:
                 for known in list(self._subs.values()):
-                    await self._handle.subscribe.remote(client_id, known.sub_id, known.session_id, known.last)
+                    await self.handle.subscribe.remote(client_id, known.sub_id, known.session_id, known.last)
                 self._connected.set()
                 async for ref in stream:
                     for sub_id, key, event in await ref:
@@ -171,7 +170,9 @@ class Feed:
                         elif event is not None and (reader := self._subs.get(sub_id)) is not None:
                             reader.deliver(event)
                 self._reconnecting()  # the host ended a channel it thought silent: open a new one
-            except _DEAD:
+            except Exception as exc:
+                if not isinstance(exc, _DEAD):  # anything else Ray raises: log it, and still reconnect
+                    _log.warning("event channel to a host failed (%r); opening a new one", exc)
                 self._reconnecting()
                 await asyncio.sleep(self._delay)
             finally:
