@@ -85,6 +85,7 @@ import ray
 
 from benchmarks._report import machine_info
 from benchmarks._report import percentile as _pct
+from benchmarks._suite import row
 from repertory import Agent
 from repertory.actors.bootstrap import store_url_for_hosts as _store_url_for_hosts
 from repertory.actors.client import VERSION
@@ -1119,18 +1120,7 @@ def _summary(report: dict[str, Any]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
 
     def add(name: str, value: float | None, target: float | None, at_most: bool, unit: str, note: str = "") -> None:
-        met = None if value is None or target is None else (value <= target if at_most else value >= target)
-        rows.append(
-            {
-                "figure": name,
-                "value": value,
-                "unit": unit,
-                "target": target,
-                "target_is": None if target is None else ("at most" if at_most else "at least"),
-                "met": met,
-                "note": note,
-            }
-        )
+        rows.append(row(name, value, unit, target, at_most, note))
 
     if "turn_overhead" in report:
         ray_o, local_o = report["turn_overhead"]["ray"], report["turn_overhead"]["local"]

@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._report import machine_info
-from benchmarks._report import percentile as _pct
+from benchmarks._suite import dist_ms
 from repertory import Agent
 from repertory.runtime.messages import ModelMessage
 from repertory.runtime.model import ModelEvent, ModelResponse, ModelSettings, ToolSpec
@@ -141,20 +141,6 @@ def _proc_status() -> dict[str, int]:
             if key in ("VmRSS", "VmHWM"):
                 out[key] = int(value.split()[0]) * 1024
     return out
-
-
-def _dist_ms(values: Sequence[float]) -> dict[str, float]:
-    """p50, p90, p99, max and mean of seconds, in milliseconds."""
-    if not values:
-        return {}
-    return {
-        "p50_ms": _pct(values, 0.5) * 1e3,
-        "p90_ms": _pct(values, 0.9) * 1e3,
-        "p99_ms": _pct(values, 0.99) * 1e3,
-        "max_ms": max(values) * 1e3,
-        "mean_ms": statistics.fmean(values) * 1e3,
-        "min_ms": min(values) * 1e3,
-    }
 
 
 def _where(filename: str) -> str:
@@ -501,15 +487,15 @@ async def _concurrent(folder: str, n: int, turns: int, delay: float, profile: bo
         "cpu_utilisation_cores": cpu / wall if wall else None,
         "gc": {"seconds": gc_time.seconds, "ms_per_turn": gc_time.seconds / done * 1e3 if done else None,
                "collections_by_generation": gc_time.collections},
-        "per_turn_overhead": _dist_ms(overhead),
-        "overhead_first_turn": _dist_ms(first),
-        "overhead_later_turns": _dist_ms(later),
+        "per_turn_overhead": dist_ms(overhead),
+        "overhead_first_turn": dist_ms(first),
+        "overhead_later_turns": dist_ms(later),
         "split": {
-            "before_model": _dist_ms(before),
-            "model_sleep_late": _dist_ms(late),
-            "after_model": _dist_ms(after),
+            "before_model": dist_ms(before),
+            "model_sleep_late": dist_ms(late),
+            "after_model": dist_ms(after),
         },
-        "event_loop_lag": _dist_ms(lags),
+        "event_loop_lag": dist_ms(lags),
         "resident_actors_at_end": resident,
         "activations": activations,
         "rss_bytes_at_end": status["VmRSS"],
@@ -697,10 +683,10 @@ async def _anatomy(folder: str, sessions: int, long_turns: int, full_sessions: i
             "sessions": sessions,
             "turns_per_session": TURNS,
             "model_delay_ms": 0.0,
-            "first_turn_ms": _dist_ms([e - s for _, t, s, e in spans if t == 0]),
-            "later_turns_ms": _dist_ms([e - s for _, t, s, e in spans if t > 0]),
-            "before_model_later_turns_ms": _dist_ms([model.started[k] - s for k, t, s, _ in spans if t > 0]),
-            "after_model_later_turns_ms": _dist_ms([e - model.replied[k] for k, t, _, e in spans if t > 0]),
+            "first_turn_ms": dist_ms([e - s for _, t, s, e in spans if t == 0]),
+            "later_turns_ms": dist_ms([e - s for _, t, s, e in spans if t > 0]),
+            "before_model_later_turns_ms": dist_ms([model.started[k] - s for k, t, s, _ in spans if t > 0]),
+            "after_model_later_turns_ms": dist_ms([e - model.replied[k] for k, t, _, e in spans if t > 0]),
         }
 
         # One turn's store calls, thread hops, SQL statements and write transactions.
@@ -759,7 +745,7 @@ async def _anatomy(folder: str, sessions: int, long_turns: int, full_sessions: i
                 await h.run(f"full {t}")
                 if t > 0:
                     times.append(time.perf_counter() - start)
-        out["later_turns_durability_full_ms"] = _dist_ms(times)
+        out["later_turns_durability_full_ms"] = dist_ms(times)
     finally:
         await rt.close()
 
