@@ -21,6 +21,7 @@ from typing import Any
 from benchmarks._common import EngineSession, make_message
 from benchmarks._report import percentile
 from repertory import Agent, Session, Tool, tool
+from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.messages import ModelMessage
 from repertory.runtime.model import ToolSpec
 from repertory.storage.base import SessionStore
@@ -129,17 +130,20 @@ def commits_per_run(steps: int, idempotent: bool) -> int:
 async def sessions_round(
     store: SessionStore, group_commit: bool, sessions: int, steps: int, idempotent: bool,
     profile: cProfile.Profile | None = None, *, yields: bool = False, gc_off: bool = False,
+    gc_tuned: bool = False,
 ) -> SessionsRound:  # fmt: skip
     """Run ``sessions`` sessions at once (``asyncio.gather``), each one run to its final reply.
 
     ``gc_off`` disables the cyclic garbage collector for the timed part (an application's choice,
-    measured to show the collector's share; the store and the engine never touch it).
+    measured to show the collector's share; the store and the engine never touch it); ``gc_tuned``
+    applies ``tune_gc()`` instead (rarer passes, what a process holding many sessions should do).
     """
     agent = make_agent(steps, idempotent, yields)
     runners = [Session(store=store, agent=agent) for _ in range(sessions)]
     before = _group_stats(store)
     gc.collect()
     with GcTimer() as gc_time:
+        thresholds = tune_gc() if gc_tuned else None
         if gc_off:
             gc.disable()
         wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -152,6 +156,8 @@ async def sessions_round(
             wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         finally:
             gc.enable()
+            if thresholds is not None:
+                gc.set_threshold(*thresholds)
     bad = [r for r in results if r.status != "done" or r.text != FINAL or r.state.step_index != steps + 1]
     if bad:
         raise RuntimeError(f"{len(bad)} runs ended wrongly, e.g. {bad[0].status} at step {bad[0].state.step_index}")

@@ -81,6 +81,7 @@ class Variant:
     idempotent: bool
     yields: bool = False  # the model hands the loop over once per request, as a real client does
     gc_off: bool = False  # the cyclic garbage collector disabled while timed (an application's choice)
+    gc_tuned: bool = False  # the process calls repertory's tune_gc() (rarer collections)
 
 
 HEADLINE = Variant("SQLite, @tool (2 commits/step)", "sqlite", "normal", False)
@@ -89,6 +90,7 @@ VARIANTS = (
     Variant("SQLite, @tool(idempotent=True) (1 commit/step)", "sqlite", "normal", True),
     Variant("SQLite, @tool, model yields once per request", "sqlite", "normal", False, yields=True),
     Variant("SQLite, @tool, cyclic GC disabled while timed", "sqlite", "normal", False, gc_off=True),
+    Variant("SQLite, @tool, the process calls tune_gc()", "sqlite", "normal", False, gc_tuned=True),
     Variant("SQLite durability=full, @tool (2 commits/step)", "sqlite", "full", False),
 )
 PG_VARIANT = Variant("PostgreSQL, @tool (2 commits/step)", "postgres", "normal", False)
@@ -161,7 +163,8 @@ def _side(rounds: list[SessionsRound]) -> dict[str, Any]:
 async def _variant(stores: Stores, plan: Plan, variant: Variant, rounds: int) -> dict[str, Any]:
     async def work(store: SessionStore, on: bool) -> SessionsRound:
         return await sessions_round(
-            store, on, plan.sessions, plan.steps, variant.idempotent, yields=variant.yields, gc_off=variant.gc_off
+            store, on, plan.sessions, plan.steps, variant.idempotent, yields=variant.yields, gc_off=variant.gc_off,
+            gc_tuned=variant.gc_tuned,
         )
 
     # An untimed warm-up of each side (imports, validators, statement caches).
@@ -176,6 +179,7 @@ async def _variant(stores: Stores, plan: Plan, variant: Variant, rounds: int) ->
         "idempotent_tool": variant.idempotent,
         "model_yields": variant.yields,
         "gc_disabled_while_timed": variant.gc_off,
+        "tune_gc": variant.gc_tuned,
         "sessions": plan.sessions,
         "tool_steps_per_run": plan.steps,
         "model_steps_per_run": plan.steps + 1,
