@@ -14,11 +14,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repertory.runtime.history import MessageHistory
-from repertory.runtime.ids import new_id, now_ms
-from repertory.runtime.messages import ModelMessage, Origin, TextPart
-from repertory.runtime.state import RunState, ThreadState
-from repertory.storage.base import SessionStore
+from repertory.core.history import MessageHistory
+from repertory.core.ids import new_id, now_ms
+from repertory.core.messages import ModelMessage, Origin, TextPart
+from repertory.core.state import RunState, ThreadState
+from repertory.core.store import SessionStore
 
 __all__ = [
     "MESSAGE_BYTES",

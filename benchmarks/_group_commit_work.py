@@ -21,10 +21,10 @@ from typing import Any
 from benchmarks._common import EngineSession, make_message
 from benchmarks._report import percentile
 from repertory import Agent, Session, Tool, tool
+from repertory.core.messages import ModelMessage
+from repertory.core.model import ToolSpec
+from repertory.core.store import SessionStore
 from repertory.runtime.gc_tuning import tune_gc
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.model import ToolSpec
-from repertory.storage.base import SessionStore
 from repertory.testing import ScriptedModel
 
 __all__ = [

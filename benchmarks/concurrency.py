@@ -35,10 +35,10 @@ from typing import Any
 
 from benchmarks._suite import RESULTS_DIR, dist_ms, finish, progress, row, start_report, suite_entry, write_report
 from repertory import Agent, Runtime, tool
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.model import ToolSpec
-from repertory.runtime.runtime import Backend
+from repertory.core.messages import ModelMessage
+from repertory.core.model import ToolSpec
 from repertory.testing import ScriptedModel
+from repertory.tree.runtime import Backend
 
 __all__ = ["LogNormalScript", "main", "measure", "run_suite"]
 

@@ -43,9 +43,9 @@ import duckdb
 import pyarrow
 
 from repertory.analytics import connect
-from repertory.runtime.ids import new_id
+from repertory.core.ids import new_id
 from repertory.storage.export import export_parquet
-from repertory.storage.sqlite import SqliteSessionStore
+from repertory.storage.sqlite.store import SqliteSessionStore
 
 RESULTS = Path(__file__).resolve().parent / "results" / "export.json"
 TARGET_ROWS_PER_S = 300_000

@@ -45,11 +45,11 @@ from benchmarks._suite import (
     suite_entry,
 )
 from repertory import Agent, Runtime
+from repertory.core.ids import new_id
+from repertory.core.messages import ModelMessage
+from repertory.core.model import ToolSpec
+from repertory.core.state import RunState, ThreadState
 from repertory.runtime.host import LocalHost
-from repertory.runtime.ids import new_id
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.model import ToolSpec
-from repertory.runtime.state import RunState, ThreadState
 from repertory.testing import ScriptedModel
 
 __all__ = ["main", "run_suite"]

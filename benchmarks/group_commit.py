@@ -57,11 +57,11 @@ from benchmarks._group_commit_work import (
     sessions_round,
 )
 from benchmarks._suite import RESULTS_DIR, finish, row, start_report, suite_entry, write_report
+from repertory.core.store import SessionStore
 from repertory.errors import StoreError
-from repertory.storage.base import SessionStore
-from repertory.storage.pg_temp import TemporaryPostgres
-from repertory.storage.postgres import PostgresSessionStore
-from repertory.storage.sqlite import Durability, SqliteSessionStore
+from repertory.storage.postgres.store import PostgresSessionStore
+from repertory.storage.sqlite.store import Durability, SqliteSessionStore
+from repertory.testing.pg_temp import TemporaryPostgres
 
 __all__ = ["main", "measure", "run", "run_suite"]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from benchmarks._suite import RESULTS_DIR, dist_ms, finish, row, start_report, suite_entry, write_report
 from repertory import Agent
-from repertory.runtime.messages import ModelMessage
+from repertory.core.messages import ModelMessage
 from repertory.testing import ScriptedModel
 
 __all__ = ["agents", "main", "measure", "run_suite"]

@@ -37,10 +37,10 @@ from benchmarks._suite import (
     start_report,
     suite_entry,
 )
+from repertory.core.messages import ModelMessage
+from repertory.core.store import SessionStore
 from repertory.errors import StoreError
-from repertory.runtime.messages import ModelMessage
-from repertory.storage.base import SessionStore
-from repertory.storage.sqlite import SqliteSessionStore
+from repertory.storage.sqlite.store import SqliteSessionStore
 
 __all__ = ["main", "measure", "run_suite"]
 
@@ -96,7 +96,7 @@ async def _series(
 
 async def _open(kind: str, folder: str, pg_url: str | None) -> SessionStore:
     if kind == "postgres":
-        from repertory.storage.postgres import PostgresSessionStore
+        from repertory.storage.postgres.store import PostgresSessionStore
 
         assert pg_url is not None
         return await PostgresSessionStore.open(pg_url)
@@ -114,7 +114,7 @@ async def _measure(mode: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
     pg: Any = None
     pg_url: str | None = None
     if any(kind == "postgres" for _, kind, _, _ in series):
-        from repertory.storage.pg_temp import TemporaryPostgres
+        from repertory.testing.pg_temp import TemporaryPostgres
 
         try:
             pg = TemporaryPostgres().start()

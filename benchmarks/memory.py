@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks._report import machine_info
+from repertory.core.messages import ModelMessage
 from repertory.memory import HashingEmbedder, StoreMemory
 from repertory.memory._index import ResourceIndex, normalise
-from repertory.runtime.messages import ModelMessage
 from repertory.storage import InMemorySessionStore, SqliteSessionStore
 
 RESULTS = Path(__file__).resolve().parent / "results" / "memory.json"
@@ -193,8 +193,8 @@ async def run(backends: Sequence[str], sizes: Sequence[int], rounds: int, wide: 
                     elif backend == "sqlite":
                         store = await SqliteSessionStore.open(os.path.join(folder, f"memory-{n}.db"))
                     else:
-                        from repertory.storage.pg_temp import TemporaryPostgres
-                        from repertory.storage.postgres import PostgresSessionStore
+                        from repertory.storage.postgres.store import PostgresSessionStore
+                        from repertory.testing.pg_temp import TemporaryPostgres
 
                         if pg is None:
                             pg = TemporaryPostgres().start()

@@ -91,15 +91,15 @@ from repertory.actors.bootstrap import store_url_for_hosts as _store_url_for_hos
 from repertory.actors.client import VERSION
 from repertory.actors.host import SessionHost
 from repertory.actors.supervisor import shared_host_name
-from repertory.runtime.handle import SessionHandle
-from repertory.runtime.ids import new_id
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.model import ToolSpec
-from repertory.runtime.principal import Principal, to_model_message
-from repertory.runtime.runtime import Runtime
-from repertory.runtime.tree import Lineage, SessionEvent
+from repertory.core.ids import new_id
+from repertory.core.messages import ModelMessage
+from repertory.core.model import ToolSpec
+from repertory.core.principal import Principal, to_model_message
+from repertory.core.tree import Lineage, SessionEvent
 from repertory.storage.url import open_store
 from repertory.testing import ScriptedModel
+from repertory.tree.handle import SessionHandle
+from repertory.tree.runtime import Runtime
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ray.json"
 AGENT = "assistant"

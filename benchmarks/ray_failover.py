@@ -42,7 +42,7 @@ _HEALTH = {
 
 def _agent(charges: Path) -> Any:
     from repertory import Agent, tool
-    from repertory.runtime.messages import ModelMessage
+    from repertory.core.messages import ModelMessage
     from repertory.testing import ScriptedModel
 
     @tool

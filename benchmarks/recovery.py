@@ -45,9 +45,9 @@ from typing import Any
 
 from benchmarks._suite import RESULTS_DIR, dist_ms, finish, progress, row, start_report, suite_entry, write_report
 from repertory import Agent, Runtime, suspend, tool
+from repertory.core.messages import ModelMessage
+from repertory.core.model import ToolSpec
 from repertory.runtime.gc_tuning import tune_gc
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.model import ToolSpec
 from repertory.testing import ScriptedModel
 
 __all__ = ["main", "measure", "run_suite"]

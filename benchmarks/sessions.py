@@ -72,11 +72,11 @@ from typing import Any
 from benchmarks._report import machine_info
 from benchmarks._suite import dist_ms
 from repertory import Agent
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.model import ModelEvent, ModelResponse, ModelSettings, ToolSpec
-from repertory.runtime.runtime import Runtime
-from repertory.runtime.tree import Lineage, SessionRecord
+from repertory.core.messages import ModelMessage
+from repertory.core.model import ModelEvent, ModelResponse, ModelSettings, ToolSpec
+from repertory.core.tree import Lineage, SessionRecord
 from repertory.testing import ScriptedModel
+from repertory.tree.runtime import Runtime
 
 RESULTS = Path(__file__).resolve().parent / "results" / "sessions.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -312,7 +312,7 @@ async def _creation(folder: str, n: int, rounds: int, full_n: int) -> dict[str, 
                 await rt.host.create_session(agent=AGENT, title=None, model=None, cwd=None, lineage=root,
                                              root_id=None, head=None)
 
-        from repertory.runtime.ids import new_id, now_ms
+        from repertory.core.ids import new_id, now_ms
 
         def records(count: int) -> list[SessionRecord]:
             at = now_ms()

@@ -74,10 +74,10 @@ import pydantic
 
 from benchmarks._report import git_state
 from repertory import Agent, ModelMessage, Origin, RunState, Session, ThreadState, Tool, ToolContext, tool
-from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHistory
-from repertory.runtime.ids import new_id
-from repertory.runtime.messages import ToolCallPart, ToolResultPart
-from repertory.storage.sqlite import Durability, SqliteSessionStore
+from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
+from repertory.core.ids import new_id
+from repertory.core.messages import ToolCallPart, ToolResultPart
+from repertory.storage.sqlite.store import Durability, SqliteSessionStore
 from repertory.testing import ScriptedModel
 
 __all__ = ["main", "run_suite"]
@@ -727,7 +727,7 @@ _PAIR_SHIFTS = range(120, -1, -10)
 
 
 def _ulid_loop(value: int) -> str:
-    """The encoding ``repertory.runtime.ids.new_id`` uses today: 26 rounds of a Python loop."""
+    """The encoding ``repertory.core.ids.new_id`` uses today: 26 rounds of a Python loop."""
     chars = [""] * 26
     for i in range(25, -1, -1):
         chars[i] = _CROCKFORD[value & 31]

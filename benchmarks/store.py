@@ -55,16 +55,23 @@ from benchmarks._common import (
     timed,
 )
 from benchmarks._report import machine_info, render
-from repertory.runtime.history import MessageHistory
-from repertory.runtime.ids import new_id, now_ms
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.state import RunState
-from repertory.storage._commit import plan_commit
-from repertory.storage._sqlite_schema import ensure_schema
+from repertory.core.history import MessageHistory
+from repertory.core.ids import new_id, now_ms
+from repertory.core.messages import ModelMessage
+from repertory.core.state import RunState
+from repertory.storage.commit_plan import plan_commit
+from repertory.storage.sqlite.schema import ensure_schema
 
 # Private names on purpose: the raw loop must run the store's own statements and row shape, and an
 # import that breaks when they are renamed is better than a raw loop that silently drifts from them.
-from repertory.storage.sqlite import _LINEAGE_SQL, _UPSERT_RUN, _UPSERT_THREAD, Durability, SqliteSessionStore, _run_row
+from repertory.storage.sqlite.store import (
+    _LINEAGE_SQL,
+    _UPSERT_RUN,
+    _UPSERT_THREAD,
+    Durability,
+    SqliteSessionStore,
+    _run_row,
+)
 
 __all__ = ["main", "run_suite"]
 

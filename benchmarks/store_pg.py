@@ -48,17 +48,17 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from benchmarks._common import TARGET_PG_RATIO, EngineSession
+from repertory.core.ids import new_id, now_ms
+from repertory.core.messages import ModelMessage
+from repertory.core.state import RunState
 from repertory.errors import StoreError
-from repertory.runtime.ids import new_id, now_ms
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.state import RunState
-from repertory.storage._pg_schema import MIGRATIONS
-from repertory.storage._pg_tree import event_arrays
-from repertory.storage.pg_temp import TemporaryPostgres
+from repertory.storage.postgres._tree_tables import event_arrays
+from repertory.storage.postgres.schema import MIGRATIONS
 
 # Private names on purpose, as in the SQLite benchmark: the raw loops must run the store's own
 # statements, and an import that breaks on a rename beats a raw loop that silently drifts.
-from repertory.storage.postgres import _COMMIT_SQL, _UPSERT_RUN, PostgresSessionStore
+from repertory.storage.postgres.store import _COMMIT_SQL, _UPSERT_RUN, PostgresSessionStore
+from repertory.testing.pg_temp import TemporaryPostgres
 
 __all__ = ["POOL_SIZE", "VARIANTS", "WRITERS", "bench_postgres", "run_postgres"]
 

@@ -4,6 +4,8 @@ Checkpoints after every step, an immutable history graph that makes forks free, 
 tokens, and stores from in-memory to SQLite to PostgreSQL. See README.md for a tour.
 """
 
+from repertory.core.principal import NotificationMessage, Principal, UserMessage
+from repertory.core.tree import Lineage, SessionEvent, SessionMetadata, TurnRecord
 from repertory.errors import (
     CommitConflict,
     InvalidResumeToken,
@@ -60,11 +62,9 @@ from repertory.runtime import (
     suspend,
     tool,
 )
-from repertory.runtime.handle import Disposable, SessionHandle, TurnHandle
-from repertory.runtime.principal import NotificationMessage, Principal, UserMessage
-from repertory.runtime.runtime import Runtime
-from repertory.runtime.tree import Lineage, SessionEvent, SessionMetadata, TurnRecord
 from repertory.storage import InMemorySessionStore, SessionStore, SqliteSessionStore, TreeStore, open_store
+from repertory.tree.handle import Disposable, SessionHandle, TurnHandle
+from repertory.tree.runtime import Runtime
 
 __version__ = "0.1.0"
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from repertory.storage.pg_temp import TemporaryPostgres
+from repertory.testing.pg_temp import TemporaryPostgres
 
 _TABLES = (
     "repertory.runs, repertory.threads, repertory.history_entries, repertory.history_revisions, "

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from repertory.core.messages import ModelMessage
 from repertory.errors import StoreError
-from repertory.runtime.messages import ModelMessage
 from repertory.storage import SqliteSessionStore, open_store
-from repertory.storage._group_commit import Failed, GroupCommit, take_switch
-from repertory.storage.pg_temp import TemporaryPostgres
-from repertory.storage.postgres import PostgresSessionStore
+from repertory.storage.group_commit import Failed, GroupCommit, take_switch
+from repertory.storage.postgres.store import PostgresSessionStore
+from repertory.testing.pg_temp import TemporaryPostgres
 from tests.records import commit, history_of
 
 

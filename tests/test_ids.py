@@ -1,4 +1,4 @@
-"""``repertory.runtime.ids``: ids are 26-char, unique and time-ordered; tokens are random, URL-safe hex."""
+"""``repertory.core.ids``: ids are 26-char, unique and time-ordered; tokens are random, URL-safe hex."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from repertory.runtime import ids
-from repertory.runtime.ids import new_id, new_token, now_ms
+from repertory.core import ids
+from repertory.core.ids import new_id, new_token, now_ms
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 

@@ -12,9 +12,9 @@ import pytest
 from pydantic import ValidationError
 
 from repertory import InMemorySessionStore, RunState, SqliteSessionStore, StoreError, ThreadState
-from repertory.runtime.state import SCHEMA_VERSION
+from repertory.core.state import SCHEMA_VERSION
 from repertory.storage import SessionStore, open_store
-from repertory.storage._sqlite_schema import SCHEMA_VERSION as DB_SCHEMA_VERSION
+from repertory.storage.sqlite.schema import SCHEMA_VERSION as DB_SCHEMA_VERSION
 from tests.records import commit, history_of
 
 PNG_BYTES = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06" + bytes(200)

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import EngineSession, make_message
-from repertory.storage._sqlite_wal import WalKeeper
-from repertory.storage.sqlite import SqliteSessionStore
+from repertory.storage.sqlite._wal import WalKeeper
+from repertory.storage.sqlite.store import SqliteSessionStore
 
 
 async def test_a_log_past_the_limit_is_checkpointed_and_emptied(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from repertory import CommitConflict, MessageHistory, ModelMessage, RunState, StoreError, ThreadState
-from repertory.runtime.tree import Lineage, SessionEvent, SessionRecord, TurnRecord
+from repertory.core.tree import Lineage, SessionEvent, SessionRecord, TurnRecord
 from repertory.storage import SqliteSessionStore
-from repertory.storage._sqlite_schema import _MIGRATIONS, SCHEMA_VERSION
+from repertory.storage.sqlite.schema import _MIGRATIONS, SCHEMA_VERSION
 from tests.records import history_of
 
 V2_TABLES = {"sessions", "turns", "events"}

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
 from repertory.actors.host import shared_host_index
-from repertory.runtime.ids import new_id
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.tree import SessionRecord, TurnKind, TurnRecord
+from repertory.core.ids import new_id
+from repertory.core.messages import ModelMessage
+from repertory.core.tree import SessionRecord, TurnKind, TurnRecord
 
 if TYPE_CHECKING:
     from repertory.actors.client import RayHostClient

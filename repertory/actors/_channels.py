@@ -26,8 +26,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from repertory.core.tree import SessionEvent
 from repertory.runtime.host import LocalHost
-from repertory.runtime.tree import SessionEvent
 
 __all__ = ["BARRIER", "BATCH_MAX", "RESULT", "Channels", "Item"]
 

@@ -23,8 +23,8 @@ import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
 from repertory.actors._channels import BARRIER, KEEPALIVE_SECONDS, RESULT
-from repertory.runtime.ids import new_id
-from repertory.runtime.tree import SessionEvent
+from repertory.core.ids import new_id
+from repertory.core.tree import SessionEvent
 
 __all__ = ["ChannelLost", "Feed", "Subscription"]
 

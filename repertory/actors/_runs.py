@@ -20,11 +20,11 @@ from pydantic import BaseModel
 from repertory.actors._bulk import retry_dead
 from repertory.actors._coalesce import Coalescer
 from repertory.actors._feeds import ChannelLost, Feed
-from repertory.runtime.handle import turn_result
-from repertory.runtime.ids import new_id
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.result import RunResult
-from repertory.runtime.tree import TurnKind
+from repertory.core.ids import new_id
+from repertory.core.messages import ModelMessage
+from repertory.core.result import RunResult
+from repertory.core.tree import TurnKind
+from repertory.tree.handle import turn_result
 
 if TYPE_CHECKING:
     from repertory.actors.client import RayHostClient

@@ -16,20 +16,20 @@ import ray
 from repertory.actors.client import VERSION, RayHostClient
 from repertory.actors.host import host_actor_class
 from repertory.actors.supervisor import Supervisor, shared_host_name
+from repertory.core.store import TreeStore
 from repertory.errors import StoreError
 from repertory.runtime.agent import Agent
-from repertory.runtime.agent_specs import AgentSpec
 from repertory.runtime.host import MemoryFactory
-from repertory.storage.base import TreeStore
+from repertory.tree.agent_specs import AgentSpec
 
 __all__ = ["start_ray_client", "store_url_for_hosts"]
 
 
 def store_url_for_hosts(store: TreeStore, url: str | None) -> str:
     """A URL another process can open: absolute SQLite paths, the PostgreSQL conninfo."""
-    from repertory.storage.memory import InMemorySessionStore
-    from repertory.storage.postgres import PostgresSessionStore
-    from repertory.storage.sqlite import SqliteSessionStore
+    from repertory.storage.memory.store import InMemorySessionStore
+    from repertory.storage.postgres.store import PostgresSessionStore
+    from repertory.storage.sqlite.store import SqliteSessionStore
 
     if isinstance(store, InMemorySessionStore):
         raise StoreError("the Ray backend needs a store other processes can open: SQLite or PostgreSQL, not memory://")

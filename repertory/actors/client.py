@@ -31,15 +31,13 @@ from repertory.actors._feeds import Feed, Subscription
 from repertory.actors._runs import RunBatcher
 from repertory.actors.host import shared_host_index
 from repertory.actors.supervisor import dedicated_host_name, shared_host_name
-from repertory.errors import CommitConflict, SessionNotFound
-from repertory.runtime.agent import Agent
-from repertory.runtime.host import lookup_agent, resolve_output_type
-from repertory.runtime.ids import new_id
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.principal import Principal
-from repertory.runtime.result import RunResult
-from repertory.runtime.state import SuspendReason
-from repertory.runtime.tree import (
+from repertory.core.ids import new_id
+from repertory.core.messages import ModelMessage
+from repertory.core.principal import Principal
+from repertory.core.result import RunResult
+from repertory.core.state import SuspendReason
+from repertory.core.store import TreeStore
+from repertory.core.tree import (
     Lineage,
     Placement,
     SessionEvent,
@@ -48,7 +46,9 @@ from repertory.runtime.tree import (
     TurnKind,
     TurnRecord,
 )
-from repertory.storage.base import TreeStore
+from repertory.errors import CommitConflict, SessionNotFound
+from repertory.runtime.agent import Agent
+from repertory.runtime.host import lookup_agent, resolve_output_type
 
 __all__ = ["VERSION", "RayHostClient"]
 

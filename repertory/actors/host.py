@@ -25,21 +25,21 @@ import ray
 from pydantic import BaseModel
 
 from repertory.actors._channels import KEEPALIVE_SECONDS, Channels, Item
-from repertory.errors import CommitConflict
-from repertory.runtime.agent_specs import AgentSpec, resolve_agents
-from repertory.runtime.gc_tuning import tune_gc
-from repertory.runtime.host import LocalHost, MemoryFactory
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.principal import Principal
-from repertory.runtime.result import RunResult
-from repertory.runtime.state import SuspendReason
-from repertory.runtime.tree import (
+from repertory.core.messages import ModelMessage
+from repertory.core.principal import Principal
+from repertory.core.result import RunResult
+from repertory.core.state import SuspendReason
+from repertory.core.store import TreeStore
+from repertory.core.tree import (
     SessionMetadata,
     SessionRecord,
     TurnKind,
     TurnRecord,
 )
-from repertory.storage.base import TreeStore
+from repertory.errors import CommitConflict
+from repertory.runtime.gc_tuning import tune_gc
+from repertory.runtime.host import LocalHost, MemoryFactory
+from repertory.tree.agent_specs import AgentSpec, resolve_agents
 
 __all__ = ["SessionHost", "host_actor_class", "shared_host_index"]
 
@@ -193,7 +193,7 @@ class SessionHost:
         submission_id: str,
     ) -> RunResult:
         """Queue a turn, wait for it to rest and return its result: ``handle.run()`` in one call."""
-        from repertory.runtime.handle import turn_result
+        from repertory.tree.handle import turn_result
 
         host = await self._ready()
         turn = await host.send(session_id, message, kind, "enqueue", output_type, submission_id)
@@ -228,7 +228,7 @@ class SessionHost:
     async def _deliver_result(
         self, client_id: str, session_id: str, submission_id: str, output_type: type[BaseModel] | None
     ) -> None:
-        from repertory.runtime.handle import turn_result
+        from repertory.tree.handle import turn_result
 
         host = await self._ready()
         outcome: RunResult | BaseException

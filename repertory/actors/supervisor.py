@@ -15,10 +15,10 @@ from typing import Any
 import ray
 
 from repertory.actors.host import host_actor_class, shared_host_index
-from repertory.runtime.agent_specs import AgentSpec
+from repertory.core.ids import new_id
+from repertory.core.tree import Placement, SessionRecord
 from repertory.runtime.host import MemoryFactory
-from repertory.runtime.ids import new_id
-from repertory.runtime.tree import Placement, SessionRecord
+from repertory.tree.agent_specs import AgentSpec
 
 __all__ = ["Supervisor", "dedicated_host_name", "shared_host_name"]
 

@@ -12,11 +12,11 @@ import hashlib
 import json
 from typing import Any
 
+from repertory.core.messages import ModelMessage
+from repertory.core.model import Model, ToolSpec
 from repertory.runtime.agent import Agent
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.model import Model, ToolSpec
-from repertory.runtime.testing import ScriptedModel
 from repertory.runtime.tools import tool
+from repertory.testing.scripted import ScriptedModel
 
 __all__ = ["SUBTASKS", "make_agents", "orchestrator_step", "worker_step"]
 

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from repertory.core.result import RunResult
 from repertory.errors import InvalidResumeToken, RepertoryError
-from repertory.runtime.handle import SessionHandle
-from repertory.runtime.result import RunResult
-from repertory.runtime.runtime import Runtime
+from repertory.tree.handle import SessionHandle
+from repertory.tree.runtime import Runtime
 
 __all__ = ["FleetStats", "run_fleet"]
 

@@ -9,11 +9,11 @@ from typing import Literal
 from rich.live import Live
 from rich.table import Table
 
+from repertory.core.model import Model
 from repertory.demo.agents import make_agents
 from repertory.demo.display import console, progress_table, summary_table
 from repertory.demo.fleet import FleetStats, run_fleet
-from repertory.runtime.model import Model
-from repertory.runtime.runtime import Runtime
+from repertory.tree.runtime import Runtime
 
 __all__ = ["run_demo"]
 

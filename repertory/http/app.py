@@ -21,6 +21,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("repertory.http needs the http extra: pip install 'repertory[http]'") from exc
 
+from repertory.core.principal import Principal
 from repertory.errors import RepertoryError
 from repertory.http.auth import ApiKeys, BodyLimit, StreamSlots
 from repertory.http.docs import AssistantOut, responses
@@ -31,8 +32,7 @@ from repertory.http.runs import Caller, run_routes
 from repertory.http.schemas import AssistantSearch
 from repertory.http.threads import thread_routes
 from repertory.http.views import assistant_view
-from repertory.runtime.principal import Principal
-from repertory.runtime.runtime import Runtime
+from repertory.tree.runtime import Runtime
 
 __all__ = ["create_app"]
 

@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from repertory.core.principal import Principal
 from repertory.http.errors import HttpError
-from repertory.runtime.principal import Principal
 
 __all__ = ["ApiKeys", "BodyLimit", "StreamSlots", "parse_api_key"]
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
+from repertory.core.messages import ModelMessage, ReasoningPart
 from repertory.http.errors import HttpError
-from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHistory
-from repertory.runtime.messages import ModelMessage, ReasoningPart
 
 __all__ = ["chunk_dict", "input_text", "iso", "lineage", "message_dicts", "result_text"]
 

@@ -17,16 +17,16 @@ from typing import Any, Literal
 
 from pydantic import JsonValue
 
+from repertory.core.history import MessageHistory
+from repertory.core.ids import new_id, now_ms
+from repertory.core.state import RunState
+from repertory.core.tree import Lineage, SessionRecord
 from repertory.errors import CommitConflict
 from repertory.http.convert import lineage, message_dicts
 from repertory.http.errors import HttpError
 from repertory.http.views import ThreadStatus, interrupts_of, thread_metadata, thread_status, thread_view, values_view
 from repertory.runtime.agent import Agent
-from repertory.runtime.history import MessageHistory
-from repertory.runtime.ids import new_id, now_ms
-from repertory.runtime.runtime import Runtime
-from repertory.runtime.state import RunState
-from repertory.runtime.tree import Lineage, SessionRecord
+from repertory.tree.runtime import Runtime
 
 __all__ = ["Gateway", "Snapshot", "contains"]
 

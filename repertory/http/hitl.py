@@ -17,13 +17,13 @@ from typing import Any, Literal
 
 from pydantic import JsonValue
 
+from repertory.core.result import RunResult
+from repertory.core.state import PendingCall, RunState
+from repertory.core.store import TreeStore
 from repertory.errors import ToolError
 from repertory.http.errors import HttpError
 from repertory.runtime.agent import Agent
-from repertory.runtime.handle import SessionHandle
-from repertory.runtime.result import RunResult
-from repertory.runtime.state import PendingCall, RunState
-from repertory.storage.base import TreeStore
+from repertory.tree.handle import SessionHandle
 
 __all__ = ["Decision", "apply_decisions", "parse_resume"]
 

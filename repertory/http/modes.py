@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from repertory.core.history import MessageHistory
+from repertory.core.messages import ModelMessage
+from repertory.core.state import PendingCall
+from repertory.core.store import TreeStore
+from repertory.core.tree import SessionEvent
 from repertory.http.convert import chunk_dict, lineage, message_dicts
 from repertory.http.views import approval_request, interrupts_of, values_view
 from repertory.runtime.agent import Agent
-from repertory.runtime.history import MessageHistory
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.state import PendingCall
-from repertory.runtime.tree import SessionEvent
-from repertory.storage.base import TreeStore
 
 __all__ = ["Part", "StreamConverter"]
 

@@ -20,6 +20,9 @@ import collections
 from dataclasses import dataclass, field
 from typing import Any
 
+from repertory.core.ids import now_ms
+from repertory.core.principal import Principal
+from repertory.core.tree import SessionRecord, TurnRecord
 from repertory.errors import RunCancelled, SessionBusy
 from repertory.http.convert import input_text
 from repertory.http.errors import HttpError
@@ -28,9 +31,6 @@ from repertory.http.hitl import apply_decisions, parse_resume
 from repertory.http.schemas import RunCreate
 from repertory.http.views import run_status, run_view, thread_status
 from repertory.runtime.actor import IfBusy
-from repertory.runtime.ids import now_ms
-from repertory.runtime.principal import Principal
-from repertory.runtime.tree import SessionRecord, TurnRecord
 
 __all__ = ["HttpRun", "RunBook"]
 

@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from repertory.core.principal import Principal
 from repertory.http.auth import StreamSlots
 from repertory.http.docs import ERRORS, SSE, RunOut, ValuesOut, responses
 from repertory.http.errors import HttpError
@@ -22,7 +23,6 @@ from repertory.http.modes import StreamConverter
 from repertory.http.runbook import HttpRun, RunBook
 from repertory.http.schemas import RunCreate, normalize_stream_modes
 from repertory.http.sse import EventFeed, parse_last_event_id, run_events
-from repertory.runtime.principal import Principal
 
 __all__ = ["Caller", "run_routes"]
 

@@ -19,11 +19,11 @@ import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from repertory.core.store import TreeStore
+from repertory.core.tree import SessionEvent
 from repertory.http.errors import HttpError
 from repertory.http.modes import StreamConverter
-from repertory.runtime.handle import SessionHandle
-from repertory.runtime.tree import SessionEvent
-from repertory.storage.base import TreeStore
+from repertory.tree.handle import SessionHandle
 
 __all__ = ["EventFeed", "frame", "parse_last_event_id", "run_events"]
 

@@ -6,12 +6,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
+from repertory.core.principal import Principal
 from repertory.http.docs import ThreadOut, ThreadStateOut, responses
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway, contains
 from repertory.http.schemas import HistoryQuery, ThreadCreate, ThreadSearch
 from repertory.http.views import states_view
-from repertory.runtime.principal import Principal
 
 __all__ = ["thread_routes"]
 

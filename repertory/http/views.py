@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from repertory.core.history import MessageHistory
+from repertory.core.state import PendingCall, RunState
+from repertory.core.store import TreeStore
+from repertory.core.tree import SessionRecord, TurnRecord, TurnStatus
 from repertory.http.convert import iso, lineage, message_dicts
 from repertory.runtime.agent import Agent
-from repertory.runtime.history import MessageHistory
-from repertory.runtime.state import PendingCall, RunState
-from repertory.runtime.tree import SessionRecord, TurnRecord, TurnStatus
-from repertory.storage.base import TreeStore
 
 __all__ = [
     "ThreadStatus",

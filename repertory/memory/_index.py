@@ -17,7 +17,7 @@ from typing import TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from repertory.storage.base import MemoryStore
+from repertory.core.store import MemoryStore
 
 __all__ = ["Hit", "ResourceIndex", "normalise"]
 

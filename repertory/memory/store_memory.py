@@ -32,15 +32,15 @@ from typing import Any, Self
 import numpy as np
 from pydantic import BaseModel, JsonValue
 
+from repertory.core.ids import now_ms
+from repertory.core.memory import RecalledContext
+from repertory.core.messages import ModelMessage, Role, TextPart
+from repertory.core.store import MemoryRecord, MemoryStore
 from repertory.errors import ToolError
 from repertory.memory._index import Hit, ResourceIndex, normalise
 from repertory.memory._working import document_json, working_memory_tool
 from repertory.memory.embedders import Embedder, HashingEmbedder
-from repertory.runtime.ids import now_ms
-from repertory.runtime.memory import RecalledContext
-from repertory.runtime.messages import ModelMessage, Role, TextPart
 from repertory.runtime.tools import Tool
-from repertory.storage.base import MemoryRecord, MemoryStore
 
 __all__ = ["StoreMemory"]
 

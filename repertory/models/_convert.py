@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from repertory.core.messages import ModelMessage, ToolCallPart, ToolResultPart
+from repertory.core.model import ToolSpec
 from repertory.runtime._settle import INVALID_ARGS_KEY
-from repertory.runtime.messages import ModelMessage, ToolCallPart, ToolResultPart
-from repertory.runtime.model import ToolSpec
 
 __all__ = ["ERROR_PREFIX", "parse_arguments", "response_format", "to_openai_messages", "to_openai_tools"]
 

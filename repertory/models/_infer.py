@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from repertory.runtime.model import Model
+from repertory.core.model import Model
 
 __all__ = ["PROVIDERS", "infer_model"]
 

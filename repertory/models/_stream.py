@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from repertory.core.ids import new_id
+from repertory.core.messages import ModelMessage, Part, ReasoningPart, TextPart, ToolCallPart
+from repertory.core.model import ModelEvent, ReasoningDelta, TextDelta
+from repertory.core.state import Usage
 from repertory.models._convert import parse_arguments
-from repertory.runtime.ids import new_id
-from repertory.runtime.messages import ModelMessage, Part, ReasoningPart, TextPart, ToolCallPart
-from repertory.runtime.model import ModelEvent, ReasoningDelta, TextDelta
-from repertory.runtime.state import Usage
 
 __all__ = ["REASONING_FIELDS", "MalformedReply", "MessageAssembler"]
 

@@ -20,14 +20,14 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("repertory.models needs the openai SDK: pip install 'repertory[openai]'") from exc
 
+from repertory.core.messages import ModelMessage
+from repertory.core.model import ModelEvent, ModelResponse, ModelSettings, ToolSpec
+from repertory.core.state import Usage
 from repertory.errors import ModelError
 from repertory.models._convert import response_format, to_openai_messages, to_openai_tools
 from repertory.models._retry import backoff, retry_after, retryable_status
 from repertory.models._stream import MalformedReply, MessageAssembler
 from repertory.models.pricing import ModelPrice, cost_of, price_for
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.model import ModelEvent, ModelResponse, ModelSettings, ToolSpec
-from repertory.runtime.state import Usage
 
 __all__ = ["OpenAIChatModel"]
 

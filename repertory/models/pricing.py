@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from repertory.runtime.state import Usage
+from repertory.core.state import Usage
 
 __all__ = ["PRICES", "ModelPrice", "cost_of", "price_for"]
 

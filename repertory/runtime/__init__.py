@@ -1,9 +1,8 @@
 """The engine: records, the history graph, agents, tools and sessions. Imports no Ray and no driver."""
 
-from repertory.runtime.agent import Agent
-from repertory.runtime.history import HistoryEntry, HistoryRevision, MessageHistory
-from repertory.runtime.memory import Memory, RecalledContext
-from repertory.runtime.messages import (
+from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
+from repertory.core.memory import Memory, RecalledContext
+from repertory.core.messages import (
     ModelMessage,
     Origin,
     Part,
@@ -12,7 +11,7 @@ from repertory.runtime.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from repertory.runtime.model import (
+from repertory.core.model import (
     Model,
     ModelEvent,
     ModelResponse,
@@ -21,10 +20,8 @@ from repertory.runtime.model import (
     TextDelta,
     ToolSpec,
 )
-from repertory.runtime.result import RunResult
-from repertory.runtime.session import Session
-from repertory.runtime.signals import AbortSignal, Signal
-from repertory.runtime.state import (
+from repertory.core.result import RunResult
+from repertory.core.state import (
     ApprovalRecord,
     ErrorInfo,
     PendingCall,
@@ -34,6 +31,9 @@ from repertory.runtime.state import (
     ThreadState,
     Usage,
 )
+from repertory.runtime.agent import Agent
+from repertory.runtime.session import Session
+from repertory.runtime.signals import AbortSignal, Signal
 from repertory.runtime.tools import Tool, ToolContext, suspend, tool
 
 __all__ = [

@@ -13,8 +13,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from repertory.core.messages import ModelMessage, Origin, ToolCallPart, ToolResultPart
 from repertory.errors import SuspendSignal, ToolError
-from repertory.runtime.messages import ModelMessage, Origin, ToolCallPart, ToolResultPart
 from repertory.runtime.tools import Tool, ToolContext
 
 __all__ = ["CallOutcome", "error_result", "run_calls", "tool_message", "unanswered_calls"]

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from repertory.core.history import MessageHistory
+from repertory.core.ids import now_ms
+from repertory.core.memory import Memory
+from repertory.core.messages import ModelMessage
+from repertory.core.state import RunState, ThreadState
 from repertory.errors import CommitConflict
 from repertory.runtime._calls import error_result, tool_message, unanswered_calls
-from repertory.runtime.history import MessageHistory
-from repertory.runtime.ids import now_ms
-from repertory.runtime.memory import Memory
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.state import RunState, ThreadState
 
 __all__ = ["commit_cancelled", "supersede_open_runs", "pair_unanswered"]
 

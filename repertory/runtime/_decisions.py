@@ -14,6 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 
+from repertory.core.ids import now_ms
+from repertory.core.messages import ModelMessage, Origin
+from repertory.core.result import RunResult
+from repertory.core.state import RunState, SuspendKind, snapshot
+from repertory.core.store import SessionStore
 from repertory.errors import (
     CommitConflict,
     InvalidResumeToken,
@@ -21,12 +26,7 @@ from repertory.errors import (
     WrongSuspensionKind,
 )
 from repertory.runtime._loop import Drive
-from repertory.runtime.ids import now_ms
-from repertory.runtime.messages import ModelMessage, Origin
-from repertory.runtime.result import RunResult
 from repertory.runtime.signals import AbortSignal
-from repertory.runtime.state import RunState, SuspendKind, snapshot
-from repertory.storage.base import SessionStore
 
 if TYPE_CHECKING:
     from repertory.runtime.session import Session

@@ -17,6 +17,18 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from repertory.core.history import MessageHistory
+from repertory.core.ids import now_ms
+from repertory.core.memory import Memory
+from repertory.core.messages import ModelMessage, Origin, TextPart
+from repertory.core.model import ModelResponse, ModelSettings, ReasoningDelta, TextDelta
+from repertory.core.result import RunResult
+from repertory.core.state import (
+    ErrorInfo,
+    RunState,
+    ThreadState,
+    detached,
+)
 from repertory.errors import (
     CommitConflict,
     ModelError,
@@ -28,19 +40,7 @@ from repertory.errors import (
 from repertory.runtime._settle import settle_calls
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import Outbox
-from repertory.runtime.history import MessageHistory
-from repertory.runtime.ids import now_ms
-from repertory.runtime.memory import Memory
-from repertory.runtime.messages import ModelMessage, Origin, TextPart
-from repertory.runtime.model import ModelResponse, ModelSettings, ReasoningDelta, TextDelta
-from repertory.runtime.result import RunResult
 from repertory.runtime.signals import AbortSignal
-from repertory.runtime.state import (
-    ErrorInfo,
-    RunState,
-    ThreadState,
-    detached,
-)
 from repertory.runtime.tools import Tool
 
 __all__ = ["Drive", "OUTPUT_RETRIES"]

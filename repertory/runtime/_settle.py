@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
+from repertory.core.ids import new_token
+from repertory.core.messages import ToolResultPart
+from repertory.core.state import ApprovalRecord, PendingCall, SuspendReason
 from repertory.runtime._calls import error_result, run_calls, tool_message, unanswered_calls
-from repertory.runtime.ids import new_token
-from repertory.runtime.messages import ToolResultPart
-from repertory.runtime.state import ApprovalRecord, PendingCall, SuspendReason
 from repertory.runtime.tools import Tool, ToolContext
 
 if TYPE_CHECKING:

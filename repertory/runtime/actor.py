@@ -22,18 +22,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from repertory.core.ids import new_id, now_ms
+from repertory.core.memory import Memory
+from repertory.core.messages import ModelMessage
+from repertory.core.result import RunResult
+from repertory.core.state import ErrorInfo, RunState, SuspendReason
+from repertory.core.store import TreeStore
+from repertory.core.tree import SessionEvent, SessionRecord, SessionStatus, TurnKind, TurnRecord, TurnStatus
 from repertory.errors import RepertoryError, RunCancelled, SessionBusy
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import EventBus
-from repertory.runtime.ids import new_id, now_ms
-from repertory.runtime.memory import Memory
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.result import RunResult
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal
-from repertory.runtime.state import ErrorInfo, RunState, SuspendReason
-from repertory.runtime.tree import SessionEvent, SessionRecord, SessionStatus, TurnKind, TurnRecord, TurnStatus
-from repertory.storage.base import TreeStore
 
 __all__ = ["IfBusy", "SessionActor"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from repertory.runtime.model import Model, ModelSettings, ToolSpec
+from repertory.core.model import Model, ModelSettings, ToolSpec
 from repertory.runtime.tools import Tool, tool
 
 __all__ = ["Agent"]

@@ -18,8 +18,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from repertory.runtime.ids import now_ms
-from repertory.runtime.tree import SessionEvent
+from repertory.core.ids import now_ms
+from repertory.core.tree import SessionEvent
 
 __all__ = ["LIVE_ONLY", "EventBus", "Outbox"]
 

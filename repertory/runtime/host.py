@@ -19,17 +19,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from repertory.errors import RepertoryError, SessionNotFound
-from repertory.runtime.actor import IfBusy, SessionActor, type_path
-from repertory.runtime.agent import Agent
-from repertory.runtime.ids import new_id, now_ms
-from repertory.runtime.memory import Memory
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.principal import Principal
-from repertory.runtime.result import RunResult
-from repertory.runtime.session import Session
-from repertory.runtime.state import SuspendReason
-from repertory.runtime.tree import (
+from repertory.core.ids import new_id, now_ms
+from repertory.core.memory import Memory
+from repertory.core.messages import ModelMessage
+from repertory.core.principal import Principal
+from repertory.core.result import RunResult
+from repertory.core.state import SuspendReason
+from repertory.core.store import TreeStore
+from repertory.core.tree import (
     Lineage,
     Placement,
     SessionEvent,
@@ -38,7 +35,10 @@ from repertory.runtime.tree import (
     TurnKind,
     TurnRecord,
 )
-from repertory.storage.base import TreeStore
+from repertory.errors import RepertoryError, SessionNotFound
+from repertory.runtime.actor import IfBusy, SessionActor, type_path
+from repertory.runtime.agent import Agent
+from repertory.runtime.session import Session
 
 __all__ = ["LocalHost", "MemoryFactory", "lookup_agent", "resolve_output_type"]
 

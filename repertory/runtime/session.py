@@ -18,6 +18,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from repertory.core.history import MessageHistory
+from repertory.core.ids import new_id, now_ms
+from repertory.core.memory import Memory, fold_context
+from repertory.core.messages import ModelMessage, Origin
+from repertory.core.result import RunResult
+from repertory.core.state import RunState, SuspendKind, snapshot
+from repertory.core.store import SessionStore
 from repertory.errors import (
     CommitConflict,
     InvalidResumeToken,
@@ -39,14 +46,7 @@ from repertory.runtime._decisions import (
 from repertory.runtime._loop import Drive, parse_output
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import Outbox
-from repertory.runtime.history import MessageHistory
-from repertory.runtime.ids import new_id, now_ms
-from repertory.runtime.memory import Memory, fold_context
-from repertory.runtime.messages import ModelMessage, Origin
-from repertory.runtime.result import RunResult
 from repertory.runtime.signals import AbortSignal, Signal
-from repertory.runtime.state import RunState, SuspendKind, snapshot
-from repertory.storage.base import SessionStore
 
 __all__ = ["Session", "SessionInput", "snapshot"]
 

@@ -16,8 +16,8 @@ from typing import Any, NoReturn, cast, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
+from repertory.core.model import ToolSpec
 from repertory.errors import SuspendSignal, ToolError
-from repertory.runtime.model import ToolSpec
 
 __all__ = ["Tool", "ToolContext", "suspend", "tool"]
 

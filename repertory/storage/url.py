@@ -19,11 +19,11 @@ from __future__ import annotations
 import os
 from urllib.parse import parse_qs
 
+from repertory.core.store import SessionStore
 from repertory.errors import StoreError
-from repertory.storage._group_commit import parse_switch
-from repertory.storage.base import SessionStore
-from repertory.storage.memory import InMemorySessionStore
-from repertory.storage.sqlite import Durability, SqliteSessionStore
+from repertory.storage.group_commit import parse_switch
+from repertory.storage.memory.store import InMemorySessionStore
+from repertory.storage.sqlite.store import Durability, SqliteSessionStore
 
 __all__ = ["open_store", "parse_sqlite_url"]
 
@@ -90,7 +90,7 @@ async def open_store(url: str | os.PathLike[str]) -> SessionStore:
         return await SqliteSessionStore.open(path, durability=durability, group_commit=group_commit)
     if scheme in ("postgresql", "postgres"):
         try:
-            from repertory.storage.postgres import PostgresSessionStore
+            from repertory.storage.postgres.store import PostgresSessionStore
         except ImportError as exc:
             raise StoreError(f"the PostgreSQL store is not available: {exc}") from exc
         return await PostgresSessionStore.open(text)

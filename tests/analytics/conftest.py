@@ -9,7 +9,7 @@ import pytest
 
 from repertory import InMemorySessionStore, Runtime
 from repertory.storage import SqliteSessionStore, TreeStore
-from repertory.storage.postgres import PostgresSessionStore
+from repertory.storage.postgres.store import PostgresSessionStore
 from tests.analytics.fleet import agents
 from tests.conftest import truncate_pg
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from repertory import Agent, ModelMessage, Runtime, SessionHandle, ToolContext, tool
+from repertory.core.model import ToolSpec
 from repertory.errors import RepertoryError, ToolError
-from repertory.runtime.model import ToolSpec
 from repertory.testing import ScriptedModel, Step
 
 __all__ = ["Fleet", "agents", "build_fleet", "more_work"]

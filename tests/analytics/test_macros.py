@@ -6,7 +6,7 @@ from pathlib import Path
 
 from repertory import MessageHistory, ModelMessage, RunState, ThreadState, Usage
 from repertory.analytics import connect
-from repertory.runtime.tree import Lineage, SessionRecord
+from repertory.core.tree import Lineage, SessionRecord
 from repertory.storage import TreeStore
 from repertory.storage.export import export_parquet
 

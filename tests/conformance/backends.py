@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 import pytest
 
 from repertory.storage import InMemorySessionStore, SqliteSessionStore
-from repertory.storage.pg_temp import TemporaryPostgres
-from repertory.storage.postgres import PostgresSessionStore
+from repertory.storage.postgres.store import PostgresSessionStore
+from repertory.testing.pg_temp import TemporaryPostgres
 from tests.conftest import truncate_pg
 
 __all__ = ["BACKENDS", "DURABLE", "backend"]

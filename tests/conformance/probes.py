@@ -16,8 +16,8 @@ import pytest
 
 from repertory.errors import StoreError
 from repertory.storage import InMemorySessionStore, SessionStore, SqliteSessionStore
-from repertory.storage import postgres as pg_module
-from repertory.storage.postgres import PostgresSessionStore
+from repertory.storage.postgres import store as pg_module
+from repertory.storage.postgres.store import PostgresSessionStore
 
 __all__ = [
     "HistoryWrites",

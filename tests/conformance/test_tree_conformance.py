@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from repertory import CommitConflict, ErrorInfo, MessageHistory, ModelMessage, RunState, StoreError
-from repertory.runtime.tree import Lineage, LineageKind, SessionEvent, SessionRecord, TurnRecord, TurnStatus
-from repertory.storage.base import TreeStore
+from repertory.core.store import TreeStore
+from repertory.core.tree import Lineage, LineageKind, SessionEvent, SessionRecord, TurnRecord, TurnStatus
 from tests.conformance.probes import arm_commit_failure, history_row_counts, reopen
 from tests.records import commit, history_of, pointers, rich_messages
 

@@ -19,8 +19,8 @@ from typing import TypeVar
 import pytest
 
 from repertory.storage import InMemorySessionStore, SessionStore, SqliteSessionStore
-from repertory.storage.pg_temp import TemporaryPostgres
-from repertory.storage.postgres import PostgresSessionStore
+from repertory.storage.postgres.store import PostgresSessionStore
+from repertory.testing.pg_temp import TemporaryPostgres
 from tests.conftest import truncate_pg
 
 BACKENDS: dict[str, str] = {}

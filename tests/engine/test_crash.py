@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from repertory import Session, SqliteSessionStore
-from repertory.runtime.history import MessageHistory
+from repertory.core.history import MessageHistory
 
 from ._crash_worker import STEPS, build_agent, race_agent
 from .helpers import assert_paired, tool_calls

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from repertory import Agent, Memory, ModelMessage, RecalledContext, Session, suspend, tool
-from repertory.runtime.memory import MEMORY_HEADER
+from repertory.core.memory import MEMORY_HEADER
 from repertory.storage import SessionStore
 
 from .helpers import CheckedModel, call, thread_history

@@ -25,8 +25,8 @@ from repertory import (
     ToolContext,
     tool,
 )
+from repertory.core.ids import now_ms
 from repertory.errors import InvalidResumeToken, StoreError
-from repertory.runtime.ids import now_ms
 from repertory.storage import SessionStore
 
 from .conftest import Backend

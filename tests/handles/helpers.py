@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from repertory import Agent, ModelMessage, Runtime, SessionEvent, SessionHandle, Tool
-from repertory.runtime.model import ToolSpec
+from repertory.core.model import ToolSpec
 from repertory.testing import ScriptedModel, Step
 from tests.handles.board import active_board
 

@@ -12,10 +12,10 @@ import asyncio
 import pytest
 
 from repertory import Agent
+from repertory.core.tree import Lineage, SessionRecord
 from repertory.errors import SessionNotFound
 from repertory.runtime.host import LocalHost
-from repertory.runtime.tree import Lineage, SessionRecord
-from repertory.storage.memory import InMemorySessionStore
+from repertory.storage.memory.store import InMemorySessionStore
 from repertory.testing import ScriptedModel
 from tests.handles.helpers import within
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from repertory import ModelMessage, SessionHandle, Usage
-from repertory.runtime.model import ToolSpec
+from repertory.core.model import ToolSpec
 from repertory.testing import Step
 from tests.handles.conftest import RuntimeFactory
 from tests.handles.helpers import Script, prompt_of, within

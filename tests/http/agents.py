@@ -21,9 +21,9 @@ import threading
 from typing import Any
 
 from repertory import Agent, ToolContext, suspend, tool
+from repertory.core.messages import ModelMessage
+from repertory.core.model import ToolSpec
 from repertory.errors import ModelError
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.model import ToolSpec
 from repertory.testing import ScriptedModel
 
 _GATES: dict[str, threading.Event] = {}

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from repertory.storage import InMemorySessionStore, SqliteSessionStore
-from repertory.storage.postgres import PostgresSessionStore
+from repertory.storage.postgres.store import PostgresSessionStore
 from tests.conftest import truncate_pg
 
 BACKENDS = ("memory", "sqlite-file", "postgres")

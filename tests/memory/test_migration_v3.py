@@ -14,13 +14,13 @@ import psycopg
 import pytest
 
 from repertory import ModelMessage, StoreError
+from repertory.core.tree import SessionEvent, SessionRecord
 from repertory.memory import StoreMemory
-from repertory.runtime.tree import SessionEvent, SessionRecord
 from repertory.storage import SqliteSessionStore
-from repertory.storage._pg_schema import MIGRATIONS as PG_MIGRATIONS
-from repertory.storage._pg_schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
-from repertory.storage._sqlite_schema import _MIGRATIONS, SCHEMA_VERSION
-from repertory.storage.postgres import PostgresSessionStore
+from repertory.storage.postgres.schema import MIGRATIONS as PG_MIGRATIONS
+from repertory.storage.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
+from repertory.storage.postgres.store import PostgresSessionStore
+from repertory.storage.sqlite.schema import _MIGRATIONS, SCHEMA_VERSION
 from tests.postgres.test_pg_migration import v1_url, write_v1_database
 from tests.test_sqlite_migration import schema_version, tables, write_v1_file
 

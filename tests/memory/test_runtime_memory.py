@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from repertory import Agent, ModelMessage, Runtime
+from repertory.core.store import TreeStore
+from repertory.core.tree import SessionRecord
 from repertory.memory import StoreMemory
-from repertory.runtime.tree import SessionRecord
-from repertory.storage.base import TreeStore
 from repertory.testing import ScriptedModel
 
 

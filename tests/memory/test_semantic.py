@@ -110,7 +110,7 @@ def test_vectors_are_the_same_in_another_process() -> None:
 
 async def test_the_index_refreshes_incrementally_and_grows() -> None:
     store = InMemorySessionStore()
-    from repertory.storage.base import MemoryRecord
+    from repertory.core.store import MemoryRecord
 
     def rec(thread: str, vec: list[float]) -> MemoryRecord:
         v = normalise(np.asarray([vec], dtype=np.float32))[0]

@@ -14,8 +14,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from repertory import Agent, ModelMessage, Session, ToolSpec, tool
+from repertory.core.memory import MEMORY_HEADER
 from repertory.memory import StoreMemory
-from repertory.runtime.memory import MEMORY_HEADER
 from repertory.testing import ScriptedModel
 
 from .conftest import Backend

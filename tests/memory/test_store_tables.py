@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from repertory.storage.base import MemoryRecord, MemoryStore
+from repertory.core.store import MemoryRecord, MemoryStore
 
 from .conftest import Backend
 

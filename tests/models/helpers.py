@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from repertory import ModelMessage, ModelResponse, ModelSettings, ReasoningDelta, TextDelta, ToolSpec
-from repertory.runtime.model import Model, ModelEvent
+from repertory.core.model import Model, ModelEvent
 
 WAIT = 10.0
 

@@ -16,10 +16,10 @@ import pytest
 from psycopg import sql
 
 from repertory import CommitConflict, MessageHistory, ModelMessage, RunState, ThreadState
-from repertory.runtime.tree import Lineage, SessionEvent, SessionRecord, TurnRecord
-from repertory.storage._pg_schema import MIGRATIONS, SCHEMA_VERSION
-from repertory.storage.pg_temp import TemporaryPostgres
-from repertory.storage.postgres import PostgresSessionStore
+from repertory.core.tree import Lineage, SessionEvent, SessionRecord, TurnRecord
+from repertory.storage.postgres.schema import MIGRATIONS, SCHEMA_VERSION
+from repertory.storage.postgres.store import PostgresSessionStore
+from repertory.testing.pg_temp import TemporaryPostgres
 from tests.records import history_of
 
 V2_TABLES = {"sessions", "turns", "events"}

@@ -18,8 +18,8 @@ import psycopg
 import pytest
 
 from repertory import CommitConflict, MessageHistory, ModelMessage, RunState, StoreError, ThreadState, open_store
-from repertory.storage.pg_temp import TemporaryPostgres
-from repertory.storage.postgres import PostgresSessionStore, redact
+from repertory.storage.postgres.store import PostgresSessionStore, redact
+from repertory.testing.pg_temp import TemporaryPostgres
 from tests.conftest import truncate_pg
 
 BOUND_S = 15.0
@@ -142,7 +142,7 @@ _RACER = textwrap.dedent(
     """
     import asyncio, sys
     from repertory import CommitConflict, MessageHistory, ModelMessage, RunState, ThreadState
-    from repertory.storage.postgres import PostgresSessionStore
+    from repertory.storage.postgres.store import PostgresSessionStore
 
     async def main(url, name, rounds, barrier_dir):
         import os, time

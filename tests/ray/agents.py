@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from repertory import Agent
-from repertory.runtime.messages import ModelMessage
+from repertory.core.messages import ModelMessage
 from repertory.testing import ScriptedModel
 
 

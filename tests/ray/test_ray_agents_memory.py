@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from repertory import Agent, RepertoryError, Runtime
+from repertory.core.messages import ModelMessage
+from repertory.core.store import TreeStore
+from repertory.core.tree import SessionRecord
 from repertory.memory import StoreMemory
-from repertory.runtime.messages import ModelMessage
-from repertory.runtime.tree import SessionRecord
-from repertory.storage.base import TreeStore
 from repertory.testing import ScriptedModel
 
 

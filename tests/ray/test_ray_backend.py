@@ -16,7 +16,7 @@ import ray
 from pydantic import BaseModel
 
 from repertory import Agent, RunState, tool
-from repertory.runtime.messages import ModelMessage
+from repertory.core.messages import ModelMessage
 from repertory.testing import ScriptedModel
 
 

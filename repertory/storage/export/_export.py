@@ -22,8 +22,8 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from repertory.runtime.ids import now_ms
-from repertory.storage.base import SessionStore
+from repertory.core.ids import now_ms
+from repertory.core.store import SessionStore
 from repertory.storage.export._derive import derive
 from repertory.storage.export._files import (
     ExportError,

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from repertory.storage.export._readers import Page, RawRow, RevisionRow, TableScan, reader_for
-from repertory.storage.memory import InMemorySessionStore
+from repertory.storage.memory.store import InMemorySessionStore
 
 __all__ = ["MemoryExportReader"]
 

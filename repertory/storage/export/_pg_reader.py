@@ -23,9 +23,9 @@ import psycopg
 from pydantic import JsonValue
 
 from repertory.errors import StoreError
-from repertory.storage._pg_base import redact
 from repertory.storage.export._readers import Page, RevisionRow, TableScan, reader_for
-from repertory.storage.postgres import PostgresSessionStore
+from repertory.storage.postgres.connection import redact
+from repertory.storage.postgres.store import PostgresSessionStore
 
 __all__ = ["PgExportReader"]
 

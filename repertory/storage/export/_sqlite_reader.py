@@ -29,9 +29,9 @@ from typing import Any, TypeVar
 
 from pydantic import JsonValue
 
-from repertory.storage._sqlite_base import db_errors
 from repertory.storage.export._readers import Page, RevisionRow, TableScan, reader_for
-from repertory.storage.sqlite import SqliteSessionStore
+from repertory.storage.sqlite.connection import db_errors
+from repertory.storage.sqlite.store import SqliteSessionStore
 
 __all__ = ["SqliteExportReader"]
 

@@ -1,0 +1,127 @@
+"""The ``repertory`` command line.
+
+    repertory export --store sqlite:///runs.db --out analytics/
+
+Commands are functions on ``app`` (a typer app); a new one is one more ``@app.command()``. Every
+command shares one error rule: bad input (a missing option, a store that cannot be opened, an
+export directory that belongs to another store) prints one line, ``error: ...``, on stderr and
+exits with code 2. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from typer.core import TyperGroup
+
+from repertory.errors import RepertoryError
+
+__all__ = ["app"]
+
+USAGE_ERROR = 2
+
+
+def _fail(message: str) -> None:
+    """One line on stderr (whatever the message's own line breaks), then exit 2."""
+    sys.stderr.write(f"error: {' '.join(message.split())}\n")
+    sys.stderr.flush()
+    sys.exit(USAGE_ERROR)
+
+
+class _Commands(TyperGroup):
+    """The command group: turns usage errors and repertory's faults into one line on stderr."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except RepertoryError as exc:
+            _fail(str(exc))
+        except OSError as exc:
+            _fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
+        except Exception as exc:
+            # Click's usage errors (typer vendors click, so match its interface, not its class).
+            code = getattr(exc, "exit_code", None)
+            if hasattr(exc, "format_message") and isinstance(code, int):
+                message = exc.format_message()
+                if not message:  # `repertory` alone: the help was printed, there is nothing wrong to say
+                    sys.exit(code)
+                _fail(message)
+            raise
+        if standalone_mode:
+            sys.exit(result if isinstance(result, int) else 0)
+        return result
+
+
+app = typer.Typer(
+    cls=_Commands,
+    name="repertory",
+    help="Durable LLM agent sessions: export a store's run history for analytics.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _main() -> None:
+    """Durable LLM agent sessions: export a store's run history for analytics."""
+
+
+async def _export(url: str, out: Path) -> Any:
+    from repertory.storage import open_store
+    from repertory.storage.export import export_parquet
+
+    store = await open_store(url)
+    try:
+        return await export_parquet(store, out)
+    finally:
+        await store.close()
+
+
+@app.command("export")
+def export(
+    store: Annotated[str, typer.Option("--store", help="Store URL: sqlite:///runs.db, postgresql://..., a path.")],
+    out: Annotated[Path, typer.Option("--out", help="Export directory (created; later runs add what changed).")],
+) -> None:
+    """Export every table of a store to Parquet under OUT, incrementally (see docs/analytics.md)."""
+    report = asyncio.run(_export(store, out))
+    table = Table(title=f"export generation {report.generation} -> {report.out_dir}")
+    for column in ("table", "rows written", "total rows", "file"):
+        table.add_column(column, justify="right" if "rows" in column else "left")
+    for name, t in report.tables.items():
+        table.add_row(name, f"{t.rows:,}", f"{t.total_rows:,}", Path(t.file).name if t.file else "-")
+    console = Console()
+    console.print(table)
+    console.print(f"{report.rows:,} rows in {report.elapsed_s:.2f}s ({report.rows_per_s:,.0f} rows/s)")
+
+
+def _register_session_commands() -> None:
+    """demo, sessions, approvals, resume and recover live in their own module."""
+    from repertory.cli.sessions import register
+
+    register(app)
+
+
+def _register_serve_command() -> None:
+    """serve (the HTTP server) lives in its own module; FastAPI is imported only when it runs."""
+    from repertory.cli.serve import register
+
+    register(app)
+
+
+_register_session_commands()
+_register_serve_command()

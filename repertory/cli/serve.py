@@ -1,0 +1,133 @@
+"""``repertory serve``: a runtime over HTTP, speaking LangGraph's API, so its clients work unchanged.
+
+    repertory serve --store sqlite:///runs.db --agents myapp.agents:AGENTS --api-key alice=s3cret
+
+The socket is bound before anything else starts, so a port in use is one ``error:`` line and exit
+code 2, like every other mistake; then the runtime starts (finishing turns a previous process
+left open) and uvicorn serves until Ctrl-C, after which the runtime closes cleanly. Keys may also
+come from ``REPERTORY_API_KEYS`` (whitespace-separated), which keeps them out of ``ps``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from typing import Annotated
+
+import typer
+
+from repertory.cli.sessions import DEFAULT_AGENTS, DEFAULT_STORE, AgentsOption, StoreOption, load_agents
+from repertory.core.principal import Principal
+from repertory.errors import RepertoryError
+from repertory.runtime.agent import Agent
+from repertory.runtime.gc_tuning import tune_gc
+
+__all__ = ["register", "serve"]
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port``, or a ``RepertoryError`` that says why not."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise RepertoryError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # asyncio turns Nagle off only for sockets created with proto=IPPROTO_TCP (getaddrinfo's
+        # does); set it here too, or responses written in two parts wait ~40 ms for a delayed ACK.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise RepertoryError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def _keys(specs: list[str]) -> dict[str, Principal]:
+    from repertory.http.auth import parse_api_key
+
+    keys: dict[str, Principal] = {}
+    for spec in (s for raw in specs for s in raw.split()):
+        try:
+            key, principal = parse_api_key(spec)
+        except ValueError as exc:
+            raise RepertoryError(f"--api-key: {exc}") from None
+        keys[key] = principal
+    return keys
+
+
+async def _serve(sock: socket.socket, store: str, backend: str, agents: dict[str, Agent], agents_path: str,
+                 keys: dict[str, Principal], cors: list[str], max_body_bytes: int, max_streams: int,
+                 log_level: str) -> None:
+    import uvicorn
+
+    from repertory.http import create_app
+    from repertory.tree.agent_specs import AgentSpec
+    from repertory.tree.runtime import Runtime
+
+    # On Ray each host imports the agents from their path itself (nothing about them must pickle).
+    specs: dict[str, AgentSpec] = {name: agents_path for name in agents} if backend == "ray" else dict(agents)
+    runtime = await Runtime.start(store=store, backend="ray" if backend == "ray" else "local", agents=specs)
+    try:
+        app = create_app(runtime, keys or None, max_body_bytes=max_body_bytes, max_streams_per_key=max_streams,
+                         cors_origins=cors)
+        config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=5, lifespan="on")
+        server = uvicorn.Server(config)
+        host, port = sock.getsockname()[:2]
+        sys.stderr.write(f"repertory serve: listening on http://{host}:{port} (store {store}, backend {backend}, "
+                         f"assistants {', '.join(agents)}, API keys {'required' if keys else 'off'})\n")
+        sys.stderr.flush()
+        await server.serve(sockets=[sock])
+    finally:
+        await runtime.close()
+
+
+def serve(
+    store: StoreOption = DEFAULT_STORE,
+    agents: AgentsOption = DEFAULT_AGENTS,
+    backend: Annotated[str, typer.Option("--backend", help="local (this process) or ray.")] = "local",
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on (0: any free one).")] = 8123,
+    api_key: Annotated[
+        list[str] | None,
+        typer.Option("--api-key", envvar="REPERTORY_API_KEYS",
+                     help="KEY or NAME=KEY (NAME: alice, user:alice, mod:linter); repeat for more. "
+                          "With any, every route but /info needs x-api-key or Authorization: Bearer."),
+    ] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option("--cors-origin", help="An origin whose pages may call the API from a browser (agent-chat-ui's "
+                                           "address, or * for any); repeat for more."),
+    ] = None,
+    max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", min=1, help="Largest request body.")] = 1 << 20,
+    max_streams: Annotated[int, typer.Option("--max-streams", min=1, help="Open SSE streams per key.")] = 16,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn's log level.")] = "info",
+) -> None:
+    """Serve the runtime over HTTP: LangGraph's API (langgraph-sdk, agent-chat-ui) with OpenAPI at /openapi.json."""
+    if backend not in ("local", "ray"):
+        raise RepertoryError(f"--backend must be local or ray, not {backend!r}")
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise RepertoryError("repertory serve needs the http extra: pip install 'repertory[http]'") from None
+    keys = _keys(api_key or [])
+    registry = load_agents(agents)  # a bad --agents fails before the port is taken
+    sock = _listen(host, port)
+    tune_gc()  # a server process holds many sessions (see repertory.runtime.gc_tuning)
+    try:
+        asyncio.run(_serve(sock, store, backend, registry, agents, keys, cors_origin or [], max_body_bytes,
+                           max_streams, log_level))
+    except KeyboardInterrupt:
+        pass  # Ctrl-C: uvicorn already shut down gracefully and the runtime closed
+    finally:
+        sock.close()
+
+
+def register(app: typer.Typer) -> None:
+    """Attach ``serve`` to the ``repertory`` app."""
+    app.command("serve")(serve)

@@ -1,0 +1,328 @@
+"""The ``repertory`` commands that look into and act on sessions: sessions, approvals, resume, recover.
+
+Acting on a run (approve, reject, resume, recover) drives it on, so it needs the run's agent: the
+``--agents module:attr`` option names a dict of agents, a function returning one, or one agent
+(default: the demo's agents). Every mistake a user can make (an unknown session, a used or
+malformed token, invalid JSON) is one ``error: ...`` line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.tree import Tree
+
+from repertory.core.state import RunState
+from repertory.core.store import TreeStore
+from repertory.errors import InvalidResumeToken, RepertoryError, SessionNotFound
+from repertory.runtime.agent import Agent
+from repertory.runtime.gc_tuning import tune_gc
+from repertory.runtime.session import Session
+from repertory.tree.agent_specs import import_agents
+
+__all__ = ["DEFAULT_STORE", "approvals_app", "load_agents", "register", "sessions_app"]
+
+DEFAULT_STORE = "sqlite:///.repertory/repertory.db"
+DEFAULT_AGENTS = "repertory.demo.agents:make_agents"
+_T = TypeVar("_T")
+
+StoreOption = Annotated[str, typer.Option("--store", help="Store URL (sqlite:///path.db, postgresql://..., a path).")]
+AgentsOption = Annotated[
+    str, typer.Option("--agents", help="module:attr naming a dict of agents, a function returning one, or an agent.")
+]
+
+sessions_app = typer.Typer(help="Look at sessions: list, tree, show.", no_args_is_help=True)
+approvals_app = typer.Typer(help="Pending tool approvals: list, approve, reject.", no_args_is_help=True)
+
+
+def _console() -> Console:
+    """A console; when the output is not a terminal (a pipe, a file), wide enough that ids never get cut."""
+    return Console() if sys.stdout.isatty() else Console(width=220)
+
+
+def load_agents(path: str) -> dict[str, Agent]:
+    """Import ``module:attr`` and turn it into ``{name: Agent}``."""
+    module, _, attr = path.partition(":")
+    if not module or not attr:
+        raise RepertoryError(f"--agents must look like module:attr, not {path!r}")
+    return import_agents(path)
+
+
+def _run(fn: Callable[[TreeStore], Awaitable[_T]], url: str) -> _T:
+    async def main() -> _T:
+        from repertory.storage.url import open_store
+
+        store = await open_store(url)
+        try:
+            if not isinstance(store, TreeStore):
+                raise RepertoryError(f"{url} does not hold sessions")
+            return await fn(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(main())
+
+
+def _json(text: str | None, what: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RepertoryError(f"{what} is not valid JSON: {exc.msg} at column {exc.colno}") from None
+
+
+async def _status(store: TreeStore, session_id: str) -> str:
+    runs = await store.list_runs(session_id, limit=1)
+    return runs[0].status if runs else "new"
+
+
+@sessions_app.command("list")
+def sessions_list(
+    store: StoreOption = DEFAULT_STORE,
+    roots: bool = typer.Option(False, help="Only roots."),
+    limit: int = typer.Option(100, help="At most this many."),
+) -> None:
+    """Sessions, oldest first: id, agent, title, lineage and the status of the latest run."""
+
+    async def main(s: TreeStore) -> Table:
+        table = Table(title="sessions")
+        for column in ("id", "agent", "title", "lineage", "parent", "latest run"):
+            table.add_column(column)
+        for record in await s.list_sessions(roots_only=roots, limit=limit):
+            table.add_row(
+                record.session_id,
+                record.agent,
+                record.title or "",
+                record.lineage.kind,
+                record.lineage.parent_id or "",
+                await _status(s, record.session_id),
+            )
+        return table
+
+    _console().print(_run(main, store))
+
+
+@sessions_app.command("tree")
+def sessions_tree(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
+    """The spawn/fork tree under a session, with each session's latest run status."""
+
+    async def main(s: TreeStore) -> Tree:
+        root = await s.load_session(session_id)
+        if root is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+
+        async def label(sid: str, title: str | None, kind: str) -> str:
+            return f"{sid} [{kind}] {title or ''} ({await _status(s, sid)})"
+
+        tree = Tree(await label(root.session_id, root.title, root.lineage.kind))
+        pending = [(root.session_id, tree)]
+        while pending:
+            sid, node = pending.pop(0)
+            for child in await s.list_children(sid):
+                pending.append(
+                    (child.session_id, node.add(await label(child.session_id, child.title, child.lineage.kind)))
+                )
+        return tree
+
+    _console().print(_run(main, store))
+
+
+@sessions_app.command("show")
+def sessions_show(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
+    """A session's conversation, its runs' statuses and its usage."""
+
+    async def main(s: TreeStore) -> list[Any]:
+        record = await s.load_session(session_id)
+        if record is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+        thread = await s.load_thread(session_id)
+        history = await s.load_history(thread.history_revision_id) if thread and thread.history_revision_id else None
+        runs = await s.list_runs(session_id)
+        table = Table(title=f"session {session_id} ({record.agent}, {record.lineage.kind})")
+        table.add_column("#", justify="right")
+        table.add_column("role")
+        table.add_column("origin")
+        table.add_column("content")
+        for i, message in enumerate(history.messages if history else [], start=1):
+            parts = [message.text] if message.text else []
+            parts += [f"call {c.tool_name}({json.dumps(c.args)[:80]})" for c in message.tool_calls]
+            parts += [
+                f"{'error ' if r.is_error else ''}result {json.dumps(r.result)[:80]}" for r in message.tool_results
+            ]
+            origin = f"{message.origin.kind}:{message.origin.id or ''}" if message.origin else ""
+            table.add_row(str(i), message.role, origin, " | ".join(parts)[:160])
+        usage = sum((r.usage.total_tokens for r in runs), 0)
+        statuses = ", ".join(f"{r.run_id[-6:]}={r.status}" for r in runs[:10])
+        return [table, f"runs: {len(runs)} ({statuses}); tokens: {usage:,}"]
+
+    console = _console()
+    for item in _run(main, store):
+        console.print(item)
+
+
+async def _suspended(store: TreeStore) -> list[RunState]:
+    return [r for r in await store.list_runs(statuses=("suspended",)) if r.suspended_on is not None]
+
+
+async def _run_for_token(store: TreeStore, token: str) -> RunState:
+    for run in await _suspended(store):
+        if run.suspended_on is not None and run.suspended_on.token == token:
+            return run
+    raise InvalidResumeToken("no suspended run holds that token (it is wrong, or already used)")
+
+
+@approvals_app.command("list")
+def approvals_list(store: StoreOption = DEFAULT_STORE) -> None:
+    """Runs waiting for a tool approval, with the token that decides each."""
+
+    async def main(s: TreeStore) -> Table:
+        table = Table(title="pending approvals")
+        for column in ("session", "run", "tool", "args", "token"):
+            table.add_column(column)
+        for run in await _suspended(s):
+            on = run.suspended_on
+            if on is None or on.kind != "approval":
+                continue
+            payload = on.payload if isinstance(on.payload, dict) else {}
+            table.add_row(
+                run.thread_id,
+                run.run_id,
+                str(payload.get("tool_name", "")),
+                json.dumps(payload.get("args", {}))[:60],
+                on.token,
+            )
+        return table
+
+    _console().print(_run(main, store))
+
+
+def _decide(store_url: str, agents_path: str, token: str, act: Callable[[Session, str], Awaitable[Any]]) -> None:
+    agents = load_agents(agents_path)
+
+    async def main(s: TreeStore) -> Any:
+        run = await _run_for_token(s, token)
+        agent = agents.get(run.agent or "")
+        if agent is None:
+            raise RepertoryError(f"run {run.run_id} needs agent {run.agent!r}, which --agents does not provide")
+        session = Session(store=s, agent=agent, thread_id=run.thread_id)
+        session._state = run
+        return await act(session, run.run_id)
+
+    result = _run(main, store_url)
+    _console().print(f"run {result.run_id}: {result.status}" + (f": {result.text}" if result.text else ""))
+
+
+@approvals_app.command("approve")
+def approvals_approve(
+    token: str,
+    json_payload: Annotated[str | None, typer.Option("--json", help="Approval payload (JSON).")] = None,
+    store: StoreOption = DEFAULT_STORE,
+    agents: AgentsOption = DEFAULT_AGENTS,
+) -> None:
+    """Approve the pending tool call that TOKEN decides; the tool runs once and the run goes on."""
+    payload = _json(json_payload, "--json")
+    _decide(store, agents, token, lambda s, _: s.approve_tool(token, approval=payload))
+
+
+@approvals_app.command("reject")
+def approvals_reject(
+    token: str,
+    reason: str = typer.Option("not approved", help="What the model is told."),
+    store: StoreOption = DEFAULT_STORE,
+    agents: AgentsOption = DEFAULT_AGENTS,
+) -> None:
+    """Reject the pending tool call that TOKEN decides; the model reads REASON as an error result."""
+    _decide(store, agents, token, lambda s, _: s.reject_tool(token, reason))
+
+
+def resume(
+    token: str,
+    value: str,
+    store: StoreOption = DEFAULT_STORE,
+    agents: AgentsOption = DEFAULT_AGENTS,
+    json_value: bool = typer.Option(False, "--json", help="Parse VALUE as JSON."),
+) -> None:
+    """Answer a suspended run: VALUE becomes a user message (a string, or JSON with --json)."""
+    answer = _json(value, "VALUE") if json_value else value
+    _decide(store, agents, token, lambda s, _: s.resume(token, answer))
+
+
+def recover(store: StoreOption = DEFAULT_STORE, agents: AgentsOption = DEFAULT_AGENTS) -> None:
+    """Re-drive every run a crashed process left running (non-idempotent calls are never repeated)."""
+    registry = load_agents(agents)
+
+    async def main(s: TreeStore) -> list[tuple[str, str]]:
+        out = []
+        for run in await s.list_runs(statuses=("running",)):
+            agent = registry.get(run.agent or "")
+            if agent is None:
+                out.append((run.run_id, f"skipped: agent {run.agent!r} not provided"))
+                continue
+            try:
+                result = await Session.recover(store=s, agent=agent, run_id=run.run_id)
+                out.append((run.run_id, result.status))
+            except RepertoryError as exc:
+                out.append((run.run_id, f"{type(exc).__name__}: {exc}"))
+        return out
+
+    results = _run(main, store)
+    console = _console()
+    if not results:
+        console.print("no run was left running")
+    for run_id, outcome in results:
+        console.print(f"{run_id}: {outcome}")
+
+
+def demo(
+    sessions: int = typer.Option(50, "--sessions", min=1, help="How many orchestrator trees."),
+    backend: str = typer.Option("ray", "--backend", help="ray (starts a local Ray) or local."),
+    store: StoreOption = DEFAULT_STORE,
+    model: str | None = typer.Option(
+        None, "--model", help="An OpenAI-compatible model for the workers, e.g. openai:gpt-4o-mini."
+    ),
+    delay: float = typer.Option(0.2, "--delay", min=0.0, help="Seconds a scripted model takes per reply (about)."),
+    out: str = typer.Option(".repertory/export", "--out", help="Where the Parquet export goes."),
+) -> None:
+    """The main job: a fleet of agent sessions on the embedded default (local Ray + SQLite)."""
+    if backend not in ("ray", "local"):
+        raise RepertoryError(f"--backend must be ray or local, not {backend!r}")
+    from repertory.demo import run_demo
+
+    real = None
+    if model is not None:
+        from repertory.models import infer_model
+
+        try:
+            real = infer_model(model)
+        except ValueError as exc:
+            raise RepertoryError(str(exc)) from None
+    tune_gc()  # this process holds the whole fleet's client side (see repertory.runtime.gc_tuning)
+    stats = asyncio.run(
+        run_demo(
+            sessions=sessions,
+            backend="ray" if backend == "ray" else "local",
+            store=store,
+            model=real,
+            delay=delay,
+            export_dir=out,
+        )
+    )
+    if stats.errors:
+        raise RepertoryError(f"{len(stats.errors)} project(s) failed: {stats.errors[0]}")
+
+
+def register(app: typer.Typer) -> None:
+    """Attach these commands to the ``repertory`` app."""
+    app.command("demo")(demo)
+    app.add_typer(sessions_app, name="sessions")
+    app.add_typer(approvals_app, name="approvals")
+    app.command("resume")(resume)
+    app.command("recover")(recover)

@@ -1,0 +1,80 @@
+"""The ``Model`` protocol: what the step loop asks of any language model.
+
+A model streams ``ModelEvent``s (text and reasoning deltas, for live display) and ends with one
+``ModelResponse`` holding the whole assistant message, its usage and its cost. The loop only
+relies on the final response; deltas are forwarded to listeners and never persisted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from repertory.core.messages import ModelMessage
+from repertory.core.state import Usage
+
+__all__ = [
+    "Model",
+    "ModelEvent",
+    "ModelResponse",
+    "ModelSettings",
+    "ReasoningDelta",
+    "TextDelta",
+    "ToolSpec",
+]
+
+
+class ToolSpec(BaseModel):
+    """A tool as the model sees it: name, description and a JSON schema of its arguments."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ModelSettings(BaseModel):
+    """Per-request settings; ``output_schema`` asks for a JSON reply of that schema where supported."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    output_schema: dict[str, Any] | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class TextDelta(BaseModel):
+    """A piece of the reply's text as it streams."""
+
+    type: Literal["text-delta"] = "text-delta"
+    text: str
+
+
+class ReasoningDelta(BaseModel):
+    """A piece of the model's reasoning as it streams."""
+
+    type: Literal["reasoning-delta"] = "reasoning-delta"
+    text: str
+
+
+class ModelResponse(BaseModel):
+    """The end of a request: the full assistant message, its usage and its cost (if priced)."""
+
+    type: Literal["response"] = "response"
+    message: ModelMessage
+    usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
+
+
+ModelEvent = TextDelta | ReasoningDelta | ModelResponse
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that answers a conversation; real adapters live in ``repertory.models``."""
+
+    def request(
+        self, messages: list[ModelMessage], tools: list[ToolSpec], settings: ModelSettings
+    ) -> AsyncIterator[ModelEvent]:
+        """Stream events for one request, ending with exactly one ``ModelResponse``."""

@@ -1,0 +1,227 @@
+"""Run and thread records: the checkpoints a store persists after every step.
+
+Every record round-trips through JSON (``model_dump(mode="json")`` / ``model_validate``) and
+carries ``schema_version``; a record written by a newer repertory fails fast on read with a clear
+error instead of being half-understood. Timestamps are epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+
+from repertory.core.ids import Id, now_ms
+from repertory.core.messages import ModelMessage
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ApprovalRecord",
+    "PendingCall",
+    "ErrorInfo",
+    "RunState",
+    "RunStatus",
+    "SuspendKind",
+    "SuspendReason",
+    "ThreadState",
+    "Usage",
+    "detached",
+    "snapshot",
+]
+
+SCHEMA_VERSION = 1
+"""Version of the persisted record shapes; bumped with a migration whenever a shape changes."""
+
+_M = TypeVar("_M", bound=BaseModel)
+
+RunStatus = Literal["running", "suspended", "done", "error", "cancelled"]
+SuspendKind = Literal["suspend", "approval"]
+
+
+def _check_version(value: int) -> int:
+    if value > SCHEMA_VERSION:
+        raise ValueError(
+            f"record schema_version {value} is newer than this repertory understands ({SCHEMA_VERSION}); "
+            "upgrade repertory to read it"
+        )
+    if value < 1:
+        raise ValueError(f"record schema_version must be >= 1, got {value}")
+    return value
+
+
+class Usage(BaseModel):
+    """Token usage and request count; ``a + b`` adds field by field."""
+
+    model_config = ConfigDict(extra="forbid")
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    requests: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            requests=self.requests + other.requests,
+        )
+
+
+class SuspendReason(BaseModel):
+    """Why a run is paused and the single-use token that continues it."""
+
+    model_config = ConfigDict(extra="forbid")
+    token: str
+    kind: SuspendKind
+    reason: str | None = None
+    payload: JsonValue | None = None
+    tool_call_id: str | None = None
+
+
+class ErrorInfo(BaseModel):
+    """The failure a run ended with: message, exception type and formatted stack."""
+
+    model_config = ConfigDict(extra="forbid")
+    message: str
+    type: str | None = None
+    stack: str | None = None
+
+
+class PendingCall(BaseModel):
+    """A suspension waiting its turn: approvals first, then tool suspends, one live token at a time."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: SuspendKind
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+    reason: str | None = None
+    payload: JsonValue | None = None
+    requested_at: int = Field(default_factory=now_ms)
+
+
+class ApprovalRecord(BaseModel):
+    """The durable record of one approval: who asked when, and what was decided (``None`` while open)."""
+
+    model_config = ConfigDict(extra="forbid")
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+    requested_at: int
+    decision: Literal["approved", "rejected", "cancelled"] | None = None
+    decided_at: int | None = None
+    approval: JsonValue | None = None
+    reason: str | None = None
+    args_replaced: bool = False
+
+
+class RunState(BaseModel):
+    """One run's checkpoint: status, progress, usage, the history head it reached, and its scratch bag.
+
+    ``scratch`` must hold JSON values only (it is persisted with every checkpoint); anything else
+    is rejected at validation. ``suspended_on`` is set only while the run is ``suspended``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    run_id: Id
+    thread_id: Id
+    status: RunStatus = "running"
+    step_index: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
+    history_revision_id: Id | None = None
+    suspended_on: SuspendReason | None = None
+    scratch: dict[str, JsonValue] = Field(default_factory=dict)
+    result: JsonValue | None = None
+    error: ErrorInfo | None = None
+    created_at: int = Field(default_factory=now_ms)
+    updated_at: int = Field(default_factory=now_ms)
+    # Engine bookkeeping that must survive a restart. ``pending[0]`` is the live suspension.
+    agent: str | None = None
+    pending: list[PendingCall] = Field(default_factory=list)
+    approvals: list[ApprovalRecord] = Field(default_factory=list)
+    # Memory recalled at start, folded into every request at ``context_depth``; never in history.
+    context: list[ModelMessage] = Field(default_factory=list)
+    context_depth: int | None = None
+    output_retries: int = 0
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        return _check_version(value)
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the run is ``done`` or ``cancelled``: no commit may change it any more."""
+        return self.status in ("done", "cancelled")
+
+
+class ThreadState(BaseModel):
+    """A thread's head pointer into the history graph; ``None`` until its first commit."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    thread_id: Id
+    history_revision_id: Id | None = None
+    created_at: int = Field(default_factory=now_ms)
+    updated_at: int = Field(default_factory=now_ms)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        return _check_version(value)
+
+
+def snapshot(run: RunState) -> RunState:
+    """A copy of ``run`` that later changes to ``run`` cannot reach (cheaper than a deep copy).
+
+    Usage, errors and suspension reasons are replaced, never mutated, by the loop, so they are
+    shared; scratch, pending calls and approval records are mutated in place, so they are copied.
+    """
+    snap = run.model_copy()
+    snap.scratch = copy.deepcopy(run.scratch) if run.scratch else {}
+    snap.pending = [p.model_copy() for p in run.pending]
+    snap.approvals = [a.model_copy() for a in run.approvals]
+    return snap
+
+
+def _copy_json(value: JsonValue) -> JsonValue:
+    """A copy of a JSON value: its containers are new, its scalars (immutable) are shared."""
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value
+
+
+def _copy_model(model: _M, **fields: object) -> _M:
+    """A shallow copy of ``model`` with ``fields`` replaced; its ``model_fields_set`` stays as it was."""
+    out = model.model_copy()
+    out.__dict__.update(fields)
+    return out
+
+
+def detached(run: RunState) -> RunState:
+    """A copy of ``run`` that shares nothing mutable with it: what a caller gets to keep and change.
+
+    Equal to ``run.model_copy(deep=True)`` at a third of its cost (a finished approval run: 7.5 us
+    against 22.6 us; the deep copy, ``copy.deepcopy`` walking every field, was ~6% of a decision's
+    CPU): models are copied shallowly with their JSON containers rebuilt; strings and numbers are
+    immutable, so shared.
+    """
+    return _copy_model(
+        run,
+        usage=run.usage.model_copy(),
+        suspended_on=None if run.suspended_on is None
+        else _copy_model(run.suspended_on, payload=_copy_json(run.suspended_on.payload)),
+        scratch=_copy_json(run.scratch),
+        result=_copy_json(run.result),
+        error=None if run.error is None else run.error.model_copy(),
+        pending=[_copy_model(p, args=_copy_json(p.args), payload=_copy_json(p.payload)) for p in run.pending],
+        approvals=[_copy_model(a, args=_copy_json(a.args), approval=_copy_json(a.approval)) for a in run.approvals],
+        context=[m.model_copy(deep=True) for m in run.context],
+    )

@@ -1,0 +1,40 @@
+"""Decoding a lineage query's rows into a ``MessageHistory``, shared by the SQL backends.
+
+Rows are ``(rev_id, parent_id, entry_id, depth, rev_created_at, entry_created_at, message_json)``
+in any order. This is the expensive half of ``load_history`` (the SQL is the cheap half), so it
+is written for speed: rows are sorted here on a small key rather than by the database (which would
+sort rows that carry whole messages), every message is validated in one ``validate_json`` call
+over one JSON array, and the cyclic GC is paused while tens of thousands of objects are made.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
+from repertory.core.messages import ModelMessage
+
+__all__ = ["decode_lineage"]
+
+_MESSAGES = TypeAdapter(list[ModelMessage])
+
+
+def decode_lineage(revision_id: str, rows: Sequence[Sequence[Any]]) -> MessageHistory:
+    """Build the history headed at ``revision_id`` from its lineage rows (root first once sorted)."""
+    ordered = sorted(rows, key=lambda r: r[3])
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        messages = _MESSAGES.validate_json("[" + ",".join(r[6] for r in ordered) + "]")
+        revisions = [
+            HistoryRevision(id=r[0], parent_id=r[1], entry_id=r[2], depth=r[3], created_at=r[4]) for r in ordered
+        ]
+        entries = [HistoryEntry(id=r[2], created_at=r[5], message=m) for r, m in zip(ordered, messages, strict=True)]
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return MessageHistory(revision_id=revision_id, entries=entries, revisions=revisions)

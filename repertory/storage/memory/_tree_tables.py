@@ -1,0 +1,161 @@
+"""The tree tables (sessions, turns, events) of ``InMemorySessionStore``, kept as JSON like the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from repertory.core.state import ThreadState
+from repertory.core.tree import OPEN_TURN_STATUSES, SessionEvent, SessionRecord, TurnRecord, TurnStatus
+from repertory.errors import CommitConflict, StoreError
+
+__all__ = ["MemoryTreeTables"]
+
+# What an update may change (``TreeStore.update_session`` / ``update_turn``); the rest is the row's
+# place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
+_SESSION_MUTABLE = ("title", "model", "cwd", "updated_at")
+_TURN_MUTABLE = ("status", "error", "created_at", "updated_at")
+
+
+class MemoryTreeTables:
+    """Mixin: the tree half of the in-memory store. Writes happen after every check passes."""
+
+    _threads: dict[str, str]
+    _closed: bool
+
+    def _init_tree(self) -> None:
+        self._sessions: dict[str, str] = {}
+        self._children: dict[str, list[str]] = {}
+        self._turns: dict[str, str] = {}
+        self._session_turns: dict[str, list[str]] = {}
+        self._events: dict[str, list[str]] = {}
+
+    def _tree_open(self) -> None:
+        if self._closed:
+            raise StoreError("store is closed")
+
+    async def create_session(self, session: SessionRecord, *, head: str | None = None) -> None:
+        """Insert the session and its thread together."""
+        self._tree_open()
+        if session.session_id in self._sessions or session.session_id in self._threads:
+            raise CommitConflict(f"session {session.session_id!r} already exists", session_id=session.session_id)
+        thread = ThreadState(
+            thread_id=session.session_id,
+            history_revision_id=head,
+            created_at=session.created_at,
+            updated_at=session.created_at,
+        )
+        self._sessions[session.session_id] = session.model_dump_json()
+        self._threads[session.session_id] = thread.model_dump_json()
+        if session.lineage.parent_id is not None:
+            self._children.setdefault(session.lineage.parent_id, []).append(session.session_id)
+
+    async def load_session(self, session_id: str) -> SessionRecord | None:
+        """A copy of the session row."""
+        self._tree_open()
+        raw = self._sessions.get(session_id)
+        return None if raw is None else SessionRecord.model_validate_json(raw)
+
+    async def update_session(self, session: SessionRecord) -> None:
+        """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
+        self._tree_open()
+        raw = self._sessions.get(session.session_id)
+        if raw is None:
+            raise StoreError(f"no session {session.session_id!r} to update")
+        stored = SessionRecord.model_validate_json(raw)
+        changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
+        self._sessions[session.session_id] = stored.model_copy(update=changes).model_dump_json()
+
+    async def list_children(self, parent_id: str) -> list[SessionRecord]:
+        """Children oldest first."""
+        self._tree_open()
+        # Insertion order is creation order, also within one millisecond.
+        return [SessionRecord.model_validate_json(self._sessions[c]) for c in self._children.get(parent_id, [])]
+
+    async def list_sessions(self, *, roots_only: bool = False, limit: int | None = None) -> list[SessionRecord]:
+        """Sessions oldest first (dicts keep insertion order), optionally only roots, capped."""
+        self._tree_open()
+        out: list[SessionRecord] = []
+        for raw in self._sessions.values():
+            record = SessionRecord.model_validate_json(raw)
+            if roots_only and record.lineage.parent_id is not None:
+                continue
+            out.append(record)
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    async def add_turn(self, turn: TurnRecord) -> TurnRecord:
+        """Queue a turn with the next per-session seq."""
+        self._tree_open()
+        if turn.submission_id in self._turns:
+            raise CommitConflict(f"turn {turn.submission_id!r} already exists")
+        queue = self._session_turns.setdefault(turn.session_id, [])
+        last = TurnRecord.model_validate_json(self._turns[queue[-1]]).seq if queue else 0
+        stored = turn.model_copy(update={"seq": last + 1})
+        self._turns[turn.submission_id] = stored.model_dump_json()
+        queue.append(turn.submission_id)
+        return stored
+
+    async def update_turn(self, turn: TurnRecord) -> None:
+        """Rewrite the turn's status, error and times (it must exist)."""
+        self._tree_open()
+        raw = self._turns.get(turn.submission_id)
+        if raw is None:
+            raise StoreError(f"no turn {turn.submission_id!r} to update")
+        stored = TurnRecord.model_validate_json(raw)
+        changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
+        self._turns[turn.submission_id] = stored.model_copy(update=changes).model_dump_json()
+
+    async def load_turn(self, submission_id: str) -> TurnRecord | None:
+        """A copy of the turn."""
+        self._tree_open()
+        raw = self._turns.get(submission_id)
+        return None if raw is None else TurnRecord.model_validate_json(raw)
+
+    async def list_turns(self, session_id: str, statuses: Sequence[TurnStatus] | None = None) -> list[TurnRecord]:
+        """Turns in queue order."""
+        self._tree_open()
+        turns = [TurnRecord.model_validate_json(self._turns[t]) for t in self._session_turns.get(session_id, [])]
+        return [t for t in turns if statuses is None or t.status in statuses]
+
+    async def list_open_turns(self) -> list[TurnRecord]:
+        """Queued and running turns of every session."""
+        self._tree_open()
+        turns = [TurnRecord.model_validate_json(raw) for raw in self._turns.values()]
+        return sorted((t for t in turns if t.status in OPEN_TURN_STATUSES), key=lambda t: (t.session_id, t.seq))
+
+    def _check_events(self, events: Sequence[SessionEvent]) -> list[tuple[str, str]]:
+        rows: list[tuple[str, str]] = []
+        expected: dict[str, int] = {}
+        for event in events:
+            if event.seq is None:
+                raise StoreError("live-only events (seq None) are never stored")
+            sid = event.session_id
+            nxt = expected.get(sid, len(self._events.get(sid, [])) + 1)
+            if event.seq != nxt:
+                raise CommitConflict(f"event seq {event.seq} of session {sid!r} is not the next one ({nxt})")
+            expected[sid] = nxt + 1
+            rows.append((sid, event.model_dump_json()))
+        return rows
+
+    def _write_events(self, rows: list[tuple[str, str]]) -> None:
+        for sid, raw in rows:
+            self._events.setdefault(sid, []).append(raw)
+
+    async def append_events(self, events: Sequence[SessionEvent]) -> None:
+        """Append gap-free events, all or nothing."""
+        self._tree_open()
+        self._write_events(self._check_events(events))
+
+    async def load_events(self, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[SessionEvent]:
+        """Stored events after ``after_seq``."""
+        self._tree_open()
+        rows = self._events.get(session_id, [])[max(after_seq, 0) :]
+        if limit is not None:
+            rows = rows[:limit]
+        return [SessionEvent.model_validate_json(r) for r in rows]
+
+    async def last_event_seq(self, session_id: str) -> int:
+        """Highest stored seq, 0 when none."""
+        self._tree_open()
+        return len(self._events.get(session_id, []))

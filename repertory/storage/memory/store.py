@@ -1,0 +1,141 @@
+"""``InMemorySessionStore``: the conformance reference, for tests and throwaway sessions.
+
+Records are kept as JSON text, exactly as the database backends keep them, so every read is a
+fresh copy and a record that would not survive a real store does not survive this one either.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from pydantic import TypeAdapter
+
+from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
+from repertory.core.state import RunState, RunStatus, ThreadState
+from repertory.core.store import StoreAliases
+from repertory.core.tree import SessionEvent
+from repertory.errors import StoreError
+from repertory.storage.commit_plan import check_event_sessions, check_stored_state, plan_commit
+from repertory.storage.memory._memory_tables import MemoryMemTables
+from repertory.storage.memory._tree_tables import MemoryTreeTables
+
+__all__ = ["InMemorySessionStore"]
+
+_REVISION = TypeAdapter(HistoryRevision)
+_ENTRY = TypeAdapter(HistoryEntry)
+
+
+class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, StoreAliases):
+    """A ``TreeStore`` held in this process's memory; nothing survives the process."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, tuple[int, int, str, str]] = {}  # run_id -> (updated_at, seq, thread_id, json)
+        self._threads: dict[str, str] = {}
+        self._revisions: dict[str, str] = {}
+        self._entries: dict[str, str] = {}
+        self._seq = itertools.count(1)
+        self._closed = False
+        self._init_tree()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("store is closed")
+
+    async def load_run(self, run_id: str) -> RunState | None:
+        """A copy of the run's checkpoint, or ``None``."""
+        self._check_open()
+        row = self._runs.get(run_id)
+        return None if row is None else RunState.model_validate_json(row[3])
+
+    async def list_runs(
+        self, thread_id: str | None = None, *, statuses: Sequence[RunStatus] | None = None, limit: int | None = None
+    ) -> list[RunState]:
+        """Runs newest-updated first, ties broken by most recent write; optionally filtered and capped."""
+        self._check_open()
+        rows = [r for r in self._runs.values() if thread_id is None or r[2] == thread_id]
+        rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
+        runs = [RunState.model_validate_json(r[3]) for r in rows]
+        if statuses is not None:
+            runs = [r for r in runs if r.status in statuses]
+        return runs if limit is None else runs[: max(limit, 0)]
+
+    async def delete_run(self, run_id: str) -> None:
+        """Remove the run row only."""
+        self._check_open()
+        self._runs.pop(run_id, None)
+
+    async def load_thread(self, thread_id: str) -> ThreadState | None:
+        """A copy of the thread head, or ``None``."""
+        self._check_open()
+        raw = self._threads.get(thread_id)
+        return None if raw is None else ThreadState.model_validate_json(raw)
+
+    async def load_history(self, revision_id: str) -> MessageHistory | None:
+        """The lineage of ``revision_id``, root first, or ``None``."""
+        self._check_open()
+        if revision_id not in self._revisions:
+            return None
+        revisions: list[HistoryRevision] = []
+        current: str | None = revision_id
+        while current is not None:
+            rev = _REVISION.validate_json(self._revisions[current])
+            revisions.append(rev)
+            current = rev.parent_id
+        revisions.reverse()
+        entries = [_ENTRY.validate_json(self._entries[r.entry_id]) for r in revisions]
+        return MessageHistory(revision_id=revision_id, entries=entries, revisions=revisions)
+
+    async def commit_session(
+        self,
+        *,
+        run: RunState,
+        thread: ThreadState,
+        history: MessageHistory,
+        base_revision_id: str | None = None,
+        redeem_token: str | None = None,
+        events: Sequence[SessionEvent] = (),
+    ) -> None:
+        """Atomic: every check passes before the first write, and the writes cannot fail halfway."""
+        self._check_open()
+        check_event_sessions(events, thread.thread_id)
+        delta = plan_commit(run, thread, history, base_revision_id, self._revisions.__contains__)
+        stored_thread = self._threads.get(thread.thread_id)
+        stored_head = None if stored_thread is None else ThreadState.model_validate_json(stored_thread)
+        raw_run = self._runs.get(run.run_id)
+        stored_run = None if raw_run is None else RunState.model_validate_json(raw_run[3])
+        check_stored_state(
+            run,
+            thread,
+            base_revision_id,
+            None if stored_head is None else stored_head.history_revision_id,
+            stored_head is not None,
+            None if stored_run is None else stored_run.status,
+            redeem_token,
+            None if stored_run is None or stored_run.suspended_on is None else stored_run.suspended_on.token,
+        )
+        event_rows = self._check_events(events)
+        # Serialise everything first: a failure here leaves the store untouched.
+        run_json = run.model_dump_json()
+        if stored_head is not None:
+            thread = thread.model_copy(update={"created_at": stored_head.created_at})
+        thread_json = thread.model_dump_json()
+        new_entries = [(e.id, e.model_dump_json()) for e in delta.entries]
+        new_revs = [(r.id, r.model_dump_json()) for r in delta.revisions]
+        # The run row goes first: it is the only write a test can make fail, and then nothing is written.
+        self._runs[run.run_id] = (run.updated_at, next(self._seq), run.thread_id, run_json)
+        self._threads[thread.thread_id] = thread_json
+        for eid, raw in new_entries:
+            self._entries.setdefault(eid, raw)
+        for rid, raw in new_revs:
+            self._revisions.setdefault(rid, raw)
+        self._write_events(event_rows)
+
+    async def save(self, run: RunState) -> None:
+        """Write the run row unconditionally."""
+        self._check_open()
+        self._runs[run.run_id] = (run.updated_at, next(self._seq), run.thread_id, run.model_dump_json())
+
+    async def close(self) -> None:
+        """Mark the store closed; later calls raise ``StoreError``."""
+        self._closed = True

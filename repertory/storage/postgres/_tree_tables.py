@@ -1,0 +1,211 @@
+"""The tree tables (sessions, turns, events) of ``PostgresSessionStore``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from repertory.core.tree import OPEN_TURN_STATUSES, SessionEvent, SessionRecord, TurnRecord, TurnStatus
+from repertory.errors import CommitConflict, StoreError
+from repertory.storage.postgres.connection import PgBase
+
+__all__ = ["PgTreeTables", "event_arrays"]
+
+# What an update may change (``TreeStore.update_session`` / ``update_turn``); the rest is the row's
+# place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
+# Merged here rather than with jsonb: jsonb refuses the NUL character a message may hold.
+_SESSION_MUTABLE = ("title", "model", "cwd", "updated_at")
+_TURN_MUTABLE = ("status", "error", "created_at", "updated_at")
+
+
+def event_arrays(events: Sequence[SessionEvent], session_id: str) -> list[list[Any]]:
+    """Columns of ``events`` as arrays for the commit function (all must belong to ``session_id``)."""
+    for event in events:
+        if event.seq is None:
+            raise StoreError("live-only events (seq None) are never stored")
+        if event.session_id != session_id:
+            raise StoreError(f"a commit on thread {session_id!r} carries an event of session {event.session_id!r}")
+    return [
+        [e.seq for e in events],
+        [e.submission_id for e in events],
+        [e.type for e in events],
+        [e.at for e in events],
+        [json.dumps(e.data) for e in events],
+    ]
+
+
+def _event(row: Sequence[Any]) -> SessionEvent:
+    return SessionEvent(
+        session_id=row[0], seq=row[1], submission_id=row[2], type=row[3], at=row[4], data=json.loads(row[5])
+    )
+
+
+class PgTreeTables(PgBase):
+    """Sessions, turns and events; every multi-statement write is one transaction."""
+
+    async def create_session(self, session: SessionRecord, *, head: str | None = None) -> None:
+        """Insert the session row and its thread row in one transaction (duplicates conflict)."""
+        async with self._conn("create_session") as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO repertory.sessions (session_id, parent_id, created_at, record) VALUES (%s, %s, %s, %s)",
+                (session.session_id, session.lineage.parent_id, session.created_at, session.model_dump_json()),
+            )
+            await conn.execute(
+                "INSERT INTO repertory.threads (thread_id, head, created_at, updated_at) VALUES (%s, %s, %s, %s)",
+                (session.session_id, head, session.created_at, session.created_at),
+            )
+
+    async def load_session(self, session_id: str) -> SessionRecord | None:
+        """A copy of the session row."""
+        async with self._conn("load_session") as conn:
+            cur = await conn.execute("SELECT record FROM repertory.sessions WHERE session_id = %s", (session_id,))
+            row = await cur.fetchone()
+        return None if row is None else SessionRecord.model_validate_json(row[0])
+
+    async def update_session(self, session: SessionRecord) -> None:
+        """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
+        changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
+        async with self._conn("update_session") as conn, conn.transaction():
+            cur = await conn.execute(
+                "SELECT record FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (session.session_id,)
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise StoreError(f"no session {session.session_id!r} to update")
+            record = SessionRecord.model_validate_json(row[0]).model_copy(update=changes)
+            await conn.execute(
+                "UPDATE repertory.sessions SET record = %s WHERE session_id = %s",
+                (record.model_dump_json(), session.session_id),
+            )
+
+    async def list_children(self, parent_id: str) -> list[SessionRecord]:
+        """Children oldest first."""
+        async with self._conn("list_children") as conn:
+            cur = await conn.execute(
+                "SELECT record FROM repertory.sessions WHERE parent_id = %s ORDER BY ord",
+                (parent_id,),
+            )
+            rows = await cur.fetchall()
+        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+
+    async def list_sessions(self, *, roots_only: bool = False, limit: int | None = None) -> list[SessionRecord]:
+        """Sessions oldest first, optionally only roots, capped."""
+        sql = "SELECT record FROM repertory.sessions" + (" WHERE parent_id IS NULL" if roots_only else "")
+        sql += " ORDER BY ord LIMIT %s"
+        async with self._conn("list_sessions") as conn:
+            cur = await conn.execute(sql, (limit,))
+            rows = await cur.fetchall()
+        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+
+    async def add_turn(self, turn: TurnRecord) -> TurnRecord:
+        """Queue a turn with the next per-session seq (racing adders serialise on the session row)."""
+        async with self._conn("add_turn") as conn, conn.transaction():
+            await conn.execute("SELECT 1 FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (turn.session_id,))
+            cur = await conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM repertory.turns WHERE session_id = %s", (turn.session_id,)
+            )
+            row = await cur.fetchone()
+            stored = turn.model_copy(update={"seq": int(row[0] if row else 0) + 1})
+            await conn.execute(
+                "INSERT INTO repertory.turns (submission_id, session_id, seq, status, record) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                (stored.submission_id, stored.session_id, stored.seq, stored.status, stored.model_dump_json()),
+            )
+        return stored
+
+    async def update_turn(self, turn: TurnRecord) -> None:
+        """Rewrite the turn's status, error and times (it must exist)."""
+        changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
+        async with self._conn("update_turn") as conn, conn.transaction():
+            cur = await conn.execute(
+                "SELECT record FROM repertory.turns WHERE submission_id = %s FOR UPDATE", (turn.submission_id,)
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise StoreError(f"no turn {turn.submission_id!r} to update")
+            record = TurnRecord.model_validate_json(row[0]).model_copy(update=changes)
+            await conn.execute(
+                "UPDATE repertory.turns SET status = %s, record = %s WHERE submission_id = %s",
+                (record.status, record.model_dump_json(), turn.submission_id),
+            )
+
+    async def load_turn(self, submission_id: str) -> TurnRecord | None:
+        """A copy of the turn."""
+        async with self._conn("load_turn") as conn:
+            cur = await conn.execute("SELECT record FROM repertory.turns WHERE submission_id = %s", (submission_id,))
+            row = await cur.fetchone()
+        return None if row is None else TurnRecord.model_validate_json(row[0])
+
+    async def list_turns(self, session_id: str, statuses: Sequence[TurnStatus] | None = None) -> list[TurnRecord]:
+        """Turns in queue order; with ``statuses``, only those."""
+        async with self._conn("list_turns") as conn:
+            if statuses is None:
+                cur = await conn.execute(
+                    "SELECT record FROM repertory.turns WHERE session_id = %s ORDER BY seq", (session_id,)
+                )
+            else:
+                cur = await conn.execute(
+                    "SELECT record FROM repertory.turns WHERE session_id = %s AND status = ANY(%s) ORDER BY seq",
+                    (session_id, list(statuses)),
+                )
+            rows = await cur.fetchall()
+        return [TurnRecord.model_validate_json(r[0]) for r in rows]
+
+    async def list_open_turns(self) -> list[TurnRecord]:
+        """Queued and running turns of every session (uses the partial index)."""
+        async with self._conn("list_open_turns") as conn:
+            cur = await conn.execute(
+                "SELECT record FROM repertory.turns WHERE status = ANY(%s) ORDER BY session_id, seq",
+                (list(OPEN_TURN_STATUSES),),
+            )
+            rows = await cur.fetchall()
+        return [TurnRecord.model_validate_json(r[0]) for r in rows]
+
+    async def append_events(self, events: Sequence[SessionEvent]) -> None:
+        """Append gap-free events in one transaction (a repeated seq is ``CommitConflict``)."""
+        if not events:
+            return
+        by_session: dict[str, list[SessionEvent]] = {}
+        for event in events:
+            if event.seq is None:
+                raise StoreError("live-only events (seq None) are never stored")
+            by_session.setdefault(event.session_id, []).append(event)
+        async with self._conn("append_events") as conn, conn.transaction():
+            for sid, batch in by_session.items():
+                cur = await conn.execute(
+                    "SELECT COALESCE(MAX(seq), 0) FROM repertory.events WHERE session_id = %s", (sid,)
+                )
+                row = await cur.fetchone()
+                last = int(row[0] if row else 0)
+                for i, event in enumerate(batch, start=1):
+                    if event.seq != last + i:
+                        raise CommitConflict(
+                            f"event seq {event.seq} of session {sid!r} is not the next one ({last + i})"
+                        )
+                async with conn.cursor() as cur:
+                    await cur.executemany(
+                        "INSERT INTO repertory.events (session_id, seq, submission_id, type, at, data) "
+                        "VALUES (%s, %s, %s, %s, %s, %s)",
+                        [(sid, e.seq, e.submission_id, e.type, e.at, json.dumps(e.data)) for e in batch],
+                    )
+
+    async def load_events(self, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[SessionEvent]:
+        """Stored events after ``after_seq``."""
+        async with self._conn("load_events") as conn:
+            cur = await conn.execute(
+                "SELECT session_id, seq, submission_id, type, at, data FROM repertory.events "
+                "WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+                (session_id, after_seq, limit),
+            )
+            rows = await cur.fetchall()
+        return [_event(r) for r in rows]
+
+    async def last_event_seq(self, session_id: str) -> int:
+        """Highest stored seq, 0 when none."""
+        async with self._conn("last_event_seq") as conn:
+            cur = await conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM repertory.events WHERE session_id = %s", (session_id,)
+            )
+            row = await cur.fetchone()
+        return int(row[0] if row else 0)

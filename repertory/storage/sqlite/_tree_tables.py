@@ -1,0 +1,204 @@
+"""The tree tables (sessions, turns, events) of ``SqliteSessionStore``.
+
+Short writes go through the store's writer like the rest of the store (group commit); listings
+that grow with the data run on a reader connection off the event loop. Events are also written by
+``commit_session`` in the same transaction as the checkpoint they describe (``insert_events``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from repertory.core.tree import OPEN_TURN_STATUSES, SessionEvent, SessionRecord, TurnRecord, TurnStatus
+from repertory.errors import CommitConflict, StoreError
+from repertory.storage.sqlite.connection import SqliteBase, db_errors
+
+__all__ = ["SqliteTreeTables", "insert_events"]
+
+# What an update may change (``TreeStore.update_session`` / ``update_turn``); the rest is the row's
+# place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
+_SESSION_MUTABLE = ("title", "model", "cwd", "updated_at")
+_TURN_MUTABLE = ("status", "error", "created_at", "updated_at")
+
+
+def insert_events(conn: sqlite3.Connection, events: Sequence[SessionEvent]) -> None:
+    """Insert events inside the caller's transaction, refusing a gap or a repeated seq."""
+    expected: dict[str, int] = {}
+    rows = []
+    for event in events:
+        if event.seq is None:
+            raise StoreError("live-only events (seq None) are never stored")
+        sid = event.session_id
+        if sid not in expected:
+            row = conn.execute("SELECT MAX(seq) FROM events WHERE session_id = ?", (sid,)).fetchone()
+            expected[sid] = (row[0] or 0) + 1
+        if event.seq != expected[sid]:
+            raise CommitConflict(f"event seq {event.seq} of session {sid!r} is not the next one ({expected[sid]})")
+        expected[sid] += 1
+        rows.append((sid, event.seq, event.submission_id, event.type, event.at, json.dumps(event.data)))
+    conn.executemany(
+        "INSERT INTO events (session_id, seq, submission_id, type, at, data) VALUES (?, ?, ?, ?, ?, ?)", rows
+    )
+
+
+def _event(row: Sequence[Any]) -> SessionEvent:
+    return SessionEvent(
+        session_id=row[0], seq=row[1], submission_id=row[2], type=row[3], at=row[4], data=json.loads(row[5])
+    )
+
+
+class SqliteTreeTables(SqliteBase):
+    """The tree tables; connection plumbing comes from ``SqliteBase``."""
+
+    async def create_session(self, session: SessionRecord, *, head: str | None = None) -> None:
+        """Insert the session row and its thread row in one transaction."""
+        self._check_open()
+        record = session.model_dump_json()
+
+        def write(conn: sqlite3.Connection) -> None:
+            exists = conn.execute(
+                "SELECT 1 FROM sessions WHERE session_id = ? UNION ALL SELECT 1 FROM threads WHERE thread_id = ?",
+                (session.session_id, session.session_id),
+            ).fetchone()
+            if exists:
+                raise CommitConflict(f"session {session.session_id!r} already exists", session_id=session.session_id)
+            conn.execute(
+                "INSERT INTO sessions (session_id, parent_id, created_at, record) VALUES (?, ?, ?, ?)",
+                (session.session_id, session.lineage.parent_id, session.created_at, record),
+            )
+            conn.execute(
+                "INSERT INTO threads (thread_id, head, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                (session.session_id, head, session.created_at, session.created_at),
+            )
+
+        await self._write("create_session", write)
+
+    async def load_session(self, session_id: str) -> SessionRecord | None:
+        """A copy of the session row."""
+        self._check_open()
+        row = self._writer.execute("SELECT record FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+        return None if row is None else SessionRecord.model_validate_json(row[0])
+
+    async def update_session(self, session: SessionRecord) -> None:
+        """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
+        self._check_open()
+        changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
+
+        def write(conn: sqlite3.Connection) -> None:
+            row = conn.execute("SELECT record FROM sessions WHERE session_id = ?", (session.session_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no session {session.session_id!r} to update")
+            record = SessionRecord.model_validate_json(row[0]).model_copy(update=changes)
+            conn.execute(
+                "UPDATE sessions SET record = ? WHERE session_id = ?", (record.model_dump_json(), session.session_id)
+            )
+
+        await self._write("update_session", write)
+
+    async def list_children(self, parent_id: str) -> list[SessionRecord]:
+        """Children oldest first."""
+        rows = await self._read(
+            "list_children",
+            lambda c: c.execute(
+                "SELECT record FROM sessions WHERE parent_id = ? ORDER BY rowid", (parent_id,)
+            ).fetchall(),
+        )
+        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+
+    async def list_sessions(self, *, roots_only: bool = False, limit: int | None = None) -> list[SessionRecord]:
+        """Sessions oldest first, optionally only roots, capped."""
+        sql = "SELECT record FROM sessions" + (" WHERE parent_id IS NULL" if roots_only else "") + " ORDER BY rowid"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        rows = await self._read("list_sessions", lambda c: c.execute(sql).fetchall())
+        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+
+    async def add_turn(self, turn: TurnRecord) -> TurnRecord:
+        """Queue a turn with the next per-session seq, in one transaction."""
+        self._check_open()
+
+        def write(conn: sqlite3.Connection) -> TurnRecord:
+            if conn.execute("SELECT 1 FROM turns WHERE submission_id = ?", (turn.submission_id,)).fetchone():
+                raise CommitConflict(f"turn {turn.submission_id!r} already exists")
+            row = conn.execute("SELECT MAX(seq) FROM turns WHERE session_id = ?", (turn.session_id,)).fetchone()
+            stored = turn.model_copy(update={"seq": (row[0] or 0) + 1})
+            conn.execute(
+                "INSERT INTO turns (submission_id, session_id, seq, status, record) VALUES (?, ?, ?, ?, ?)",
+                (stored.submission_id, stored.session_id, stored.seq, stored.status, stored.model_dump_json()),
+            )
+            return stored
+
+        return await self._write("add_turn", write)
+
+    async def update_turn(self, turn: TurnRecord) -> None:
+        """Rewrite the turn's status, error and times (it must exist)."""
+        self._check_open()
+        changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
+
+        def write(conn: sqlite3.Connection) -> None:
+            row = conn.execute("SELECT record FROM turns WHERE submission_id = ?", (turn.submission_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no turn {turn.submission_id!r} to update")
+            record = TurnRecord.model_validate_json(row[0]).model_copy(update=changes)
+            conn.execute(
+                "UPDATE turns SET status = ?, record = ? WHERE submission_id = ?",
+                (record.status, record.model_dump_json(), turn.submission_id),
+            )
+
+        await self._write("update_turn", write)
+
+    async def load_turn(self, submission_id: str) -> TurnRecord | None:
+        """A copy of the turn."""
+        self._check_open()
+        row = self._writer.execute("SELECT record FROM turns WHERE submission_id = ?", (submission_id,)).fetchone()
+        return None if row is None else TurnRecord.model_validate_json(row[0])
+
+    async def list_turns(self, session_id: str, statuses: Sequence[TurnStatus] | None = None) -> list[TurnRecord]:
+        """Turns in queue order; with ``statuses``, only those (a small, inline query)."""
+        if statuses is not None:
+            self._check_open()
+            marks = ", ".join("?" for _ in statuses) or "NULL"
+            with db_errors("list_turns"):
+                rows = self._writer.execute(
+                    f"SELECT record FROM turns WHERE session_id = ? AND status IN ({marks}) ORDER BY seq",
+                    (session_id, *statuses),
+                ).fetchall()
+            return [TurnRecord.model_validate_json(r[0]) for r in rows]
+        rows = await self._read(
+            "list_turns",
+            lambda c: c.execute("SELECT record FROM turns WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall(),
+        )
+        return [TurnRecord.model_validate_json(r[0]) for r in rows]
+
+    async def list_open_turns(self) -> list[TurnRecord]:
+        """Queued and running turns of every session (uses the partial index)."""
+        marks = ", ".join("?" for _ in OPEN_TURN_STATUSES)
+        rows = await self._read(
+            "list_open_turns",
+            lambda c: c.execute(
+                f"SELECT record FROM turns WHERE status IN ({marks}) ORDER BY session_id, seq", OPEN_TURN_STATUSES
+            ).fetchall(),
+        )
+        return [TurnRecord.model_validate_json(r[0]) for r in rows]
+
+    async def append_events(self, events: Sequence[SessionEvent]) -> None:
+        """Append gap-free events in one transaction."""
+        self._check_open()
+        if events:
+            await self._write("append_events", lambda conn: insert_events(conn, events))
+
+    async def load_events(self, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[SessionEvent]:
+        """Stored events after ``after_seq``."""
+        sql = "SELECT session_id, seq, submission_id, type, at, data FROM events WHERE session_id = ? AND seq > ? "
+        sql += "ORDER BY seq" + ("" if limit is None else f" LIMIT {int(limit)}")
+        rows = await self._read("load_events", lambda c: c.execute(sql, (session_id, after_seq)).fetchall())
+        return [_event(r) for r in rows]
+
+    async def last_event_seq(self, session_id: str) -> int:
+        """Highest stored seq, 0 when none."""
+        self._check_open()
+        row = self._writer.execute("SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,)).fetchone()
+        return int(row[0] or 0)

@@ -1,0 +1,244 @@
+"""Connection plumbing shared by the SQLite store's tables: the writer, the reader pool, transactions.
+
+Short statements run inline on the writer connection (a thread hop costs more than the statement);
+reads that grow with the data run on pooled reader connections in a worker thread, which WAL lets
+run beside the writer. Every write transaction is ``BEGIN IMMEDIATE``, so processes sharing the
+file queue on the busy timeout instead of failing to upgrade a read lock.
+
+Short writes go through ``_write``: with group commit on (the default) the writes of concurrent
+callers are coalesced into one transaction, a savepoint each (``run_batch``); with it off each is
+its own transaction, as before. Either way a write returns only after its ``COMMIT``. The batch runs
+inline on the event loop's thread too: a writer thread would hand the GIL back and forth with the
+loop on every statement, which costs more than the statements themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeVar, cast
+
+from repertory.errors import StoreError
+from repertory.storage.group_commit import Failed, GroupCommit
+from repertory.storage.sqlite._wal import WalKeeper
+
+__all__ = ["Durability", "SqliteBase", "Write", "connect", "db_errors", "run_batch", "transaction", "use_wal"]
+
+Durability = Literal["normal", "full"]
+_T = TypeVar("_T")
+_BUSY_TIMEOUT_MS = 10_000
+_CLOSE_WAIT_SECONDS = 30.0  # close() waits this long at most for reads still running on threads
+
+
+@contextlib.contextmanager
+def db_errors(action: str) -> Iterator[None]:
+    """Turn sqlite3's exceptions into ``StoreError`` naming what we were doing."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StoreError(f"sqlite: {action} failed: {exc}") from exc
+
+
+def use_wal(conn: sqlite3.Connection, target: str) -> None:
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise StoreError(f"sqlite: could not switch {target!r} to WAL (got {mode!r})")
+    conn.execute("PRAGMA journal_size_limit = 67108864")
+
+
+def connect(target: str, *, uri: bool, durability: Durability, wal: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        if wal:
+            use_wal(conn, target)
+        conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def transaction(conn: sqlite3.Connection, action: str, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+    """Run ``fn`` in one ``BEGIN IMMEDIATE`` transaction; roll back on any error."""
+    with db_errors(action):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    return result
+
+
+@dataclass(slots=True)
+class Write:
+    """One short write handed to the writer: its statements, and what it is (for error messages)."""
+
+    action: str
+    fn: Callable[[sqlite3.Connection], object]
+
+
+def _failure(action: str, exc: BaseException) -> StoreError:
+    return StoreError(f"sqlite: {action} failed: {exc}")
+
+
+def run_batch(conn: sqlite3.Connection, batch: Sequence[Write]) -> list[object | Failed]:
+    """Run writes in one transaction, each in its own savepoint; one outcome per write, after ``COMMIT``.
+
+    A write that raises is rolled back to its savepoint and fails alone with its own error (a
+    guard's ``CommitConflict``, or ``StoreError`` for a failed statement). If SQLite itself ended
+    the transaction (a full disk, an I/O error) or ``COMMIT`` fails, nothing was committed and every
+    write fails. A lone write is a plain transaction: the savepoint would buy nothing.
+    """
+    if len(batch) == 1:
+        only = batch[0]
+        try:
+            return [transaction(conn, only.action, only.fn)]
+        except Exception as exc:
+            return [Failed(exc)]
+    outcomes: list[object | Failed] = []
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for write in batch:
+            conn.execute("SAVEPOINT member")
+            try:
+                outcomes.append(write.fn(conn))
+            except Exception as exc:
+                if not conn.in_transaction:
+                    raise
+                conn.execute("ROLLBACK TO member")
+                outcomes.append(Failed(_failure(write.action, exc) if isinstance(exc, sqlite3.Error) else exc))
+            conn.execute("RELEASE member")
+        conn.execute("ROLLBACK" if all(isinstance(o, Failed) for o in outcomes) else "COMMIT")
+    except Exception as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        return [Failed(_failure(w.action, exc)) for w in batch]
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return outcomes
+
+
+class SqliteBase:
+    """The writer connection, the reader pool, transactions, group commit and closing."""
+
+    def __init__(
+        self, path: str, writer: sqlite3.Connection, durability: Durability, memory: bool, group_commit: bool = True
+    ) -> None:
+        self.path = path
+        self.durability: Durability = durability
+        self.group_commit = group_commit
+        self._group: GroupCommit[Write, object] | None = GroupCommit(self._flush) if group_commit else None
+        self._writer = writer
+        self._memory = memory
+        self._readers: list[sqlite3.Connection] = []
+        self._all_readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._readers_idle = threading.Condition(self._readers_lock)
+        self._reading = 0  # reads running on worker threads now
+        self._closed = False
+        self._wal = None if memory or path == ":memory:" else WalKeeper(path)
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("store is closed")
+
+    def _acquire_reader(self) -> sqlite3.Connection:
+        with self._readers_lock:
+            if self._closed:
+                raise StoreError("store is closed")
+            self._reading += 1
+            if self._readers:
+                return self._readers.pop()
+        try:
+            conn = connect(self.path, uri=False, durability=self.durability, wal=True)
+        except BaseException:
+            self._release_reader(None)
+            raise
+        with self._readers_lock:
+            self._all_readers.append(conn)
+        return conn
+
+    def _release_reader(self, conn: sqlite3.Connection | None) -> None:
+        with self._readers_lock:
+            if conn is not None:
+                self._readers.append(conn)
+            self._reading -= 1
+            if self._reading == 0:
+                self._readers_idle.notify_all()
+
+    def _wait_for_readers(self, seconds: float) -> None:
+        # A read whose caller was cancelled still runs on its thread: closing its connection under it
+        # crashed the process (SIGSEGV in the recovery benchmark), so close() waits for it first.
+        with self._readers_lock:
+            self._readers_idle.wait_for(lambda: self._reading == 0, timeout=seconds)
+
+    async def _read(self, action: str, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run a read that grows with the data: off the event loop, on a pooled reader connection."""
+        self._check_open()
+        if self._memory:
+            with db_errors(action):
+                return fn(self._writer)
+
+        def work() -> _T:
+            with db_errors(action):
+                conn = self._acquire_reader()
+                try:
+                    return fn(conn)
+                finally:
+                    self._release_reader(conn)
+
+        return await asyncio.to_thread(work)
+
+    async def _write(self, action: str, fn: Callable[[sqlite3.Connection], _T], *, atomic: bool = True) -> _T:
+        """Run a short write: alone and at once, or queued into a group-commit batch when writes come together.
+
+        A write runs alone when group commit is off, or on but nothing else is writing (a lone
+        session pays no queue and no hop). ``atomic=False`` marks a single statement, which alone
+        needs no explicit transaction (SQLite's autocommit makes it one).
+        """
+        self._check_open()
+        group = self._group
+        if group is None or group.alone_now():  # a lone write: its own transaction, at once
+            if atomic:
+                result = transaction(self._writer, action, fn)
+            else:
+                with db_errors(action):
+                    result = fn(self._writer)
+        else:
+            result = cast(_T, await group.submit(Write(action, fn)))
+        if self._wal is not None:
+            self._wal.after_write()
+        return result
+
+    async def _flush(self, batch: Sequence[Write]) -> list[object | Failed]:
+        return run_batch(self._writer, batch)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close every connection; later calls raise ``StoreError``. Closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._group is not None:
+            await self._group.drain()  # writes queued before close() still commit
+        if self._wal is not None:
+            await self._wal.close()
+        await asyncio.to_thread(self._wait_for_readers, _CLOSE_WAIT_SECONDS)
+        with self._readers_lock:
+            readers, self._all_readers, self._readers = self._all_readers, [], []
+        for conn in readers:
+            conn.close()
+        self._writer.close()

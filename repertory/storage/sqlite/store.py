@@ -1,0 +1,246 @@
+"""``SqliteSessionStore``: the embedded default store, one SQLite file in WAL mode.
+
+Why it is shaped this way (measured, see DESIGN.md "hot path"): a commit in WAL with
+``synchronous=NORMAL`` costs ~80 us, less than one hop to a worker thread, so short statements
+(commits, single-row reads) run inline on the event loop's thread. Reads that grow with the data
+(a whole history, a run listing) go to a worker thread on a reader connection of their own, which
+WAL lets run beside the writer. Writes take ``BEGIN IMMEDIATE`` so two processes sharing a file
+queue on the busy timeout instead of failing with "database is locked" on lock upgrade.
+
+Group commit (on by default): concurrent commits and short writes share one transaction, a
+savepoint each, so the per-transaction cost (``COMMIT``, the WAL pages, the sync with ``"full"``)
+is paid once per batch; each write keeps its own guards and its own error, and returns only after
+the batch committed. See ``_group_commit``.
+
+Durability: ``"normal"`` (WAL + ``synchronous=NORMAL``) survives a process crash and may lose the
+last commits on power loss; ``"full"`` (``synchronous=FULL``) syncs every commit and survives
+power loss too.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Sequence
+
+from repertory.core.history import MessageHistory
+from repertory.core.state import RunState, RunStatus, ThreadState
+from repertory.core.store import StoreAliases
+from repertory.core.tree import SessionEvent
+from repertory.errors import StoreError
+from repertory.storage.commit_plan import check_event_sessions, check_stored_state, plan_commit
+from repertory.storage.lineage import decode_lineage
+from repertory.storage.queries import runs_query
+from repertory.storage.sqlite._memory_tables import SqliteMemoryTables
+from repertory.storage.sqlite._tree_tables import SqliteTreeTables, insert_events
+from repertory.storage.sqlite.connection import Durability, connect, db_errors, use_wal
+from repertory.storage.sqlite.schema import check_file, ensure_schema
+
+__all__ = ["Durability", "SqliteSessionStore"]
+
+
+_LINEAGE_SQL = """
+WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
+    SELECT id, parent_id, entry_id, depth, created_at FROM history_revisions WHERE id = ?
+    UNION ALL
+    SELECT r.id, r.parent_id, r.entry_id, r.depth, r.created_at
+    FROM history_revisions AS r JOIN lineage AS l ON r.id = l.parent_id
+)
+SELECT l.id, l.parent_id, l.entry_id, l.depth, l.created_at, e.created_at, e.message
+FROM lineage AS l JOIN history_entries AS e ON e.id = l.entry_id
+"""
+
+_UPSERT_RUN = """
+INSERT INTO runs (run_id, thread_id, status, updated_at, write_seq, token, state)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (run_id) DO UPDATE SET
+    status = excluded.status, updated_at = excluded.updated_at,
+    write_seq = excluded.write_seq, token = excluded.token, state = excluded.state
+"""
+
+_UPSERT_THREAD = """
+INSERT INTO threads (thread_id, head, created_at, updated_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (thread_id) DO UPDATE SET head = excluded.head, updated_at = excluded.updated_at
+"""
+
+
+_last_write_seq = 0
+
+
+def _next_write_seq() -> int:
+    """Write order for ``list_runs`` ties: a microsecond clock that never repeats in this process.
+
+    A clock rather than ``MAX(write_seq) + 1`` keeps an index off a row written every step (each
+    index is another page in the WAL per commit); across processes it still orders writes by time.
+    """
+    global _last_write_seq
+    _last_write_seq = max(_last_write_seq + 1, time.time_ns() // 1000)
+    return _last_write_seq
+
+
+def _run_row(run: RunState) -> tuple[str, str, str, int, int, str | None, str]:
+    token = None if run.suspended_on is None else run.suspended_on.token
+    return (run.run_id, run.thread_id, run.status, run.updated_at, _next_write_seq(), token, run.model_dump_json())
+
+
+class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, StoreAliases):
+    """A ``TreeStore`` in one SQLite file (or in memory for ``":memory:"``)."""
+
+    @classmethod
+    async def open(
+        cls, path: str | os.PathLike[str], durability: Durability = "normal", *, group_commit: bool = True
+    ) -> SqliteSessionStore:
+        """Open or create the database at ``path`` and make sure its schema is current.
+
+        ``group_commit`` (default on) coalesces concurrent writes into shared transactions; off,
+        every write is a transaction of its own (the comparison ``benchmarks.group_commit`` makes).
+        Raises ``StoreError`` for a file that is not a SQLite database, a truncated one, another
+        application's database, a newer schema, or a folder that cannot be written.
+        """
+        if durability not in ("normal", "full"):
+            raise StoreError(f"durability must be 'normal' or 'full', not {durability!r}")
+        target = os.fspath(path)
+        memory = target in ("", ":memory:")
+        # Absolute, so reader connections opened later name the same file whatever the cwd is then.
+        location = ":memory:" if memory else os.path.abspath(target)
+        if not memory:
+            check_file(target)
+            parent = os.path.dirname(location)
+            if not os.path.isdir(parent):
+                raise StoreError(f"sqlite: folder {parent!r} for database {target!r} does not exist")
+        with db_errors(f"opening {target!r}"):
+            conn = connect(":memory:" if memory else target, uri=False, durability=durability, wal=False)
+        try:
+            ensure_schema(conn, repr(target))
+            if not memory:
+                # Only once the file is known to be ours: WAL mode persists in the file itself.
+                use_wal(conn, target)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreError(f"sqlite: preparing {target!r} failed: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        return cls(location, conn, durability, memory, group_commit)
+
+    # -- runs and threads -------------------------------------------------------------------------
+
+    async def load_run(self, run_id: str) -> RunState | None:
+        """A copy of the run's checkpoint, or ``None``."""
+        self._check_open()
+        with db_errors("load_run"):
+            row = self._writer.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else RunState.model_validate_json(row[0])
+
+    async def list_runs(
+        self, thread_id: str | None = None, *, statuses: Sequence[RunStatus] | None = None, limit: int | None = None
+    ) -> list[RunState]:
+        """Runs newest-updated first, ties broken by most recent write; optionally filtered and capped.
+
+        ``statuses`` and ``limit`` keep the engine's per-turn questions ("which runs of this
+        thread are still open?", "which is the latest?") from decoding a thread's whole past; such a
+        bounded query runs inline, an unbounded listing on a reader thread.
+        """
+        sql, params = runs_query(thread_id, statuses, limit, "?")
+
+        def query(conn: sqlite3.Connection) -> list[str]:
+            return [r[0] for r in conn.execute(sql, params).fetchall()]
+
+        if thread_id is not None and (statuses is not None or limit is not None):
+            self._check_open()
+            with db_errors("list_runs"):
+                rows = query(self._writer)
+        else:
+            rows = await self._read("list_runs", query)
+        return [RunState.model_validate_json(r) for r in rows]
+
+    async def delete_run(self, run_id: str) -> None:
+        """Remove the run row only."""
+        await self._write(
+            "delete_run", lambda conn: conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,)), atomic=False
+        )
+
+    async def load_thread(self, thread_id: str) -> ThreadState | None:
+        """A copy of the thread head, or ``None``."""
+        self._check_open()
+        with db_errors("load_thread"):
+            row = self._writer.execute(
+                "SELECT head, created_at, updated_at FROM threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+        if row is None:
+            return None
+        return ThreadState(thread_id=thread_id, history_revision_id=row[0], created_at=row[1], updated_at=row[2])
+
+    async def save(self, run: RunState) -> None:
+        """Write the run row unconditionally."""
+        row = _run_row(run)
+        await self._write("save", lambda conn: conn.execute(_UPSERT_RUN, row), atomic=False)
+
+    # -- history ----------------------------------------------------------------------------------
+
+    async def load_history(self, revision_id: str) -> MessageHistory | None:
+        """The lineage of ``revision_id``, root first, in one recursive query."""
+        rows = await self._read("load_history", lambda conn: conn.execute(_LINEAGE_SQL, (revision_id,)).fetchall())
+        if not rows:
+            return None
+        return decode_lineage(revision_id, rows)
+
+    def _holds(self, revision_id: str) -> bool:
+        row = self._writer.execute("SELECT 1 FROM history_revisions WHERE id = ?", (revision_id,)).fetchone()
+        return row is not None
+
+    async def commit_session(
+        self,
+        *,
+        run: RunState,
+        thread: ThreadState,
+        history: MessageHistory,
+        base_revision_id: str | None = None,
+        redeem_token: str | None = None,
+        events: Sequence[SessionEvent] = (),
+    ) -> None:
+        """One transaction (shared with concurrent commits under group commit): guards, history delta, run row, head.
+
+        The rows are serialised before the write is queued, so the writer holds the lock for the
+        statements alone; the guards run inside the transaction, against what it sees.
+        """
+        self._check_open()
+        check_event_sessions(events, thread.thread_id)
+        with db_errors("commit_session"):
+            delta = plan_commit(run, thread, history, base_revision_id, self._holds)
+        # Serialise before taking the write lock, so the lock is held for the statements alone.
+        run_row = _run_row(run)
+        entry_rows = [(e.id, e.created_at, e.message.model_dump_json()) for e in delta.entries]
+        rev_rows = [(r.id, r.parent_id, r.entry_id, r.depth, r.created_at) for r in delta.revisions]
+        thread_row = (thread.thread_id, thread.history_revision_id, thread.created_at, thread.updated_at)
+
+        def apply(conn: sqlite3.Connection) -> None:
+            head_row = conn.execute("SELECT head FROM threads WHERE thread_id = ?", (thread.thread_id,)).fetchone()
+            status_row = conn.execute("SELECT status, token FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
+            check_stored_state(
+                run,
+                thread,
+                base_revision_id,
+                None if head_row is None else head_row[0],
+                head_row is not None,
+                None if status_row is None else status_row[0],
+                redeem_token,
+                None if status_row is None else status_row[1],
+            )
+            if entry_rows:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO history_entries (id, created_at, message) VALUES (?, ?, ?)", entry_rows
+                )
+            if rev_rows:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO history_revisions (id, parent_id, entry_id, depth, created_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    rev_rows,
+                )
+            conn.execute(_UPSERT_RUN, run_row)
+            if events:
+                insert_events(conn, events)
+            conn.execute(_UPSERT_THREAD, thread_row)
+
+        await self._write("commit_session", apply)

@@ -1,0 +1,284 @@
+"""``SessionHandle`` and ``TurnHandle``: the session tree as a caller holds it.
+
+Handles are cheap and addressable: a handle is a session id, its lineage and the principal it
+speaks for. Reads go to the store; everything that changes a session goes through its actor on
+the host, so a handle behaves the same on any backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from pydantic import BaseModel
+
+from repertory import errors as errors_module
+from repertory.core.principal import Message, NotificationMessage, Principal, to_model_message
+from repertory.core.result import RunResult
+from repertory.core.state import ErrorInfo, SuspendReason, Usage
+from repertory.core.store import TreeStore
+from repertory.core.tree import Lineage, SessionEvent, SessionMetadata, SessionRecord, TurnStatus
+from repertory.errors import RepertoryError, RunCancelled, RunSuspended
+from repertory.runtime._loop import parse_output
+from repertory.runtime.actor import IfBusy
+
+if TYPE_CHECKING:
+    from repertory.tree.runtime import Runtime
+
+__all__ = ["Disposable", "SessionHandle", "TurnHandle"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _raise_turn_error(error: ErrorInfo | None, run_id: str) -> None:
+    """Re-raise a failed turn's error as the repertory error class it was, where there is one."""
+    name = error.type if error is not None else None
+    cls = getattr(errors_module, name, None) if name else None
+    if not (isinstance(cls, type) and issubclass(cls, RepertoryError)):
+        cls = RepertoryError
+    raise cls(error.message if error is not None else "the turn failed", run_id=run_id)
+
+
+async def turn_result(
+    store: TreeStore, host: Any, session_id: str, submission_id: str, output_type: type[BaseModel] | None
+) -> RunResult:
+    """The result of a turn at rest, read from the store (shared by handles and by Ray hosts)."""
+    turn = await store.load_turn(submission_id)
+    if turn is None:
+        raise RepertoryError(f"no turn {submission_id!r}")
+    if turn.status == "error":
+        _raise_turn_error(turn.error, turn.run_id)
+    if turn.status == "cancelled":
+        raise RunCancelled(f"turn {submission_id!r} was cancelled", run_id=turn.run_id)
+    run = await store.load_run(turn.run_id)
+    if run is None:
+        raise RepertoryError(f"turn {submission_id!r} has no run yet (status {turn.status})")
+    if run.status == "cancelled":
+        raise RunCancelled(f"the run of turn {submission_id!r} was cancelled", run_id=run.run_id)
+    text = run.result if run.status == "done" and isinstance(run.result, str) else None
+    kind = output_type
+    if kind is None:
+        record = await store.load_session(session_id)
+        kind = host.output_type_for(turn.output_type, record.agent) if record else None
+    output = parse_output(kind, text) if kind is not None and text is not None else None
+    return RunResult(run_id=run.run_id, status=run.status, state=run, text=text, output=output)
+
+
+class Disposable:
+    """What ``on_progress`` returns: call ``dispose()`` to stop listening (idempotent)."""
+
+    def __init__(self, dispose: Callable[[], None]) -> None:
+        self._dispose: Callable[[], None] | None = dispose
+
+    def dispose(self) -> None:
+        """Stop listening."""
+        if self._dispose is not None:
+            fn, self._dispose = self._dispose, None
+            fn()
+
+
+class TurnHandle:
+    """One submission: its result, status, events, and a way to cancel it."""
+
+    def __init__(
+        self, runtime: Runtime, session_id: str, submission_id: str, output_type: type[BaseModel] | None = None
+    ) -> None:
+        self._rt = runtime
+        self.session_id = session_id
+        self.submission_id = submission_id
+        self._output_type = output_type
+
+    async def result(self) -> RunResult:
+        """Wait until the turn rests (done or suspended) and return its result.
+
+        A failed turn raises its error (``StepBudgetExceeded``, ``ModelError``, ...); a cancelled
+        one raises ``RunCancelled``.
+        """
+        await self._rt._host.wait_turn(self.session_id, self.submission_id)
+        return await turn_result(self._rt.store, self._rt._host, self.session_id, self.submission_id, self._output_type)
+
+    async def status(self) -> TurnStatus:
+        """``queued``, ``running``, ``suspended``, ``done``, ``error`` or ``cancelled``."""
+        turn = await self._rt.store.load_turn(self.submission_id)
+        if turn is None:
+            raise RepertoryError(f"no turn {self.submission_id!r}")
+        return turn.status
+
+    async def cancel(self) -> None:
+        """Cancel this turn: queued, it never runs; running, it stops; suspended, it is closed."""
+        await self._rt._host.cancel_turn(self.session_id, self.submission_id)
+
+    async def events(self) -> AsyncIterator[SessionEvent]:
+        """This turn's events, stored then live, ending with its ``turn.completed``."""
+        async for event in self._rt._host.events(self.session_id, 0):
+            if event.submission_id != self.submission_id:
+                continue
+            yield event
+            if event.type == "turn.completed":
+                return
+
+
+class SessionHandle:
+    """A live handle to one durable session, speaking for ``principal``."""
+
+    def __init__(self, runtime: Runtime, record: SessionRecord, principal: Principal) -> None:
+        self._rt = runtime
+        self._record = record
+        self.principal = principal
+
+    @property
+    def id(self) -> str:
+        """The session id (also its thread id)."""
+        return self._record.session_id
+
+    @property
+    def lineage(self) -> Lineage:
+        """How this session came to exist: root, spawned or forked."""
+        return self._record.lineage
+
+    @property
+    def resource(self) -> str:
+        """The canonical URI of this session."""
+        return f"repertory://sessions/{self.id}"
+
+    def __repr__(self) -> str:
+        return f"SessionHandle({self.id!r}, {self.lineage.kind}, principal={self.principal.kind})"
+
+    # -- the tree -----------------------------------------------------------------------------------
+
+    async def children(self) -> list[SessionHandle]:
+        """Sessions spawned or forked from this one, oldest first."""
+        return [SessionHandle(self._rt, r, self.principal) for r in await self._rt.store.list_children(self.id)]
+
+    async def parent(self) -> SessionHandle | None:
+        """The session this one was spawned or forked from, or ``None`` for a root."""
+        parent_id = self.lineage.parent_id
+        return None if parent_id is None else await self._rt.session(parent_id, principal=self.principal)
+
+    async def spawn(
+        self, agent: str | None = None, title: str | None = None, model: str | None = None, cwd: str | None = None
+    ) -> SessionHandle:
+        """A child with no history; inherits this session's agent, model and cwd unless given."""
+        record = await self._rt._host.create_session(
+            agent=agent or self._record.agent,
+            title=title,
+            model=model if model is not None else self._record.model,
+            cwd=cwd if cwd is not None else self._record.cwd,
+            lineage=Lineage(kind="spawned", parent_id=self.id),
+            root_id=self._record.root_id,
+            head=None,
+        )
+        return SessionHandle(self._rt, record, self.principal)
+
+    async def fork(self, title: str | None = None) -> SessionHandle:
+        """A child sharing this conversation up to now (no copy); nothing said afterwards crosses."""
+        thread = await self._rt.store.load_thread(self.id)
+        head = None if thread is None else thread.history_revision_id
+        record = await self._rt._host.create_session(
+            agent=self._record.agent,
+            title=title,
+            model=self._record.model,
+            cwd=self._record.cwd,
+            lineage=Lineage(kind="forked", parent_id=self.id, forked_at_revision_id=head),
+            root_id=self._record.root_id,
+            head=head,
+        )
+        return SessionHandle(self._rt, record, self.principal)
+
+    async def metadata(self) -> SessionMetadata:
+        """Title, model, live status, cwd and times."""
+        return await self._rt._host.metadata(self.id)
+
+    # -- turns --------------------------------------------------------------------------------------
+
+    async def send(
+        self, message: Message, if_busy: IfBusy = "enqueue", *, output: type[BaseModel] | None = None
+    ) -> TurnHandle:
+        """Queue a message as a turn; returns once the turn is durable (it runs exactly once)."""
+        model_message, kind = to_model_message(message, self.principal)
+        turn = await self._rt._host.send(self.id, model_message, kind, if_busy, output)
+        return TurnHandle(self._rt, self.id, turn.submission_id, output)
+
+    def get_turn(self, submission_id: str) -> TurnHandle:
+        """Re-acquire a handle to a turn started earlier."""
+        return TurnHandle(self._rt, self.id, submission_id)
+
+    async def notify(self, *, title: str, body: str, if_busy: IfBusy = "enqueue") -> TurnHandle:
+        """Send a notification: a system-role turn, stamped as a system event, not as the user."""
+        return await self.send(NotificationMessage(title=title, body=body), if_busy)
+
+    @overload
+    async def run(self, prompt: Message) -> RunResult: ...
+    @overload
+    async def run(self, prompt: Message, output: type[M]) -> M: ...
+    async def run(self, prompt: Message, output: type[M] | None = None) -> RunResult | M:
+        """Send and wait for the answer; with ``output=M`` the reply is validated into ``M``.
+
+        An invalid reply goes back to the model with the validation error, at most twice, then
+        ``OutputValidationError``. A run that suspends raises ``RunSuspended`` when ``output`` is
+        given (there is no reply to validate yet); without ``output`` its ``RunResult`` says so.
+        """
+        run_turn = getattr(self._rt._host, "run_turn", None)
+        if run_turn is not None:
+            # One round trip where the host is remote: queue, wait and read the result over there.
+            model_message, kind = to_model_message(prompt, self.principal)
+            result: RunResult = await run_turn(self.id, model_message, kind, output)
+        else:
+            result = await (await self.send(prompt, output=output)).result()
+        if output is None:
+            return result
+        if result.status != "done" or result.output is None:
+            raise RunSuspended(
+                f"run {result.run_id!r} is {result.status}; no reply to validate yet", run_id=result.run_id
+            )
+        out: M = result.output
+        return out
+
+    # -- events -------------------------------------------------------------------------------------
+
+    def on_progress(self, listener: Callable[[SessionEvent], None]) -> Disposable:
+        """Call ``listener`` with everything this session emits from now on; dispose to stop.
+
+        A listener that raises is logged and skipped; it never stops the session.
+        """
+        return Disposable(self._rt._host.listen(self.id, listener))
+
+    def events(self, after_seq: int = 0) -> AsyncIterator[SessionEvent]:
+        """Stored events with ``seq > after_seq``, then live ones; ends only when the caller stops."""
+        return self._rt._host.events(self.id, after_seq)
+
+    # -- approvals and control ----------------------------------------------------------------------
+
+    async def pending_approvals(self) -> list[SuspendReason]:
+        """The approval the session waits for, with its token (only a handle can see tokens)."""
+        return await self._rt._host.pending_approvals(self.id)
+
+    async def approve(self, token: str, approval: Any = None, args: dict[str, Any] | None = None) -> RunResult:
+        """Approve the pending tool call; it runs exactly once and the run goes on."""
+        return await self._rt._host.decide(
+            self.id, "approve", token, self.principal, {"approval": approval, "args": args}
+        )
+
+    async def reject(self, token: str, reason: str = "not approved") -> RunResult:
+        """Reject the pending tool call; the model reads ``reason`` as an error result."""
+        return await self._rt._host.decide(self.id, "reject", token, self.principal, {"reason": reason})
+
+    async def resume(self, token: str, value: Any) -> RunResult:
+        """Answer a ``suspend()``: ``value`` arrives as a message from this handle's principal."""
+        return await self._rt._host.decide(self.id, "resume", token, self.principal, {"value": value})
+
+    async def cancel(self) -> None:
+        """Cancel the running turn, every queued one, and a suspended run."""
+        await self._rt._host.cancel(self.id)
+
+    async def usage(self, tree: bool = False) -> Usage:
+        """Token usage of this session's runs; ``tree=True`` adds every descendant's."""
+        total = Usage()
+        pending = [self.id]
+        while pending:
+            sid = pending.pop()
+            for run in await self._rt.store.list_runs(sid):
+                total = total + run.usage
+            if tree:
+                pending.extend(r.session_id for r in await self._rt.store.list_children(sid))
+        return total
