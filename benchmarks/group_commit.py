@@ -163,7 +163,13 @@ def _side(rounds: list[SessionsRound]) -> dict[str, Any]:
 async def _variant(stores: Stores, plan: Plan, variant: Variant, rounds: int) -> dict[str, Any]:
     async def work(store: SessionStore, on: bool) -> SessionsRound:
         return await sessions_round(
-            store, on, plan.sessions, plan.steps, variant.idempotent, yields=variant.yields, gc_off=variant.gc_off,
+            store,
+            on,
+            plan.sessions,
+            plan.steps,
+            variant.idempotent,
+            yields=variant.yields,
+            gc_off=variant.gc_off,
             gc_tuned=variant.gc_tuned,
         )
 

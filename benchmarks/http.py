@@ -79,12 +79,25 @@ async def _measure_backend(backend: str, size: dict[str, int], folder: str) -> d
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     store = f"sqlite:///{folder}/{backend}.db"
-    command = [str(Path(sys.executable).parent / "repertory"), "serve", "--store", store, "--agents",
-               "benchmarks.http:agents", "--backend", backend, "--port", str(port), "--log-level", "warning"]
+    command = [
+        str(Path(sys.executable).parent / "repertory"),
+        "serve",
+        "--store",
+        store,
+        "--agents",
+        "benchmarks.http:agents",
+        "--backend",
+        backend,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     server = await asyncio.create_subprocess_exec(*command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         await _serving(url)
         async with get_client(url=url, api_key=None) as client:
+
             async def wait_once() -> float:
                 t0 = time.perf_counter()
                 thread = await client.threads.create()
@@ -94,8 +107,9 @@ async def _measure_backend(backend: str, size: dict[str, int], folder: str) -> d
             async def stream_once() -> float:
                 t0 = time.perf_counter()
                 thread = await client.threads.create()
-                async for _ in client.runs.stream(thread["thread_id"], "assistant", input=_MESSAGE,
-                                                  stream_mode="values"):
+                async for _ in client.runs.stream(
+                    thread["thread_id"], "assistant", input=_MESSAGE, stream_mode="values"
+                ):
                     pass
                 return time.perf_counter() - t0
 
@@ -115,8 +129,11 @@ async def _measure_backend(backend: str, size: dict[str, int], folder: str) -> d
             "backend": backend,
             "create_and_wait": dist_ms(waits),
             "create_and_stream_values": dist_ms(streams),
-            "concurrent": {"clients": size["clients"], "runs_each": size["per_client"],
-                           "runs_per_s": round(size["clients"] * size["per_client"] / wall, 1)},
+            "concurrent": {
+                "clients": size["clients"],
+                "runs_each": size["per_client"],
+                "runs_per_s": round(size["clients"] * size["per_client"] / wall, 1),
+            },
         }
     finally:
         server.terminate()
@@ -142,12 +159,24 @@ def measure(quick: bool, ray: bool = True) -> dict[str, Any]:
             report[backend] = r
             wait, stream = r["create_and_wait"], r["create_and_stream_values"]
             summary += [
-                row(f"HTTP ({backend}): threads.create + runs.wait, p50", round(wait["p50_ms"], 2), "ms",
-                    note=f"p90 {wait['p90_ms']:.1f} ms; n={size['rounds']}"),
-                row(f"HTTP ({backend}): threads.create + runs.stream(values) to the end, p50",
-                    round(stream["p50_ms"], 2), "ms", note=f"p90 {stream['p90_ms']:.1f} ms"),
-                row(f"HTTP ({backend}): runs/s, {size['clients']} clients at once", r["concurrent"]["runs_per_s"],
-                    "runs/s", note=f"{size['per_client']} create + wait each"),
+                row(
+                    f"HTTP ({backend}): threads.create + runs.wait, p50",
+                    round(wait["p50_ms"], 2),
+                    "ms",
+                    note=f"p90 {wait['p90_ms']:.1f} ms; n={size['rounds']}",
+                ),
+                row(
+                    f"HTTP ({backend}): threads.create + runs.stream(values) to the end, p50",
+                    round(stream["p50_ms"], 2),
+                    "ms",
+                    note=f"p90 {stream['p90_ms']:.1f} ms",
+                ),
+                row(
+                    f"HTTP ({backend}): runs/s, {size['clients']} clients at once",
+                    r["concurrent"]["runs_per_s"],
+                    "runs/s",
+                    note=f"{size['per_client']} create + wait each",
+                ),
             ]
     report["summary"] = summary
     for line in summary:

@@ -195,8 +195,13 @@ def main(argv: list[str] | None = None) -> None:
     report = {
         "benchmark": "ray_failover",
         "summary": [
-            row("node hard failure -> first call served elsewhere", f["kill_to_first_call_served_s"], "s",
-                TARGET_SECONDS, note=note)
+            row(
+                "node hard failure -> first call served elsewhere",
+                f["kill_to_first_call_served_s"],
+                "s",
+                TARGET_SECONDS,
+                note=note,
+            )
         ],
         "mode": "quick" if args.quick else "full",
         "machine": machine_info(),

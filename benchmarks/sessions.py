@@ -125,11 +125,13 @@ def _agent(model: ScriptedModel) -> Agent:
     return Agent(name=AGENT, model=model, instructions="Answer in one word.")
 
 
-async def _runtime(folder: str, name: str, model: ScriptedModel, durability: str = DURABILITY,
-                   idle_timeout: float = 3600.0) -> Runtime:
+async def _runtime(
+    folder: str, name: str, model: ScriptedModel, durability: str = DURABILITY, idle_timeout: float = 3600.0
+) -> Runtime:
     path = os.path.join(folder, name)
-    return await Runtime.start(store=f"sqlite:///{path}?durability={durability}", agents={AGENT: _agent(model)},
-                               idle_timeout=idle_timeout)
+    return await Runtime.start(
+        store=f"sqlite:///{path}?durability={durability}", agents={AGENT: _agent(model)}, idle_timeout=idle_timeout
+    )
 
 
 def _proc_status() -> dict[str, int]:
@@ -262,10 +264,15 @@ async def _memory(folder: str, n: int, traced: bool, warmup: int = WARMUP_SESSIO
         await rt.close()
 
     base = readings["baseline"]
-    out: dict[str, Any] = {"sessions": n, "traced": traced, "fill_seconds": fill_s,
-                           "traceback_frames": _FRAMES if traced else None,
-                           "sessions_with_history_cache_after_turn": cached_history,
-                           "passivated_by_passivate_idle_0": passivated, "readings": readings}
+    out: dict[str, Any] = {
+        "sessions": n,
+        "traced": traced,
+        "fill_seconds": fill_s,
+        "traceback_frames": _FRAMES if traced else None,
+        "sessions_with_history_cache_after_turn": cached_history,
+        "passivated_by_passivate_idle_0": passivated,
+        "readings": readings,
+    }
     states: dict[str, Any] = {}
     for label in ("resident_history_kept", "resident_history_cleared", "passivated"):
         r = readings[label]
@@ -298,6 +305,7 @@ async def _creation(folder: str, n: int, rounds: int, full_n: int) -> dict[str, 
 
     rt = await _runtime(folder, "create.db", model)
     try:
+
         async def loop(count: int) -> None:
             for _ in range(count):
                 await rt.create_session(agent=AGENT)
@@ -309,8 +317,9 @@ async def _creation(folder: str, n: int, rounds: int, full_n: int) -> dict[str, 
         async def host_only(count: int) -> None:
             root = Lineage(kind="root")
             for _ in range(count):
-                await rt.host.create_session(agent=AGENT, title=None, model=None, cwd=None, lineage=root,
-                                             root_id=None, head=None)
+                await rt.host.create_session(
+                    agent=AGENT, title=None, model=None, cwd=None, lineage=root, root_id=None, head=None
+                )
 
         from repertory.core.ids import new_id, now_ms
 
@@ -319,8 +328,16 @@ async def _creation(folder: str, n: int, rounds: int, full_n: int) -> dict[str, 
             out = []
             for _ in range(count):
                 sid = new_id()
-                out.append(SessionRecord(session_id=sid, agent=AGENT, lineage=Lineage(kind="root"), root_id=sid,
-                                         created_at=at, updated_at=at))
+                out.append(
+                    SessionRecord(
+                        session_id=sid,
+                        agent=AGENT,
+                        lineage=Lineage(kind="root"),
+                        root_id=sid,
+                        created_at=at,
+                        updated_at=at,
+                    )
+                )
             return out
 
         async def store_only(count: int) -> float:
@@ -348,8 +365,12 @@ async def _creation(folder: str, n: int, rounds: int, full_n: int) -> dict[str, 
             record_us.append((time.perf_counter() - t0) / n * 1e6)
         summary: dict[str, Any] = {}
         for name, rates in {**variants, "store_create_session_prebuilt_records": store_rates}.items():
-            summary[name] = {"median_per_s": statistics.median(rates), "best_per_s": max(rates),
-                             "rounds_per_s": rates, "median_us_each": 1e6 / statistics.median(rates)}
+            summary[name] = {
+                "median_per_s": statistics.median(rates),
+                "best_per_s": max(rates),
+                "rounds_per_s": rates,
+                "median_us_each": 1e6 / statistics.median(rates),
+            }
         summary["build_session_record_alone"] = {"median_us_each": statistics.median(record_us)}
         out["normal"] = summary
     finally:
@@ -357,15 +378,22 @@ async def _creation(folder: str, n: int, rounds: int, full_n: int) -> dict[str, 
 
     rt = await _runtime(folder, "create_full.db", model, durability="full")
     try:
+
         async def loop_full(count: int) -> None:
             for _ in range(count):
                 await rt.create_session(agent=AGENT)
 
         await loop_full(100)
         full_rates = [await rate(loop_full, full_n) for _ in range(rounds)]
-        out["full"] = {"sessions_per_round": full_n, "runtime_loop": {
-            "median_per_s": statistics.median(full_rates), "best_per_s": max(full_rates),
-            "rounds_per_s": full_rates, "median_us_each": 1e6 / statistics.median(full_rates)}}
+        out["full"] = {
+            "sessions_per_round": full_n,
+            "runtime_loop": {
+                "median_per_s": statistics.median(full_rates),
+                "best_per_s": max(full_rates),
+                "rounds_per_s": full_rates,
+                "median_us_each": 1e6 / statistics.median(full_rates),
+            },
+        }
     finally:
         await rt.close()
     return out
@@ -390,8 +418,7 @@ class _GcTimer:
             self.collections[info["generation"]] += 1
 
 
-async def _lag_sampler(lags: list[float], progress: list[tuple[float, int]], host: Any,
-                       interval: float = 0.01) -> None:
+async def _lag_sampler(lags: list[float], progress: list[tuple[float, int]], host: Any, interval: float = 0.01) -> None:
     """Event loop lag every ``interval``, and the host's activation count over time."""
     while True:
         t0 = time.perf_counter()
@@ -466,6 +493,7 @@ async def _concurrent(folder: str, n: int, turns: int, delay: float, profile: bo
     after = [end - model.replied[k] for k, _, _, end in spans]
     first = [end - start - delay for _, t, start, end in spans if t == 0]
     later = [end - start - delay for _, t, start, end in spans if t > 0]
+
     def activated_by(share: float) -> float | None:
         """Seconds after launch until ``share`` of the sessions had an actor (10 ms resolution)."""
         goal = activations0 + share * n
@@ -485,8 +513,11 @@ async def _concurrent(folder: str, n: int, turns: int, delay: float, profile: bo
         "process_cpu_seconds": cpu,
         "cpu_ms_per_turn": cpu / done * 1e3 if done else None,
         "cpu_utilisation_cores": cpu / wall if wall else None,
-        "gc": {"seconds": gc_time.seconds, "ms_per_turn": gc_time.seconds / done * 1e3 if done else None,
-               "collections_by_generation": gc_time.collections},
+        "gc": {
+            "seconds": gc_time.seconds,
+            "ms_per_turn": gc_time.seconds / done * 1e3 if done else None,
+            "collections_by_generation": gc_time.collections,
+        },
         "per_turn_overhead": dist_ms(overhead),
         "overhead_first_turn": dist_ms(first),
         "overhead_later_turns": dist_ms(later),
@@ -565,8 +596,25 @@ def _profile_report(profiler: cProfile.Profile, turns: int) -> dict[str, Any]:
     cumulative = {
         _label(key): {"ncalls_per_turn": v[1] / turns, "cumtime_us_per_turn": v[3] / turns * 1e6}
         for key, v in table.items()
-        if key[2] in ("run", "send", "result", "actor", "_run_turn", "_finish", "start", "_start", "commit",
-                      "request", "supersede_open_runs", "list_runs", "to_thread", "wait_turn", "append", "_work")
+        if key[2]
+        in (
+            "run",
+            "send",
+            "result",
+            "actor",
+            "_run_turn",
+            "_finish",
+            "start",
+            "_start",
+            "commit",
+            "request",
+            "supersede_open_runs",
+            "list_runs",
+            "to_thread",
+            "wait_turn",
+            "append",
+            "_work",
+        )
         and ("/repertory/" in key[0] or "asyncio/threads.py" in key[0])
     }
     return {
@@ -575,15 +623,24 @@ def _profile_report(profiler: cProfile.Profile, turns: int) -> dict[str, Any]:
         "busy_seconds": busy,
         "busy_us_per_turn": busy / turns * 1e6,
         "groups": {
-            k: {"seconds": v, "share_of_busy": (v / busy if busy and not k.startswith("idle") else None),
-                "us_per_turn": v / turns * 1e6}
+            k: {
+                "seconds": v,
+                "share_of_busy": (v / busy if busy and not k.startswith("idle") else None),
+                "us_per_turn": v / turns * 1e6,
+            }
             for k, v in sorted(groups.items(), key=lambda kv: -kv[1])
         },
         "top_by_tottime": [
-            {"function": _label(k), "ncalls_per_turn": v[1] / turns, "tottime_us_per_turn": v[2] / turns * 1e6,
-             "cumtime_us_per_turn": v[3] / turns * 1e6,
-             "top_callers": {_label(c): {"ncalls_per_turn": cv[1] / turns, "cumtime_us_per_turn": cv[3] / turns * 1e6}
-                             for c, cv in sorted(v[4].items(), key=lambda kv: -kv[1][3])[:4]}}
+            {
+                "function": _label(k),
+                "ncalls_per_turn": v[1] / turns,
+                "tottime_us_per_turn": v[2] / turns * 1e6,
+                "cumtime_us_per_turn": v[3] / turns * 1e6,
+                "top_callers": {
+                    _label(c): {"ncalls_per_turn": cv[1] / turns, "cumtime_us_per_turn": cv[3] / turns * 1e6}
+                    for c, cv in sorted(v[4].items(), key=lambda kv: -kv[1][3])[:4]
+                },
+            }
             for k, v in top
         ],
         "store_calls_per_turn": dict(sorted(store_calls.items(), key=lambda kv: -kv[1])),
@@ -640,6 +697,7 @@ def _count_store_calls(store: Any, calls: collections.Counter[str], spent: dict[
         original = getattr(store, name)
 
         if name == "_read":
+
             async def wrapper(action: str, *a: Any, _original: Any = original, **k: Any) -> Any:
                 key = f"thread hop: {action}"
                 calls[key] += 1
@@ -649,6 +707,7 @@ def _count_store_calls(store: Any, calls: collections.Counter[str], spent: dict[
                 finally:
                     spent[key] = spent.get(key, 0.0) + time.perf_counter() - t0
         else:
+
             async def wrapper(*a: Any, _original: Any = original, _name: str = name, **k: Any) -> Any:
                 calls[_name] += 1
                 t0 = time.perf_counter()
@@ -768,7 +827,7 @@ async def _anatomy(folder: str, sessions: int, long_turns: int, full_sessions: i
         out["growth_with_turns_in_session"] = {
             "turns": long_turns,
             "median_turn_ms_by_window": {
-                f"turns {a + 1}-{a + window}": statistics.median(times[a:a + window]) * 1e3
+                f"turns {a + 1}-{a + window}": statistics.median(times[a : a + window]) * 1e3
                 for a in sorted({0, long_turns // 4, long_turns // 2, long_turns - window})
             },
             "list_runs_of_the_session_ms_at_end": list_runs_ms,
@@ -862,12 +921,19 @@ def run(quick: bool, smoke: bool = False) -> dict[str, Any]:
     else:
         report["memory_traced"] = _child({"part": "memory", "n": n_mem, "traced": True}, 2400)
     _say(f"3. creation, {n_create:,} per round")
-    report["creation"] = _child({"part": "create", "n": n_create, "rounds": 1 if smoke else 3,
-                                 "full_n": 20 if smoke else 2_000}, 1800)
+    report["creation"] = _child(
+        {"part": "create", "n": n_create, "rounds": 1 if smoke else 3, "full_n": 20 if smoke else 2_000}, 1800
+    )
     _say("5. anatomy of a turn")
-    report["anatomy"] = _child({"part": "anatomy", "sessions": 10 if smoke else 100 if quick else 200,
-                                "long_turns": 20 if smoke else 100 if quick else 400,
-                                "full_sessions": 5 if smoke else 50}, 1800)
+    report["anatomy"] = _child(
+        {
+            "part": "anatomy",
+            "sessions": 10 if smoke else 100 if quick else 200,
+            "long_turns": 20 if smoke else 100 if quick else 400,
+            "full_sessions": 5 if smoke else 50,
+        },
+        1800,
+    )
     runs: list[dict[str, Any]] = []
     for n in ladder:
         _say(f"4. {n:,} concurrent sessions x {turns} turns")
@@ -877,16 +943,16 @@ def run(quick: bool, smoke: bool = False) -> dict[str, Any]:
         while not result["finished"] and n > ladder[0]:
             n //= 2
             _say(f"   did not finish ({result['why'][:200]}); trying {n:,}")
-            result = _child({"part": "concurrent", "n": n, "turns": turns, "delay": delay, "profile": False},
-                            limit)
+            result = _child({"part": "concurrent", "n": n, "turns": turns, "delay": delay, "profile": False}, limit)
             runs.append(result)
         if not result["finished"]:
             break
     finished = [r["sessions"] for r in runs if r.get("finished")]
     report["concurrency"] = {"runs": runs, "largest_finished": max(finished) if finished else None}
     _say(f"5. cProfile of {n_profile:,} concurrent sessions")
-    report["profile_run"] = _child({"part": "concurrent", "n": n_profile, "turns": turns, "delay": delay,
-                                    "profile": True}, 1800)
+    report["profile_run"] = _child(
+        {"part": "concurrent", "n": n_profile, "turns": turns, "delay": delay, "profile": True}, 1800
+    )
     report["machine"]["load_average_after"] = list(os.getloadavg())
     return report
 
@@ -896,10 +962,14 @@ def run(quick: bool, smoke: bool = False) -> dict[str, Any]:
 
 def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    out = [title, "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)),
-           "  ".join("-" * w for w in widths)]
-    out += ["  ".join([r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True))])
-            for r in rows]
+    out = [
+        title,
+        "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)),
+        "  ".join("-" * w for w in widths),
+    ]
+    out += [
+        "  ".join([r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True))]) for r in rows
+    ]
     return "\n".join(out)
 
 
@@ -914,48 +984,76 @@ def _kb(b: float | None) -> str:
 def render(report: dict[str, Any]) -> str:
     """The human-readable summary; the JSON holds every figure."""
     m = report["machine"]
-    parts = [f"repertory sessions benchmark ({report['mode']}), backend local, SQLite durability "
-             f"{DURABILITY} - {m['platform']}, Python {m['python']}, {m['cpu_count']} CPUs, SQLite "
-             f"{m['sqlite_version']}; load average before/after {m['load_average_before'][0]:.2f}/"
-             f"{m.get('load_average_after', [float('nan')])[0]:.2f}"]
+    parts = [
+        f"repertory sessions benchmark ({report['mode']}), backend local, SQLite durability "
+        f"{DURABILITY} - {m['platform']}, Python {m['python']}, {m['cpu_count']} CPUs, SQLite "
+        f"{m['sqlite_version']}; load average before/after {m['load_average_before'][0]:.2f}/"
+        f"{m.get('load_average_after', [float('nan')])[0]:.2f}"
+    ]
     mem_t, mem_r = report["memory_traced"], report["memory_rss"]
     if mem_t.get("finished") and mem_r.get("finished"):
         rows = []
-        for label, title in (("resident_history_kept", "resident, history cache kept"),
-                             ("resident_history_cleared", "resident, history cache cleared"),
-                             ("passivated", "passivated")):
+        for label, title in (
+            ("resident_history_kept", "resident, history cache kept"),
+            ("resident_history_cleared", "resident, history cache cleared"),
+            ("passivated", "passivated"),
+        ):
             t, r = mem_t["states"][label], mem_r["states"][label]
-            rows.append([title, f"{t['resident']:,}", _kb(t["traced_bytes_per_session"]),
-                         _kb(r["rss_delta_bytes_per_session"])])
-        parts.append(_table(
-            f"\n1-2. memory per session, {mem_t['sessions']:,} sessions after one turn each (targets: <= "
-            f"{TARGET_IDLE_BYTES // 1024} KB resident with the history cache aside, ~0 passivated)",
-            ["state", "resident", "tracemalloc KB/session", "RSS growth KB/session (untraced run)"], rows))
+            rows.append(
+                [title, f"{t['resident']:,}", _kb(t["traced_bytes_per_session"]), _kb(r["rss_delta_bytes_per_session"])]
+            )
+        parts.append(
+            _table(
+                f"\n1-2. memory per session, {mem_t['sessions']:,} sessions after one turn each (targets: <= "
+                f"{TARGET_IDLE_BYTES // 1024} KB resident with the history cache aside, ~0 passivated)",
+                ["state", "resident", "tracemalloc KB/session", "RSS growth KB/session (untraced run)"],
+                rows,
+            )
+        )
         top = mem_t["states"]["resident_history_cleared"]["by_repertory_line"][:12]
-        parts.append(_table("\n   where a resident session's memory is (history cache cleared; tracemalloc, by the "
-                            "repertory line that allocated it, directly or through pydantic/asyncio/copy)",
-                            ["repertory line", "bytes/session", "blocks/session"],
-                            [[s["site"][-70:], f"{s['bytes_per_session']:,.0f}", f"{s['blocks_per_session']:.2f}"]
-                             for s in top]))
+        parts.append(
+            _table(
+                "\n   where a resident session's memory is (history cache cleared; tracemalloc, by the "
+                "repertory line that allocated it, directly or through pydantic/asyncio/copy)",
+                ["repertory line", "bytes/session", "blocks/session"],
+                [[s["site"][-70:], f"{s['bytes_per_session']:,.0f}", f"{s['blocks_per_session']:.2f}"] for s in top],
+            )
+        )
         objs = mem_t["states"]["resident_history_cleared"]["gc_objects_per_session"]
-        parts.append("   GC-tracked objects per resident session: "
-                     + ", ".join(f"{k} {v:.1f}" for k, v in list(objs.items())[:12]))
+        parts.append(
+            "   GC-tracked objects per resident session: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in list(objs.items())[:12])
+        )
     else:
         parts.append(f"\n1-2. memory: NOT MEASURED: {mem_t.get('why') or mem_r.get('why')}")
 
     cr = report["creation"]
     if cr.get("finished"):
         normal = cr["normal"]
-        rows = [[name, f"{v['median_per_s']:,.0f}", f"{v.get('best_per_s', 0):,.0f}", f"{v['median_us_each']:.1f}"]
-                for name, v in normal.items() if "median_per_s" in v]
+        rows = [
+            [name, f"{v['median_per_s']:,.0f}", f"{v.get('best_per_s', 0):,.0f}", f"{v['median_us_each']:.1f}"]
+            for name, v in normal.items()
+            if "median_per_s" in v
+        ]
         alone = normal["build_session_record_alone"]["median_us_each"]
         rows.append(["build SessionRecord alone", "", "", f"{alone:.1f}"])
         full = cr["full"]["runtime_loop"]
-        rows.append([f"runtime_loop, durability full ({cr['full']['sessions_per_round']:,}/round)",
-                     f"{full['median_per_s']:,.0f}", f"{full['best_per_s']:,.0f}", f"{full['median_us_each']:.1f}"])
-        parts.append(_table(f"\n3. sessions created per second, median of {cr['rounds']} rounds of "
-                            f"{cr['sessions_per_round']:,} (target >= {TARGET_CREATE_PER_S:,}/s, durability normal)",
-                            ["variant", "median/s", "best/s", "us each"], rows))
+        rows.append(
+            [
+                f"runtime_loop, durability full ({cr['full']['sessions_per_round']:,}/round)",
+                f"{full['median_per_s']:,.0f}",
+                f"{full['best_per_s']:,.0f}",
+                f"{full['median_us_each']:.1f}",
+            ]
+        )
+        parts.append(
+            _table(
+                f"\n3. sessions created per second, median of {cr['rounds']} rounds of "
+                f"{cr['sessions_per_round']:,} (target >= {TARGET_CREATE_PER_S:,}/s, durability normal)",
+                ["variant", "median/s", "best/s", "us each"],
+                rows,
+            )
+        )
     else:
         parts.append(f"\n3. creation: NOT MEASURED: {cr.get('why')}")
 
@@ -965,64 +1063,113 @@ def render(report: dict[str, Any]) -> str:
             rows.append([f"{r['spec']['n']:,}", "did not finish", "", "", "", "", "", "", "", ""])
             continue
         o, s = r["per_turn_overhead"], r["split"]
-        rows.append([f"{r['sessions']:,}", f"{r['wall_seconds']:.1f}", f"{r['turns_per_s']:,.0f}",
-                     f"{o['p50_ms']:,.1f}", f"{o['p99_ms']:,.1f}", f"{o['max_ms']:,.1f}",
-                     f"{s['before_model']['p50_ms']:,.1f}", f"{s['model_sleep_late']['p50_ms']:,.1f}",
-                     f"{s['after_model']['p50_ms']:,.1f}", f"{r['cpu_ms_per_turn']:.2f}",
-                     ])
-    parts.append(_table(f"\n4. N concurrent sessions x {TURNS} turns, ScriptedModel delay {DELAY_S * 1e3:.0f} ms "
-                        f"(ideal wall {TURNS * DELAY_S:.1f} s); overhead = turn wall - delay, ms",
-                        ["sessions", "wall s", "turns/s", "ovh p50", "ovh p99", "ovh max", "pre p50",
-                         "sleep-late p50", "post p50", "CPU ms/turn"], rows))
+        rows.append(
+            [
+                f"{r['sessions']:,}",
+                f"{r['wall_seconds']:.1f}",
+                f"{r['turns_per_s']:,.0f}",
+                f"{o['p50_ms']:,.1f}",
+                f"{o['p99_ms']:,.1f}",
+                f"{o['max_ms']:,.1f}",
+                f"{s['before_model']['p50_ms']:,.1f}",
+                f"{s['model_sleep_late']['p50_ms']:,.1f}",
+                f"{s['after_model']['p50_ms']:,.1f}",
+                f"{r['cpu_ms_per_turn']:.2f}",
+            ]
+        )
+    parts.append(
+        _table(
+            f"\n4. N concurrent sessions x {TURNS} turns, ScriptedModel delay {DELAY_S * 1e3:.0f} ms "
+            f"(ideal wall {TURNS * DELAY_S:.1f} s); overhead = turn wall - delay, ms",
+            [
+                "sessions",
+                "wall s",
+                "turns/s",
+                "ovh p50",
+                "ovh p99",
+                "ovh max",
+                "pre p50",
+                "sleep-late p50",
+                "post p50",
+                "CPU ms/turn",
+            ],
+            rows,
+        )
+    )
     for r in report["concurrency"]["runs"]:
         if r.get("finished"):
             lag = r["event_loop_lag"]
             first = r["overhead_first_turn"]["p50_ms"]
-            parts.append(f"   {r['sessions']:>6,}: first-turn overhead p50 {first:,.1f} ms, "
-                         f"later turns p50 {r['overhead_later_turns']['p50_ms']:,.1f} ms; event loop lag p50 "
-                         f"{lag.get('p50_ms', float('nan')):,.1f} / p99 {lag.get('p99_ms', float('nan')):,.1f} ms; "
-                         f"CPU {r['cpu_utilisation_cores']:.2f} cores; peak RSS {r['peak_rss_bytes'] / 2**20:,.0f} MB; "
-                         f"GC {r['gc']['ms_per_turn']:.2f} ms/turn; "
-                         f"50%/100% of sessions activated after {_s(r['seconds_until_activated']['50%'])}/"
-                         f"{_s(r['seconds_until_activated']['100%'])} s; "
-                         f"failures {r['failures'] or 0}")
+            parts.append(
+                f"   {r['sessions']:>6,}: first-turn overhead p50 {first:,.1f} ms, "
+                f"later turns p50 {r['overhead_later_turns']['p50_ms']:,.1f} ms; event loop lag p50 "
+                f"{lag.get('p50_ms', float('nan')):,.1f} / p99 {lag.get('p99_ms', float('nan')):,.1f} ms; "
+                f"CPU {r['cpu_utilisation_cores']:.2f} cores; peak RSS {r['peak_rss_bytes'] / 2**20:,.0f} MB; "
+                f"GC {r['gc']['ms_per_turn']:.2f} ms/turn; "
+                f"50%/100% of sessions activated after {_s(r['seconds_until_activated']['50%'])}/"
+                f"{_s(r['seconds_until_activated']['100%'])} s; "
+                f"failures {r['failures'] or 0}"
+            )
     parts.append(f"   largest N that finished: {report['concurrency']['largest_finished']}")
 
     an = report["anatomy"]
     if an.get("finished"):
         seq = an["sequential"]
-        parts.append(f"\n5. one turn on an idle loop (sequential, no delay): first turn p50 "
-                     f"{seq['first_turn_ms']['p50_ms']:.2f} ms, "
-                     f"later turns p50 {seq['later_turns_ms']['p50_ms']:.2f} ms "
-                     f"(before the model {seq['before_model_later_turns_ms']['p50_ms']:.2f}, after "
-                     f"{seq['after_model_later_turns_ms']['p50_ms']:.2f})")
+        parts.append(
+            f"\n5. one turn on an idle loop (sequential, no delay): first turn p50 "
+            f"{seq['first_turn_ms']['p50_ms']:.2f} ms, "
+            f"later turns p50 {seq['later_turns_ms']['p50_ms']:.2f} ms "
+            f"(before the model {seq['before_model_later_turns_ms']['p50_ms']:.2f}, after "
+            f"{seq['after_model_later_turns_ms']['p50_ms']:.2f})"
+        )
         later = an["later_turn_on_active_session"]
-        parts.append(f"   a later turn: {later['write_transactions_per_turn']:.1f} write transactions, "
-                     f"{sum(later['sql_statements_per_turn'].values()):.1f} SQL statements, store calls: "
-                     + ", ".join(f"{k} {v:g}" for k, v in later["store_calls_per_turn"].items()))
+        parts.append(
+            f"   a later turn: {later['write_transactions_per_turn']:.1f} write transactions, "
+            f"{sum(later['sql_statements_per_turn'].values()):.1f} SQL statements, store calls: "
+            + ", ".join(f"{k} {v:g}" for k, v in later["store_calls_per_turn"].items())
+        )
         parts.append(f"   later turn with durability full: p50 {an['later_turns_durability_full_ms']['p50_ms']:.2f} ms")
-        parts.append("   store wall us per later turn (idle loop): " + ", ".join(
-            f"{k} {v:.0f}" for k, v in later["store_call_us_per_turn"].items()))
+        parts.append(
+            "   store wall us per later turn (idle loop): "
+            + ", ".join(f"{k} {v:.0f}" for k, v in later["store_call_us_per_turn"].items())
+        )
         act = an["turn_that_activates"]
-        parts.append(f"   a turn that activates: {act['write_transactions_per_turn']:.1f} write transactions, "
-                     f"{sum(act['sql_statements_per_turn'].values()):.1f} SQL statements, store calls: "
-                     + ", ".join(f"{k} {v:g}" for k, v in act["store_calls_per_turn"].items()))
+        parts.append(
+            f"   a turn that activates: {act['write_transactions_per_turn']:.1f} write transactions, "
+            f"{sum(act['sql_statements_per_turn'].values()):.1f} SQL statements, store calls: "
+            + ", ".join(f"{k} {v:g}" for k, v in act["store_calls_per_turn"].items())
+        )
         g = an["growth_with_turns_in_session"]
-        parts.append("   turn ms as one session grows: " + ", ".join(
-            f"{k} {v:.2f}" for k, v in g["median_turn_ms_by_window"].items())
+        parts.append(
+            "   turn ms as one session grows: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in g["median_turn_ms_by_window"].items())
             + f"; list_runs of that session at the end {g['list_runs_of_the_session_ms_at_end']:.1f} ms "
-            f"({g['runs_in_session']} runs)")
+            f"({g['runs_in_session']} runs)"
+        )
     pr = report["profile_run"]
     if pr.get("finished"):
         prof = pr["profile"]
-        parts.append(_table(f"\n   cProfile, {pr['sessions']:,} concurrent sessions x {TURNS} turns (event loop "
-                            f"thread; profiler overhead included): {prof['busy_us_per_turn']:,.0f} us busy per turn",
-                            ["group", "share of busy", "us/turn"],
-                            [[k, "-" if v["share_of_busy"] is None else f"{v['share_of_busy']:.0%}",
-                              f"{v['us_per_turn']:,.0f}"] for k, v in prof["groups"].items()]))
-        parts.append(_table("\n   top functions by self time", ["function", "calls/turn", "self us/turn"],
-                            [[t["function"][-80:], f"{t['ncalls_per_turn']:.1f}", f"{t['tottime_us_per_turn']:.1f}"]
-                             for t in prof["top_by_tottime"][:15]]))
+        parts.append(
+            _table(
+                f"\n   cProfile, {pr['sessions']:,} concurrent sessions x {TURNS} turns (event loop "
+                f"thread; profiler overhead included): {prof['busy_us_per_turn']:,.0f} us busy per turn",
+                ["group", "share of busy", "us/turn"],
+                [
+                    [k, "-" if v["share_of_busy"] is None else f"{v['share_of_busy']:.0%}", f"{v['us_per_turn']:,.0f}"]
+                    for k, v in prof["groups"].items()
+                ],
+            )
+        )
+        parts.append(
+            _table(
+                "\n   top functions by self time",
+                ["function", "calls/turn", "self us/turn"],
+                [
+                    [t["function"][-80:], f"{t['ncalls_per_turn']:.1f}", f"{t['tottime_us_per_turn']:.1f}"]
+                    for t in prof["top_by_tottime"][:15]
+                ],
+            )
+        )
     return "\n".join(parts)
 
 

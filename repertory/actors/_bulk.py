@@ -45,6 +45,7 @@ async def create_sessions(client: RayHostClient, batch: list[dict[str, Any]]) ->
         client._placement[session_id] = "shared"
     return [records[k["session_id"]] for k in batch]
 
+
 async def send_many(client: RayHostClient, batch: list[tuple[str, ModelMessage, TurnKind, str]]) -> list[TurnRecord]:
     """Queue turns on shared sessions in bulk (deduplicated by submission id when retried)."""
     turns: dict[str, TurnRecord] = {}
@@ -59,6 +60,7 @@ async def send_many(client: RayHostClient, batch: list[tuple[str, ModelMessage, 
     await asyncio.gather(*(chunk(i, part) for i, part in _by_host(client, batch, lambda item: item[0])))
     return [turns[item[3]] for item in batch]
 
+
 def _by_host(
     client: RayHostClient, items: list[_T], session_of: Callable[[_T], str], size: int = 1_000
 ) -> list[tuple[int, list[_T]]]:
@@ -67,6 +69,7 @@ def _by_host(
     for item in items:
         groups.setdefault(shared_host_index(session_of(item), len(client._hosts)), []).append(item)
     return [(i, group[j : j + size]) for i, group in groups.items() for j in range(0, len(group), size)]
+
 
 async def retry_dead(client: RayHostClient, call: Callable[[], Any]) -> Any:
     """Await ``call()`` under the in-flight bound, again while its host is down (idempotent calls only)."""
@@ -79,4 +82,3 @@ async def retry_dead(client: RayHostClient, call: Callable[[], Any]) -> Any:
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.1)
-

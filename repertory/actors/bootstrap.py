@@ -103,9 +103,7 @@ async def start_ray_client(
         .remote(prefix, namespace, url, specs, hosts, idle_timeout, memory)
     )
     # Existing detached hosts keep their agents: hand them ours (a fresh client recovering sessions).
-    await asyncio.gather(
-        *(h.register_agents.remote(specs) for h in handles), supervisor.register_agents.remote(specs)
-    )
+    await asyncio.gather(*(h.register_agents.remote(specs) for h in handles), supervisor.register_agents.remote(specs))
     return RayHostClient(
         store=store,
         agents=agents,

@@ -43,6 +43,7 @@ from repertory.tree.agent_specs import AgentSpec, resolve_agents
 
 __all__ = ["SessionHost", "host_actor_class", "shared_host_index"]
 
+
 def host_actor_class() -> Any:
     """``SessionHost`` as a Ray actor class, with no extra concurrency groups on purpose.
 

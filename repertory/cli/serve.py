@@ -29,8 +29,9 @@ __all__ = ["register", "serve"]
 def _listen(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port``, or a ``RepertoryError`` that says why not."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
         sock = socket.socket(family, kind, proto)
     except OSError as exc:
         raise RepertoryError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
@@ -60,9 +61,18 @@ def _keys(specs: list[str]) -> dict[str, Principal]:
     return keys
 
 
-async def _serve(sock: socket.socket, store: str, backend: str, agents: dict[str, Agent], agents_path: str,
-                 keys: dict[str, Principal], cors: list[str], max_body_bytes: int, max_streams: int,
-                 log_level: str) -> None:
+async def _serve(
+    sock: socket.socket,
+    store: str,
+    backend: str,
+    agents: dict[str, Agent],
+    agents_path: str,
+    keys: dict[str, Principal],
+    cors: list[str],
+    max_body_bytes: int,
+    max_streams: int,
+    log_level: str,
+) -> None:
     import uvicorn
 
     from repertory.http import create_app
@@ -73,13 +83,16 @@ async def _serve(sock: socket.socket, store: str, backend: str, agents: dict[str
     specs: dict[str, AgentSpec] = {name: agents_path for name in agents} if backend == "ray" else dict(agents)
     runtime = await Runtime.start(store=store, backend="ray" if backend == "ray" else "local", agents=specs)
     try:
-        app = create_app(runtime, keys or None, max_body_bytes=max_body_bytes, max_streams_per_key=max_streams,
-                         cors_origins=cors)
+        app = create_app(
+            runtime, keys or None, max_body_bytes=max_body_bytes, max_streams_per_key=max_streams, cors_origins=cors
+        )
         config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=5, lifespan="on")
         server = uvicorn.Server(config)
         host, port = sock.getsockname()[:2]
-        sys.stderr.write(f"repertory serve: listening on http://{host}:{port} (store {store}, backend {backend}, "
-                         f"assistants {', '.join(agents)}, API keys {'required' if keys else 'off'})\n")
+        sys.stderr.write(
+            f"repertory serve: listening on http://{host}:{port} (store {store}, backend {backend}, "
+            f"assistants {', '.join(agents)}, API keys {'required' if keys else 'off'})\n"
+        )
         sys.stderr.flush()
         await server.serve(sockets=[sock])
     finally:
@@ -94,14 +107,20 @@ def serve(
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on (0: any free one).")] = 8123,
     api_key: Annotated[
         list[str] | None,
-        typer.Option("--api-key", envvar="REPERTORY_API_KEYS",
-                     help="KEY or NAME=KEY (NAME: alice, user:alice, mod:linter); repeat for more. "
-                          "With any, every route but /info needs x-api-key or Authorization: Bearer."),
+        typer.Option(
+            "--api-key",
+            envvar="REPERTORY_API_KEYS",
+            help="KEY or NAME=KEY (NAME: alice, user:alice, mod:linter); repeat for more. "
+            "With any, every route but /info needs x-api-key or Authorization: Bearer.",
+        ),
     ] = None,
     cors_origin: Annotated[
         list[str] | None,
-        typer.Option("--cors-origin", help="An origin whose pages may call the API from a browser (agent-chat-ui's "
-                                           "address, or * for any); repeat for more."),
+        typer.Option(
+            "--cors-origin",
+            help="An origin whose pages may call the API from a browser (agent-chat-ui's "
+            "address, or * for any); repeat for more.",
+        ),
     ] = None,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", min=1, help="Largest request body.")] = 1 << 20,
     max_streams: Annotated[int, typer.Option("--max-streams", min=1, help="Open SSE streams per key.")] = 16,
@@ -120,8 +139,11 @@ def serve(
     sock = _listen(host, port)
     tune_gc()  # a server process holds many sessions (see repertory.runtime.gc_tuning)
     try:
-        asyncio.run(_serve(sock, store, backend, registry, agents, keys, cors_origin or [], max_body_bytes,
-                           max_streams, log_level))
+        asyncio.run(
+            _serve(
+                sock, store, backend, registry, agents, keys, cors_origin or [], max_body_bytes, max_streams, log_level
+            )
+        )
     except KeyboardInterrupt:
         pass  # Ctrl-C: uvicorn already shut down gracefully and the runtime closed
     finally:

@@ -54,9 +54,7 @@ class Memory(Protocol):
 
 
 def _line(message: ModelMessage) -> str:
-    text = message.text or " ".join(
-        f"[{p.type}]" for p in message.parts
-    )
+    text = message.text or " ".join(f"[{p.type}]" for p in message.parts)
     return f"{message.role}: {text}"
 
 

@@ -216,7 +216,8 @@ def detached(run: RunState) -> RunState:
     return _copy_model(
         run,
         usage=run.usage.model_copy(),
-        suspended_on=None if run.suspended_on is None
+        suspended_on=None
+        if run.suspended_on is None
         else _copy_model(run.suspended_on, payload=_copy_json(run.suspended_on.payload)),
         scratch=_copy_json(run.scratch),
         result=_copy_json(run.result),

@@ -128,8 +128,12 @@ def create_app(
     async def openapi(caller: CallerDep) -> JSONResponse:
         return JSONResponse(app.openapi())
 
-    @app.post("/assistants/search", tags=["assistants"], responses=responses(list[AssistantOut]),
-              summary="The assistants (agents) this server runs")
+    @app.post(
+        "/assistants/search",
+        tags=["assistants"],
+        responses=responses(list[AssistantOut]),
+        summary="The assistants (agents) this server runs",
+    )
     async def search_assistants(body: AssistantSearch, caller: CallerDep) -> JSONResponse:
         found = [assistant_view(name, agent, gw.started_at) for name, agent in gw.agents.items()]
         if body.graph_id is not None:
@@ -140,13 +144,14 @@ def create_app(
             found = [a for a in found if contains(a["metadata"], body.metadata)]
         if body.sort_by is not None:
             found.sort(key=lambda a: str(a[body.sort_by or "name"]), reverse=body.sort_order == "desc")
-        page = found[body.offset:body.offset + body.limit]
+        page = found[body.offset : body.offset + body.limit]
         if body.select:
             page = [{k: v for k, v in a.items() if k in body.select} for a in page]
         return JSONResponse(page)
 
-    @app.get("/assistants/{assistant_id}", tags=["assistants"], responses=responses(AssistantOut),
-             summary="One assistant")
+    @app.get(
+        "/assistants/{assistant_id}", tags=["assistants"], responses=responses(AssistantOut), summary="One assistant"
+    )
     async def get_assistant(assistant_id: str, caller: CallerDep) -> JSONResponse:
         return JSONResponse(assistant_view(assistant_id, gw.agent(assistant_id), gw.started_at))
 
@@ -156,6 +161,11 @@ def create_app(
     if origins:
         # Preflights are answered before any route (so before the key check); the SDK reads the
         # run's id from Content-Location and reconnects to Location, so both are exposed.
-        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"], allow_headers=["*"],
-                           expose_headers=["Location", "Content-Location"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["Location", "Content-Location"],
+        )
     return BodyLimit(app, max_body_bytes)

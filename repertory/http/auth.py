@@ -98,8 +98,7 @@ class StreamSlots:
     def take(self, who: str) -> None:
         """Count one more open stream for ``who``; 429 when it would exceed the limit."""
         if self._open.get(who, 0) >= self.limit:
-            raise HttpError(f"too many open streams for this key (at most {self.limit}); close one first",
-                            status=429)
+            raise HttpError(f"too many open streams for this key (at most {self.limit}); close one first", status=429)
         self._open[who] = self._open.get(who, 0) + 1
 
     def give_back(self, who: str) -> None:
@@ -161,6 +160,11 @@ class BodyLimit:
 
 async def _too_large(send: Any, limit: int) -> None:
     body = f'{{"detail":"request body larger than {limit} bytes"}}'.encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -45,8 +45,14 @@ def _base(kind: str, entry_id: str, content: str, message: ModelMessage) -> Dict
     if message.origin is not None:
         # Provenance travels with the message: who said it, as the runtime stamped it.
         kwargs["origin"] = message.origin.model_dump(mode="json")
-    return {"type": kind, "id": entry_id, "content": content, "name": None, "additional_kwargs": kwargs,
-            "response_metadata": {}}
+    return {
+        "type": kind,
+        "id": entry_id,
+        "content": content,
+        "name": None,
+        "additional_kwargs": kwargs,
+        "response_metadata": {},
+    }
 
 
 def message_dicts(entry_id: str, message: ModelMessage) -> list[Dict]:
@@ -62,8 +68,10 @@ def message_dicts(entry_id: str, message: ModelMessage) -> list[Dict]:
             out["additional_kwargs"]["reasoning_content"] = reasoning
         out.update(
             example=False,
-            tool_calls=[{"name": c.tool_name, "args": c.args, "id": c.tool_call_id, "type": "tool_call"}
-                        for c in message.tool_calls],
+            tool_calls=[
+                {"name": c.tool_name, "args": c.args, "id": c.tool_call_id, "type": "tool_call"}
+                for c in message.tool_calls
+            ],
             invalid_tool_calls=[],
             usage_metadata=None,
         )
@@ -72,8 +80,12 @@ def message_dicts(entry_id: str, message: ModelMessage) -> list[Dict]:
     dicts = []
     for i, part in enumerate(results):
         out = _base("tool", entry_id if len(results) == 1 else f"{entry_id}.{i}", result_text(part.result), message)
-        out.update(tool_call_id=part.tool_call_id, name=part.tool_name, artifact=None,
-                   status="error" if part.is_error else "success")
+        out.update(
+            tool_call_id=part.tool_call_id,
+            name=part.tool_name,
+            artifact=None,
+            status="error" if part.is_error else "success",
+        )
         dicts.append(out)
     return dicts
 
@@ -119,8 +131,9 @@ def _text_of(content: JsonValue) -> str:
                 texts.append(str(block["text"]))
             else:
                 kind = block.get("type") if isinstance(block, dict) else type(block).__name__
-                raise HttpError(f"message content blocks must be text; repertory does not take {kind!r} blocks",
-                                status=422)
+                raise HttpError(
+                    f"message content blocks must be text; repertory does not take {kind!r} blocks", status=422
+                )
         return "".join(texts)
     raise HttpError("message content must be a string or a list of text blocks", status=422)
 
@@ -136,11 +149,13 @@ def _one_message(item: JsonValue) -> str:
             raise HttpError("a message's role must be a string", status=422)
         role, content = raw_role, item.get("content")
     else:
-        raise HttpError("a message is a string, a {'role', 'content'} object or a [role, content] pair",
-                        status=422)
+        raise HttpError("a message is a string, a {'role', 'content'} object or a [role, content] pair", status=422)
     if role not in _HUMAN_ROLES:
-        raise HttpError(f"input messages must be human messages, not {role!r}: the runtime writes assistant and "
-                        "tool messages, and stamps who said what", status=422)
+        raise HttpError(
+            f"input messages must be human messages, not {role!r}: the runtime writes assistant and "
+            "tool messages, and stamps who said what",
+            status=422,
+        )
     return _text_of(content)
 
 
@@ -152,8 +167,9 @@ def input_text(value: JsonValue) -> str:
     if not isinstance(messages, list):
         messages = [messages]
     if len(messages) != 1:
-        raise HttpError(f"input takes exactly one human message per run (a run is one turn), got {len(messages)}",
-                        status=422)
+        raise HttpError(
+            f"input takes exactly one human message per run (a run is one turn), got {len(messages)}", status=422
+        )
     text = _one_message(messages[0])
     if not text:
         raise HttpError("the input message is empty", status=422)

@@ -107,7 +107,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 SSE: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Server-sent events: metadata, then the requested modes' parts, error, end. "
-                       "Ids are '<seq>-<n>'; send the last one as Last-Event-ID to resume.",
+        "Ids are '<seq>-<n>'; send the last one as Last-Event-ID to resume.",
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     },
     429: {"model": ErrorOut, "description": "Too many open streams for this key"},

@@ -125,8 +125,15 @@ class Gateway:
         name = agent if agent is not None else self.default_agent(metadata)
         session_id = thread_id or new_id()
         at = now_ms()
-        record = SessionRecord(session_id=session_id, agent=name, lineage=Lineage(kind="root"), root_id=session_id,
-                               metadata=metadata, created_at=at, updated_at=at)
+        record = SessionRecord(
+            session_id=session_id,
+            agent=name,
+            lineage=Lineage(kind="root"),
+            root_id=session_id,
+            metadata=metadata,
+            created_at=at,
+            updated_at=at,
+        )
         try:
             await self.store.create_session(record, head=None)
         except CommitConflict:
@@ -178,8 +185,18 @@ class Gateway:
         snap = await self.snapshot(record)
         return thread_view(record, snap.status, self.values(snap))
 
-    async def search(self, *, metadata: Dict | None, values: Dict | None, ids: list[str] | None,
-                     status: str | None, sort_by: str, descending: bool, offset: int, limit: int) -> list[Dict]:
+    async def search(
+        self,
+        *,
+        metadata: Dict | None,
+        values: Dict | None,
+        ids: list[str] | None,
+        status: str | None,
+        sort_by: str,
+        descending: bool,
+        offset: int,
+        limit: int,
+    ) -> list[Dict]:
         """Threads matching every filter, sorted, one page (reads every session row: O(sessions))."""
         records = await self.store.list_sessions()
         if ids is not None:
@@ -209,7 +226,7 @@ class Gateway:
             return r.created_at if sort_by == "created_at" else r.updated_at
 
         rows.sort(key=key, reverse=descending)
-        return [await self.thread_json(r) for r, _ in rows[offset:offset + limit]]
+        return [await self.thread_json(r) for r, _ in rows[offset : offset + limit]]
 
 
 def _plausible(thread_id: str) -> bool:

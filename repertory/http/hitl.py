@@ -90,8 +90,11 @@ def _decision(item: dict[str, Any], call: PendingCall, agent: Agent, by: dict[st
         return Decision("approve", call.tool_call_id, approval=approval, args=args)
     if kind in ("reject", "response", "ignore"):
         message = item.get("message", item.get("args"))
-        reason = message if isinstance(message, str) and message else (
-            f"User rejected the tool call for `{call.tool_name}` with id {call.tool_call_id}")
+        reason = (
+            message
+            if isinstance(message, str) and message
+            else (f"User rejected the tool call for `{call.tool_name}` with id {call.tool_call_id}")
+        )
         return Decision("reject", call.tool_call_id, reason=reason)
     raise _bad(f"unknown decision type {kind!r} (approve, edit or reject)")
 

@@ -39,8 +39,9 @@ _DELTAS = ("text.delta", "reasoning.delta")
 class StreamConverter:
     """Turns one run's session events into ``(event, data)`` stream parts for the requested modes."""
 
-    def __init__(self, store: TreeStore, agent: Agent | None, *, thread_id: str, run_id: str,
-                 modes: tuple[str, ...]) -> None:
+    def __init__(
+        self, store: TreeStore, agent: Agent | None, *, thread_id: str, run_id: str, modes: tuple[str, ...]
+    ) -> None:
         self.store = store
         self.agent = agent
         self.thread_id = thread_id
@@ -55,9 +56,14 @@ class StreamConverter:
     # -- helpers ------------------------------------------------------------------------------------
 
     def _meta(self, node: str) -> Dict:
-        return {"run_id": self.run_id, "thread_id": self.thread_id, "langgraph_node": node,
-                "langgraph_step": self.step, "langgraph_checkpoint_ns": "",
-                "assistant_id": self.agent.name if self.agent else None}
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "langgraph_node": node,
+            "langgraph_step": self.step,
+            "langgraph_checkpoint_ns": "",
+            "assistant_id": self.agent.name if self.agent else None,
+        }
 
     def _dicts(self, entry_id: str, message: ModelMessage) -> list[Dict]:
         """A stored message as LangChain dicts, converted once per stream (entries never change)."""
@@ -80,9 +86,13 @@ class StreamConverter:
         ident = data.get("tool_call_id") or self.run_id
         payload = data.get("payload")
         if data.get("kind") == "approval" and isinstance(payload, dict):
-            call = PendingCall(kind="approval", tool_call_id=str(payload.get("tool_call_id", ident)),
-                               tool_name=str(payload.get("tool_name", "")), args=dict(payload.get("args") or {}),
-                               reason=data.get("reason"))
+            call = PendingCall(
+                kind="approval",
+                tool_call_id=str(payload.get("tool_call_id", ident)),
+                tool_name=str(payload.get("tool_name", "")),
+                args=dict(payload.get("args") or {}),
+                reason=data.get("reason"),
+            )
             return [{"value": approval_request([call], self.agent), "id": ident}]
         return [{"value": payload if payload is not None else data.get("reason"), "id": ident}]
 

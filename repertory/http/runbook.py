@@ -35,8 +35,12 @@ from repertory.runtime.actor import IfBusy
 __all__ = ["HttpRun", "RunBook"]
 
 Dict = dict[str, Any]
-_IF_BUSY: dict[str, IfBusy] = {"enqueue": "enqueue", "reject": "reject", "interrupt": "interrupt",
-                               "rollback": "interrupt"}
+_IF_BUSY: dict[str, IfBusy] = {
+    "enqueue": "enqueue",
+    "reject": "reject",
+    "interrupt": "interrupt",
+    "rollback": "interrupt",
+}
 
 
 @dataclass(eq=False)
@@ -83,8 +87,9 @@ class RunBook:
 
     def driving(self, thread_id: str) -> list[HttpRun]:
         """Runs of a thread whose decisions are still being applied."""
-        return [r for r in self._runs.values()
-                if r.thread_id == thread_id and r.driver is not None and not r.driver.done()]
+        return [
+            r for r in self._runs.values() if r.thread_id == thread_id and r.driver is not None and not r.driver.done()
+        ]
 
     # -- starting -----------------------------------------------------------------------------------
 
@@ -99,31 +104,52 @@ class RunBook:
         except HttpError as exc:
             if exc.status != 404 or body.if_not_exists != "create":
                 raise
-        return await gw.create_thread(thread_id=thread_id, metadata=None, if_exists="do_nothing",
-                                      agent=body.assistant_id)
+        return await gw.create_thread(
+            thread_id=thread_id, metadata=None, if_exists="do_nothing", agent=body.assistant_id
+        )
 
-    async def start(self, principal: Principal, record: SessionRecord, body: RunCreate,
-                    start_seq: int | None = None) -> HttpRun:
+    async def start(
+        self, principal: Principal, record: SessionRecord, body: RunCreate, start_seq: int | None = None
+    ) -> HttpRun:
         """Start a run; returns once its turn is durably queued (or its decisions are under way)."""
         gw = self.gw
         agent = gw.agent(body.assistant_id)
         tid = record.session_id
         if record.agent != body.assistant_id:
-            raise HttpError(f"thread {tid!r} runs assistant {record.agent!r}, not {body.assistant_id!r} "
-                            "(a repertory session has one agent)", status=409)
+            raise HttpError(
+                f"thread {tid!r} runs assistant {record.agent!r}, not {body.assistant_id!r} "
+                "(a repertory session has one agent)",
+                status=409,
+            )
         wanted = body.checkpoint_revision
         if wanted is not None and wanted != await gw.head(tid):
-            raise HttpError("a run must start from the thread's head checkpoint: runs from an earlier one "
-                            "(editing or regenerating a message) are not supported", status=409)
+            raise HttpError(
+                "a run must start from the thread's head checkpoint: runs from an earlier one "
+                "(editing or regenerating a message) are not supported",
+                status=409,
+            )
         handle = await gw.runtime.session(tid, principal)
         seq = start_seq if start_seq is not None else await gw.store.last_event_seq(tid)
-        kwargs = {"input": body.input, "command": body.command.model_dump() if body.command else None,
-                  "stream_mode": list(body.modes), "config": body.config, "context": body.context}
+        kwargs = {
+            "input": body.input,
+            "command": body.command.model_dump() if body.command else None,
+            "stream_mode": list(body.modes),
+            "config": body.config,
+            "context": body.context,
+        }
 
         def make(run_id: str, submission_id: str) -> HttpRun:
-            return HttpRun(run_id=run_id, thread_id=tid, submission_id=submission_id, assistant_id=record.agent,
-                           start_seq=seq, modes=body.modes, metadata=dict(body.metadata or {}),
-                           multitask_strategy=body.multitask_strategy, kwargs=kwargs)
+            return HttpRun(
+                run_id=run_id,
+                thread_id=tid,
+                submission_id=submission_id,
+                assistant_id=record.agent,
+                start_seq=seq,
+                modes=body.modes,
+                metadata=dict(body.metadata or {}),
+                multitask_strategy=body.multitask_strategy,
+                kwargs=kwargs,
+            )
 
         if body.command is not None:
             status, latest = await thread_status(gw.store, record)
@@ -160,8 +186,14 @@ class RunBook:
         record = await self.gw.record(thread_id)
         for turn in await self.gw.store.list_turns(thread_id):
             if turn.run_id == run_id:
-                found = HttpRun(run_id=run_id, thread_id=thread_id, submission_id=turn.submission_id,
-                                assistant_id=record.agent, start_seq=0, created_at=turn.created_at)
+                found = HttpRun(
+                    run_id=run_id,
+                    thread_id=thread_id,
+                    submission_id=turn.submission_id,
+                    assistant_id=record.agent,
+                    start_seq=0,
+                    created_at=turn.created_at,
+                )
                 self._remember(found)
                 return found
         raise HttpError(f"thread {thread_id!r} has no run {run_id!r}", status=404)
@@ -184,7 +216,7 @@ class RunBook:
         if status is not None:
             turns = [t for t in turns if run_status(t.status) == status]
         out = []
-        for turn in turns[offset:offset + limit]:
+        for turn in turns[offset : offset + limit]:
             known = self._runs.get(turn.run_id)
             if known is not None:
                 out.append(run_view(turn, known.assistant_id, known.metadata, known.multitask_strategy, known.kwargs))

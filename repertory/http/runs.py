@@ -75,8 +75,17 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
         resting.result()
         return await runs.outcome(run)
 
-    async def stream(principal: Principal, who: str, run: HttpRun | None, thread_id: str | None, body: RunCreate | None,
-                     *, modes: tuple[str, ...], last_event_id: str | None, cancel_on_disconnect: bool) -> Response:
+    async def stream(
+        principal: Principal,
+        who: str,
+        run: HttpRun | None,
+        thread_id: str | None,
+        body: RunCreate | None,
+        *,
+        modes: tuple[str, ...],
+        last_event_id: str | None,
+        cancel_on_disconnect: bool,
+    ) -> Response:
         resume_from = parse_last_event_id(last_event_id)
         slots.take(who)
         feed: EventFeed | None = None
@@ -97,8 +106,13 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
             slots.give_back(who)
             raise
         started = run
-        converter = StreamConverter(gw.store, gw.agents.get(started.assistant_id), thread_id=started.thread_id,
-                                    run_id=started.run_id, modes=modes)
+        converter = StreamConverter(
+            gw.store,
+            gw.agents.get(started.assistant_id),
+            thread_id=started.thread_id,
+            run_id=started.run_id,
+            modes=modes,
+        )
 
         async def final_seq() -> int:
             return await gw.store.last_event_seq(started.thread_id)
@@ -106,10 +120,16 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
         async def body_bytes() -> AsyncIterator[bytes]:
             finished = False
             try:
-                async for chunk in run_events(feed, converter, submission_id=started.submission_id,
-                                              rest=lambda: runs.wait_rest(started), final_seq=final_seq,
-                                              failure=started.driver_error, resume_from=resume_from,
-                                              run_id=started.run_id):
+                async for chunk in run_events(
+                    feed,
+                    converter,
+                    submission_id=started.submission_id,
+                    rest=lambda: runs.wait_rest(started),
+                    final_seq=final_seq,
+                    failure=started.driver_error,
+                    resume_from=resume_from,
+                    run_id=started.run_id,
+                ):
                     yield chunk
                 finished = True
             finally:
@@ -137,39 +157,61 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
     async def create_run(thread_id: str, body: RunCreate, caller: CallerDep) -> JSONResponse:
         return await create(caller, thread_id, body)
 
-    @router.post("/threads/{thread_id}/runs/wait", responses=responses(ValuesOut),
-                 summary="Create a run and wait for its final values")
+    @router.post(
+        "/threads/{thread_id}/runs/wait",
+        responses=responses(ValuesOut),
+        summary="Create a run and wait for its final values",
+    )
     async def wait_run(thread_id: str, body: RunCreate, request: Request, caller: CallerDep) -> JSONResponse:
         return await wait(request, caller, thread_id, body)
 
     @router.post("/threads/{thread_id}/runs/stream", responses=SSE, summary="Create a run and stream it (SSE)")
     async def stream_run(thread_id: str, body: RunCreate, caller: CallerDep) -> Response:
-        return await stream(caller[0], caller[1], None, thread_id, body, modes=body.modes, last_event_id=None,
-                            cancel_on_disconnect=body.on_disconnect == "cancel")
+        return await stream(
+            caller[0],
+            caller[1],
+            None,
+            thread_id,
+            body,
+            modes=body.modes,
+            last_event_id=None,
+            cancel_on_disconnect=body.on_disconnect == "cancel",
+        )
 
     @router.post("/runs", responses=responses(RunOut), summary="Create a stateless background run (on a new thread)")
     async def create_stateless(body: RunCreate, caller: CallerDep) -> JSONResponse:
         return await create(caller, None, body)
 
-    @router.post("/runs/wait", responses=responses(ValuesOut),
-                 summary="Create a stateless run and wait for its final values")
+    @router.post(
+        "/runs/wait", responses=responses(ValuesOut), summary="Create a stateless run and wait for its final values"
+    )
     async def wait_stateless(body: RunCreate, request: Request, caller: CallerDep) -> JSONResponse:
         return await wait(request, caller, None, body)
 
     @router.post("/runs/stream", responses=SSE, summary="Create a stateless run and stream it (SSE)")
     async def stream_stateless(body: RunCreate, caller: CallerDep) -> Response:
-        return await stream(caller[0], caller[1], None, None, body, modes=body.modes, last_event_id=None,
-                            cancel_on_disconnect=body.on_disconnect == "cancel")
+        return await stream(
+            caller[0],
+            caller[1],
+            None,
+            None,
+            body,
+            modes=body.modes,
+            last_event_id=None,
+            cancel_on_disconnect=body.on_disconnect == "cancel",
+        )
 
-    @router.get("/threads/{thread_id}/runs", responses=responses(list[RunOut]),
-                summary="List a thread's runs, newest first")
+    @router.get(
+        "/threads/{thread_id}/runs", responses=responses(list[RunOut]), summary="List a thread's runs, newest first"
+    )
     async def list_runs(
         thread_id: str,
         caller: CallerDep,
         limit: Annotated[int, Query(ge=1, le=1000)] = 10,
         offset: Annotated[int, Query(ge=0)] = 0,
-        status: Annotated[Literal["pending", "running", "error", "success", "timeout", "interrupted"] | None,
-                          Query()] = None,
+        status: Annotated[
+            Literal["pending", "running", "error", "success", "timeout", "interrupted"] | None, Query()
+        ] = None,
     ) -> JSONResponse:
         return JSONResponse(await runs.list(thread_id, limit=limit, offset=offset, status=status))
 
@@ -177,14 +219,18 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
     async def get_run(thread_id: str, run_id: str, caller: CallerDep) -> JSONResponse:
         return JSONResponse(await runs.view(await runs.locate(thread_id, run_id)))
 
-    @router.get("/threads/{thread_id}/runs/{run_id}/join", responses=responses(ValuesOut),
-                summary="Wait for a run and return the thread's values")
+    @router.get(
+        "/threads/{thread_id}/runs/{run_id}/join",
+        responses=responses(ValuesOut),
+        summary="Wait for a run and return the thread's values",
+    )
     async def join_run(thread_id: str, run_id: str, request: Request, caller: CallerDep) -> JSONResponse:
         run = await runs.locate(thread_id, run_id)
         return JSONResponse(await wait_for(request, run, "continue", caller[0]))
 
-    @router.get("/threads/{thread_id}/runs/{run_id}/stream", responses=SSE,
-                summary="Join a run's stream; Last-Event-ID resumes")
+    @router.get(
+        "/threads/{thread_id}/runs/{run_id}/stream", responses=SSE, summary="Join a run's stream; Last-Event-ID resumes"
+    )
     async def join_stream(
         thread_id: str,
         run_id: str,
@@ -198,11 +244,23 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
         except ValueError as exc:
             raise HttpError(str(exc), status=422) from None
         run = await runs.locate(thread_id, run_id)
-        return await stream(caller[0], caller[1], run, thread_id, None, modes=asked or run.modes,
-                            last_event_id=last_event_id, cancel_on_disconnect=cancel_on_disconnect)
+        return await stream(
+            caller[0],
+            caller[1],
+            run,
+            thread_id,
+            None,
+            modes=asked or run.modes,
+            last_event_id=last_event_id,
+            cancel_on_disconnect=cancel_on_disconnect,
+        )
 
-    @router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=204, responses=ERRORS,
-                 summary="Cancel a run (action=rollback cancels it too: history is immutable)")
+    @router.post(
+        "/threads/{thread_id}/runs/{run_id}/cancel",
+        status_code=204,
+        responses=ERRORS,
+        summary="Cancel a run (action=rollback cancels it too: history is immutable)",
+    )
     async def cancel_run(
         thread_id: str,
         run_id: str,

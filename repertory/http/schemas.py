@@ -194,8 +194,10 @@ class RunCreate(_Body):
         if self.command is None and self.input is None:
             raise ValueError("a run needs input ({'messages': [...]}) or command ({'resume': ...})")
         if self.interrupt_before or self.interrupt_after:
-            raise ValueError("interrupt_before/interrupt_after are not supported: tools that need a human use "
-                             "@tool(requires_approval=True) or suspend()")
+            raise ValueError(
+                "interrupt_before/interrupt_after are not supported: tools that need a human use "
+                "@tool(requires_approval=True) or suspend()"
+            )
         if self.webhook:
             raise ValueError("webhooks are not supported by repertory")
         if self.after_seconds:

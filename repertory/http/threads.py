@@ -40,44 +40,65 @@ def thread_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRou
     router = APIRouter(tags=["threads"])
     CallerDep = Annotated[Caller, Depends(auth)]
 
-    async def history(thread_id: str, limit: int, before: str | None, metadata: dict[str, Any] | None,
-                      select: list[str] | None = None) -> JSONResponse:
+    async def history(
+        thread_id: str, limit: int, before: str | None, metadata: dict[str, Any] | None, select: list[str] | None = None
+    ) -> JSONResponse:
         record = await gw.record(thread_id)
         snap = await gw.snapshot(record)
-        states = states_view(thread_id, snap.history, snap.status, snap.run, gw.agents.get(record.agent),
-                             limit=limit, before=before)
+        states = states_view(
+            thread_id, snap.history, snap.status, snap.run, gw.agents.get(record.agent), limit=limit, before=before
+        )
         if metadata:
             states = [s for s in states if contains(s["metadata"], metadata)]
         return JSONResponse(_select(states, select))
 
-    @router.post("/threads", responses=responses(ThreadOut),
-                 summary="Create a thread (a session running the assistant its metadata names)")
+    @router.post(
+        "/threads",
+        responses=responses(ThreadOut),
+        summary="Create a thread (a session running the assistant its metadata names)",
+    )
     async def create_thread(body: ThreadCreate, caller: CallerDep) -> JSONResponse:
         record = await gw.create_thread(thread_id=body.thread_id, metadata=body.metadata, if_exists=body.if_exists)
         return JSONResponse(await gw.thread_json(record))
 
-    @router.post("/threads/search", responses=responses(list[ThreadOut]),
-                 summary="Search threads by metadata, values, ids and status")
+    @router.post(
+        "/threads/search",
+        responses=responses(list[ThreadOut]),
+        summary="Search threads by metadata, values, ids and status",
+    )
     async def search_threads(body: ThreadSearch, caller: CallerDep) -> JSONResponse:
-        found = await gw.search(metadata=body.metadata, values=body.values, ids=body.ids, status=body.status,
-                                sort_by=body.sort_by or "created_at", descending=body.sort_order != "asc",
-                                offset=body.offset, limit=body.limit)
+        found = await gw.search(
+            metadata=body.metadata,
+            values=body.values,
+            ids=body.ids,
+            status=body.status,
+            sort_by=body.sort_by or "created_at",
+            descending=body.sort_order != "asc",
+            offset=body.offset,
+            limit=body.limit,
+        )
         return JSONResponse(_select(found, body.select))
 
     @router.get("/threads/{thread_id}", responses=responses(ThreadOut), summary="Get a thread")
     async def get_thread(thread_id: str, caller: CallerDep) -> JSONResponse:
         return JSONResponse(await gw.thread_json(await gw.record(thread_id)))
 
-    @router.get("/threads/{thread_id}/state", responses=responses(ThreadStateOut),
-                summary="The thread's current state (its head checkpoint)")
+    @router.get(
+        "/threads/{thread_id}/state",
+        responses=responses(ThreadStateOut),
+        summary="The thread's current state (its head checkpoint)",
+    )
     async def get_state(thread_id: str, caller: CallerDep) -> JSONResponse:
         record = await gw.record(thread_id)
         snap = await gw.snapshot(record)
         states = states_view(thread_id, snap.history, snap.status, snap.run, gw.agents.get(record.agent), limit=1)
         return JSONResponse(states[0])
 
-    @router.get("/threads/{thread_id}/history", responses=responses(list[ThreadStateOut]),
-                summary="The thread's states, newest first")
+    @router.get(
+        "/threads/{thread_id}/history",
+        responses=responses(list[ThreadStateOut]),
+        summary="The thread's states, newest first",
+    )
     async def get_history(
         thread_id: str,
         caller: CallerDep,
@@ -86,13 +107,19 @@ def thread_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRou
     ) -> JSONResponse:
         return await history(thread_id, limit, before, None)
 
-    @router.post("/threads/{thread_id}/history", responses=responses(list[ThreadStateOut]),
-                 summary="The thread's states, newest first")
+    @router.post(
+        "/threads/{thread_id}/history",
+        responses=responses(list[ThreadStateOut]),
+        summary="The thread's states, newest first",
+    )
     async def post_history(thread_id: str, body: HistoryQuery, caller: CallerDep) -> JSONResponse:
         return await history(thread_id, body.limit, _before(body.before), body.metadata, body.select)
 
-    @router.post("/threads/{thread_id}/copy", responses=responses(ThreadOut),
-                 summary="Copy a thread: a fork sharing its history (O(1))")
+    @router.post(
+        "/threads/{thread_id}/copy",
+        responses=responses(ThreadOut),
+        summary="Copy a thread: a fork sharing its history (O(1))",
+    )
     async def copy_thread(thread_id: str, caller: CallerDep) -> JSONResponse:
         return JSONResponse(await gw.thread_json(await gw.copy_thread(thread_id)))
 

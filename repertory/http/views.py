@@ -55,13 +55,15 @@ def approval_request(calls: list[PendingCall], agent: Agent | None) -> Dict:
     actions, configs, seen = [], [], set()
     for call in calls:
         tool = agent.tools.get(call.tool_name) if agent is not None else None
-        actions.append({
-            "name": call.tool_name,
-            "args": call.args,
-            "arguments": call.args,  # the older HumanInTheLoopMiddleware spelling
-            "description": call.reason or f"tool {call.tool_name!r} requires approval",
-            "tool_call_id": call.tool_call_id,
-        })
+        actions.append(
+            {
+                "name": call.tool_name,
+                "args": call.args,
+                "arguments": call.args,  # the older HumanInTheLoopMiddleware spelling
+                "description": call.reason or f"tool {call.tool_name!r} requires approval",
+                "tool_call_id": call.tool_call_id,
+            }
+        )
         if call.tool_name not in seen:
             seen.add(call.tool_name)
             config: Dict = {"action_name": call.tool_name, "allowed_decisions": list(DECISIONS)}
@@ -135,8 +137,9 @@ def _head_tasks(status: ThreadStatus, run: RunState | None, interrupts: list[Dic
     """``next`` and ``tasks`` of the head state: what the thread waits for, or what failed."""
     task = {"checkpoint": None, "state": None, "result": None}
     if status == "interrupted" and interrupts:
-        return ["tools"], [{**task, "id": interrupts[0]["id"], "name": "tools", "error": None,
-                            "interrupts": interrupts}]
+        return ["tools"], [
+            {**task, "id": interrupts[0]["id"], "name": "tools", "error": None, "interrupts": interrupts}
+        ]
     if status == "error" and run is not None and run.error is not None:
         error = json.dumps({"error": run.error.type or "Error", "message": run.error.message})
         return ["model"], [{**task, "id": run.run_id, "name": "model", "error": error, "interrupts": []}]
@@ -160,9 +163,18 @@ def states_view(
         nxt, tasks = _head_tasks(status, run, interrupts)
         if before is not None:
             return []
-        return [{"values": values_view([], interrupts), "next": nxt, "tasks": tasks, "metadata": {},
-                 "checkpoint": _checkpoint(thread_id, None), "parent_checkpoint": None, "created_at": None,
-                 "interrupts": interrupts}]
+        return [
+            {
+                "values": values_view([], interrupts),
+                "next": nxt,
+                "tasks": tasks,
+                "metadata": {},
+                "checkpoint": _checkpoint(thread_id, None),
+                "parent_checkpoint": None,
+                "created_at": None,
+                "interrupts": interrupts,
+            }
+        ]
     per_revision = [message_dicts(entry.id, entry.message) for _, entry in pairs]
     end = len(pairs)
     if before is not None:
@@ -174,17 +186,23 @@ def states_view(
         head = i == len(pairs) - 1
         messages = [m for chunk in per_revision[: i + 1] for m in chunk]
         nxt, tasks = _head_tasks(status, run, interrupts) if head else ([], [])
-        out.append({
-            "values": values_view(messages, interrupts if head else []),
-            "next": nxt,
-            "tasks": tasks,
-            "metadata": {"source": "input" if entry.message.role == "user" else "loop", "step": i,
-                         "parents": {}, "writes": None},
-            "checkpoint": _checkpoint(thread_id, rev.id),
-            "parent_checkpoint": _checkpoint(thread_id, rev.parent_id) if rev.parent_id else None,
-            "created_at": iso(rev.created_at),
-            "interrupts": interrupts if head else [],
-        })
+        out.append(
+            {
+                "values": values_view(messages, interrupts if head else []),
+                "next": nxt,
+                "tasks": tasks,
+                "metadata": {
+                    "source": "input" if entry.message.role == "user" else "loop",
+                    "step": i,
+                    "parents": {},
+                    "writes": None,
+                },
+                "checkpoint": _checkpoint(thread_id, rev.id),
+                "parent_checkpoint": _checkpoint(thread_id, rev.parent_id) if rev.parent_id else None,
+                "created_at": iso(rev.created_at),
+                "interrupts": interrupts if head else [],
+            }
+        )
     return out
 
 
@@ -193,8 +211,13 @@ def run_status(status: TurnStatus) -> str:
     return _RUN_STATUS[status]
 
 
-def run_view(turn: TurnRecord, assistant_id: str, metadata: Dict | None = None,
-             multitask_strategy: str = "enqueue", kwargs: Dict | None = None) -> Dict:
+def run_view(
+    turn: TurnRecord,
+    assistant_id: str,
+    metadata: Dict | None = None,
+    multitask_strategy: str = "enqueue",
+    kwargs: Dict | None = None,
+) -> Dict:
     """A LangGraph ``Run`` object for a turn's run."""
     return {
         "run_id": turn.run_id,

@@ -64,6 +64,7 @@ async def stored_run(store: SessionStore, run_id: str) -> RunState:
 
 def approve(approval: Any, args: dict[str, Any] | None) -> Callable[[Drive], tuple[str, ...]]:
     """Record an approval (with replaced, validated arguments) for the live pending call."""
+
     def decide(drive: Drive) -> tuple[str, ...]:
         run = drive.run_state
         pending = run.pending[0]
@@ -83,6 +84,7 @@ def approve(approval: Any, args: dict[str, Any] | None) -> Callable[[Drive], tup
 
 def reject(reason: str) -> Callable[[Drive], tuple[str, ...]]:
     """Record a rejection for the live pending call; the loop answers it with an error result."""
+
     def decide(drive: Drive) -> tuple[str, ...]:
         run = drive.run_state
         pending = run.pending[0]
@@ -167,4 +169,3 @@ async def _checked(store: SessionStore, run_id: str, token: str, kind: SuspendKi
             f"run {run_id!r} is suspended for {run.suspended_on.kind!r}; use {use}", run_id=run_id
         )
     return run
-

@@ -130,9 +130,16 @@ class Drive:
         if self.outbox is not None:
             # The revisions let a reader (the HTTP server) rebuild the state at this checkpoint and what
             # it added, from the event alone, long after the fact.
-            self.emit("checkpoint", {"run_id": run.run_id, "status": run.status, "step_index": run.step_index,
-                                     "history_revision_id": self.history.revision_id,
-                                     "base_revision_id": self.base})
+            self.emit(
+                "checkpoint",
+                {
+                    "run_id": run.run_id,
+                    "status": run.status,
+                    "step_index": run.step_index,
+                    "history_revision_id": self.history.revision_id,
+                    "base_revision_id": self.base,
+                },
+            )
         events = [] if self.outbox is None else self.outbox.take()
         try:
             await self.store.commit_session(
@@ -177,8 +184,12 @@ class Drive:
         else:
             msgs = list(msgs)
         if self.agent.instructions:
-            msgs.insert(0, ModelMessage(role="system", parts=[TextPart(text=self.agent.instructions)],
-                                        origin=Origin(kind="system")))
+            msgs.insert(
+                0,
+                ModelMessage(
+                    role="system", parts=[TextPart(text=self.agent.instructions)], origin=Origin(kind="system")
+                ),
+            )
         return msgs
 
     async def request(self) -> ModelResponse:
@@ -216,9 +227,7 @@ class Drive:
             ours = self.cancel_requested or (self.signal is not None and self.signal.aborted)
             if ours and task is not None:
                 task.uncancel()
-            cancelled = await commit_cancelled(
-                self.store, self.run_state.run_id, "the run was cancelled", self.memory
-            )
+            cancelled = await commit_cancelled(self.store, self.run_state.run_id, "the run was cancelled", self.memory)
             if cancelled is not None and cancelled.status == "cancelled" and self.on_commit is not None:
                 self.on_commit(cancelled)
             if ours:
@@ -276,8 +285,9 @@ class Drive:
                     return self.result()
                 continue
             for call in calls:
-                self.emit("tool.call", {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name,
-                                        "args": call.args})
+                self.emit(
+                    "tool.call", {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name, "args": call.args}
+                )
             if any(self._needs_early_commit(self.tools.get(c.tool_name)) for c in calls):
                 await self.commit()  # a non-idempotent tool must never run before its call is durable
             if await settle_calls(self, fresh=True):
@@ -302,9 +312,18 @@ class Drive:
                         run_id=run.run_id,
                     ) from None
                 run.output_retries += 1
-                self.append(ModelMessage(role="user", origin=FEEDBACK_ORIGIN, parts=[TextPart(
-                    text=f"Your reply did not validate against the required output schema:\n{exc}\n"
-                    "Reply again with only a JSON document that matches the schema.")]))
+                self.append(
+                    ModelMessage(
+                        role="user",
+                        origin=FEEDBACK_ORIGIN,
+                        parts=[
+                            TextPart(
+                                text=f"Your reply did not validate against the required output schema:\n{exc}\n"
+                                "Reply again with only a JSON document that matches the schema."
+                            )
+                        ],
+                    )
+                )
                 await self.commit()
                 return False
         run.status = "done"

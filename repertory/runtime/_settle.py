@@ -34,8 +34,7 @@ key, since pydantic field names cannot start with an underscore.
 """
 
 OUTCOME_UNKNOWN = (
-    "outcome unknown: the run stopped while this tool was running, and it is not idempotent, "
-    "so it was not run again"
+    "outcome unknown: the run stopped while this tool was running, and it is not idempotent, so it was not run again"
 )
 
 
@@ -68,8 +67,11 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
             continue
         if INVALID_ARGS_KEY in call.args:
             raw = str(call.args[INVALID_ARGS_KEY])[:2000]
-            results[cid] = error_result(call, f"the arguments of this call to {tool.name!r} are not a JSON object, "
-                                        f"so it did not run; call it again with valid JSON arguments. Received: {raw}")
+            results[cid] = error_result(
+                call,
+                f"the arguments of this call to {tool.name!r} are not a JSON object, "
+                f"so it did not run; call it again with valid JSON arguments. Received: {raw}",
+            )
             continue
         decision = decided.get(cid)
         args: dict[str, Any] = decision.args if decision is not None else call.args
@@ -79,8 +81,15 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
             except Exception as exc:
                 results[cid] = error_result(call, str(exc))
                 continue
-            approvals.append(PendingCall(kind="approval", tool_call_id=cid, tool_name=tool.name,
-                                         args=args, reason=f"tool {tool.name!r} requires approval"))
+            approvals.append(
+                PendingCall(
+                    kind="approval",
+                    tool_call_id=cid,
+                    tool_name=tool.name,
+                    args=args,
+                    reason=f"tool {tool.name!r} requires approval",
+                )
+            )
             continue
         if decision is not None and decision.decision != "approved":
             results[cid] = error_result(call, decision.reason or "not approved")
@@ -88,8 +97,14 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
         if not fresh and cid not in drive.just_decided and not tool.idempotent:
             results[cid] = error_result(call, OUTCOME_UNKNOWN)
             continue
-        ctx = ToolContext(call_id=cid, tool_name=tool.name, run_id=run.run_id, thread_id=run.thread_id,
-                          approval=None if decision is None else decision.approval, scratch=run.scratch)
+        ctx = ToolContext(
+            call_id=cid,
+            tool_name=tool.name,
+            run_id=run.run_id,
+            thread_id=run.thread_id,
+            approval=None if decision is None else decision.approval,
+            scratch=run.scratch,
+        )
         jobs.append((tool, call, args, ctx))
     suspends: list[PendingCall] = []
     if jobs:
@@ -106,24 +121,40 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
             results[call.tool_call_id] = outcome.result
             if outcome.suspend is not None:
                 payload: JsonValue = json.loads(json.dumps(outcome.suspend.payload, default=str))
-                suspends.append(PendingCall(kind="suspend", tool_call_id=call.tool_call_id,
-                                            tool_name=tool.name, args=args, reason=outcome.suspend.reason,
-                                            payload=payload))
+                suspends.append(
+                    PendingCall(
+                        kind="suspend",
+                        tool_call_id=call.tool_call_id,
+                        tool_name=tool.name,
+                        args=args,
+                        reason=outcome.suspend.reason,
+                        payload=payload,
+                    )
+                )
     if results:
         ordered = [results[c.tool_call_id] for c in unanswered if c.tool_call_id in results]
         drive.append(tool_message(ordered))
         for part in ordered:
-            drive.emit("tool.result", {"tool_call_id": part.tool_call_id, "tool_name": part.tool_name,
-                                      "result": part.result, "is_error": part.is_error})
+            drive.emit(
+                "tool.result",
+                {
+                    "tool_call_id": part.tool_call_id,
+                    "tool_name": part.tool_name,
+                    "result": part.result,
+                    "is_error": part.is_error,
+                },
+            )
     for p in approvals:
-        run.approvals.append(ApprovalRecord(tool_call_id=p.tool_call_id, tool_name=p.tool_name,
-                                            args=p.args, requested_at=p.requested_at))
+        run.approvals.append(
+            ApprovalRecord(tool_call_id=p.tool_call_id, tool_name=p.tool_name, args=p.args, requested_at=p.requested_at)
+        )
     waiting = [p for p in run.pending if p.kind == "approval"] + approvals
     run.pending = waiting + [p for p in run.pending if p.kind == "suspend"] + suspends
     if run.pending:
         await suspend_on_first(drive)
         return True
     return False
+
 
 async def suspend_on_first(drive: Drive) -> None:
     """Suspend on the first pending call with a fresh token, and commit."""
@@ -132,13 +163,19 @@ async def suspend_on_first(drive: Drive) -> None:
     payload: JsonValue = first.payload
     if first.kind == "approval":
         payload = {"tool_name": first.tool_name, "args": first.args, "tool_call_id": first.tool_call_id}
-    run.suspended_on = SuspendReason(token=new_token(), kind=first.kind, reason=first.reason, payload=payload,
-                                     tool_call_id=first.tool_call_id)
+    run.suspended_on = SuspendReason(
+        token=new_token(), kind=first.kind, reason=first.reason, payload=payload, tool_call_id=first.tool_call_id
+    )
     run.status = "suspended"
     # Emitted before the commit so they are durable with the suspension itself: emitted after it,
     # they waited in the buffer for the next commit (the decision), so nobody saw the request in time.
-    data = {"run_id": run.run_id, "kind": first.kind, "reason": first.reason, "payload": payload,
-            "tool_call_id": first.tool_call_id}
+    data = {
+        "run_id": run.run_id,
+        "kind": first.kind,
+        "reason": first.reason,
+        "payload": payload,
+        "tool_call_id": first.tool_call_id,
+    }
     if first.kind == "approval":
         drive.emit("approval.requested", data)
     drive.emit("run.suspended", data)

@@ -76,9 +76,7 @@ class SessionActor:
         self.record = record
         self.store = store
         self.bus = EventBus(self.id, last_seq, listeners)
-        self.session = Session(
-            store=store, agent=agent, memory=memory, thread_id=self.id, outbox=self.bus, origin=None
-        )
+        self.session = Session(store=store, agent=agent, memory=memory, thread_id=self.id, outbox=self.bus, origin=None)
         self.session._state = last_run
         self._resolve_output = resolve_output
         self._jobs: collections.deque[_Job] = collections.deque()
@@ -212,12 +210,17 @@ class SessionActor:
         turn.status, turn.updated_at = "running", now_ms()
         await self.store.update_turn(turn)
         self.bus.submission_id = turn.submission_id
-        await self.bus.append(self.store, "turn.started", {"submission_id": turn.submission_id, "kind": turn.kind,
-                                                           "run_id": turn.run_id})
+        await self.bus.append(
+            self.store, "turn.started", {"submission_id": turn.submission_id, "kind": turn.kind, "run_id": turn.run_id}
+        )
         if turn.kind == "notification":
             origin = turn.message.origin.model_dump() if turn.message.origin else None
-            await self.bus.append(self.store, "notification", {"text": turn.message.text, "origin": origin},
-                                  submission_id=turn.submission_id)
+            await self.bus.append(
+                self.store,
+                "notification",
+                {"text": turn.message.text, "origin": origin},
+                submission_id=turn.submission_id,
+            )
         status: TurnStatus
         try:
             stored = await self.store.load_run(turn.run_id)
@@ -236,8 +239,11 @@ class SessionActor:
         except asyncio.CancelledError:
             raise  # the host is shutting down: the turn stays 'running' and is finished on restart
         except Exception as exc:
-            turn.error = ErrorInfo(message=str(exc) or type(exc).__name__, type=type(exc).__name__,
-                                   stack="".join(traceback.format_exception(exc)))
+            turn.error = ErrorInfo(
+                message=str(exc) or type(exc).__name__,
+                type=type(exc).__name__,
+                stack="".join(traceback.format_exception(exc)),
+            )
             status = "error"
         await self._finish(turn, status)
 

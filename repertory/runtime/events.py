@@ -77,8 +77,9 @@ class EventBus:
         """Deltas go out at once without a seq; everything else waits for the next commit."""
         if type in LIVE_ONLY:
             if self.watched:
-                self._publish(SessionEvent(session_id=self.session_id, submission_id=self.submission_id,
-                                           type=type, data=data))
+                self._publish(
+                    SessionEvent(session_id=self.session_id, submission_id=self.submission_id, type=type, data=data)
+                )
             return
         self._buffer.append((type, data, self.submission_id, now_ms()))
 

@@ -235,8 +235,18 @@ class LocalHost:
         self.agent(agent)
         session_id = session_id or new_id()
         at = now_ms()
-        record = SessionRecord(session_id=session_id, agent=agent, lineage=lineage, root_id=root_id or session_id,
-                               title=title, model=model, cwd=cwd, created_at=at, updated_at=at, placement=placement)
+        record = SessionRecord(
+            session_id=session_id,
+            agent=agent,
+            lineage=lineage,
+            root_id=root_id or session_id,
+            title=title,
+            model=model,
+            cwd=cwd,
+            created_at=at,
+            updated_at=at,
+            placement=placement,
+        )
         await self.store.create_session(record, head=head)
         return record
 
@@ -248,8 +258,15 @@ class LocalHost:
         """Queue ``(session_id, message, kind, submission_id)`` turns, each enqueued behind any running one."""
         return [await self.send(sid, msg, kind, "enqueue", None, sub) for sid, msg, kind, sub in batch]
 
-    async def send(self, session_id: str, message: ModelMessage, kind: TurnKind, if_busy: IfBusy,
-                   output_type: type[BaseModel] | None, submission_id: str | None = None) -> TurnRecord:
+    async def send(
+        self,
+        session_id: str,
+        message: ModelMessage,
+        kind: TurnKind,
+        if_busy: IfBusy,
+        output_type: type[BaseModel] | None,
+        submission_id: str | None = None,
+    ) -> TurnRecord:
         """Queue a turn on a session."""
         if output_type is not None:
             path = type_path(output_type)
@@ -262,8 +279,14 @@ class LocalHost:
         """Title, model, live status, cwd and times."""
         actor = await self.actor(session_id)
         record = actor.record
-        return SessionMetadata(title=record.title, model=record.model, status=actor.status(), cwd=record.cwd,
-                               created_at=record.created_at, updated_at=record.updated_at)
+        return SessionMetadata(
+            title=record.title,
+            model=record.model,
+            status=actor.status(),
+            cwd=record.cwd,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+        )
 
     async def events(self, session_id: str, after_seq: int = 0) -> AsyncIterator[SessionEvent]:
         """Stored events after ``after_seq``, then live ones, until the caller stops."""
@@ -327,7 +350,11 @@ class LocalHost:
         return await actor.pending_approvals()
 
     async def decide(
-        self, session_id: str, kind: Literal["approve", "reject", "resume"], token: str, principal: Principal,
+        self,
+        session_id: str,
+        kind: Literal["approve", "reject", "resume"],
+        token: str,
+        principal: Principal,
         params: dict[str, Any],
     ) -> RunResult:
         """Approve, reject or resume the session's suspended run, in mailbox order."""

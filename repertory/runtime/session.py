@@ -52,6 +52,7 @@ __all__ = ["Session", "SessionInput", "snapshot"]
 
 USER_ORIGIN = Origin(kind="user")
 
+
 class Session:
     """Durable runs on one thread; every step is checkpointed to ``store``.
 
@@ -131,17 +132,38 @@ class Session:
             raise StoreError(f"thread {self.thread_id!r} points at revision {head!r}, which the store lacks")
         return history
 
-    def _new_drive(self, run: RunState, history: MessageHistory, base: str | None, created_at: int,
-                   signal: AbortSignal | None, output_type: type[BaseModel] | None,
-                   just_decided: tuple[str, ...] = ()) -> Drive:
-        return Drive(store=self.store, agent=self.agent, run=run, history=history, base_revision_id=base,
-                     thread_created_at=created_at, memory=self.memory,
-                     output_type=output_type or self.agent.output_type, on_commit=self._committed,
-                     outbox=self.outbox, signal=signal, just_decided=just_decided)
+    def _new_drive(
+        self,
+        run: RunState,
+        history: MessageHistory,
+        base: str | None,
+        created_at: int,
+        signal: AbortSignal | None,
+        output_type: type[BaseModel] | None,
+        just_decided: tuple[str, ...] = (),
+    ) -> Drive:
+        return Drive(
+            store=self.store,
+            agent=self.agent,
+            run=run,
+            history=history,
+            base_revision_id=base,
+            thread_created_at=created_at,
+            memory=self.memory,
+            output_type=output_type or self.agent.output_type,
+            on_commit=self._committed,
+            outbox=self.outbox,
+            signal=signal,
+            just_decided=just_decided,
+        )
 
-    async def _drive_for(self, run: RunState, signal: AbortSignal | None,
-                         output_type: type[BaseModel] | None = None,
-                         just_decided: tuple[str, ...] = ()) -> Drive:
+    async def _drive_for(
+        self,
+        run: RunState,
+        signal: AbortSignal | None,
+        output_type: type[BaseModel] | None = None,
+        just_decided: tuple[str, ...] = (),
+    ) -> Drive:
         """A drive of a stored run, from the thread head it must still own."""
         thread = await self.store.load_thread(run.thread_id)
         head = None if thread is None else thread.history_revision_id
@@ -193,8 +215,14 @@ class Session:
 
     # -- starting runs ----------------------------------------------------------------------------
 
-    async def start(self, input: SessionInput, *, run_id: str | None = None, signal: AbortSignal | None = None,
-                    output_type: type[BaseModel] | None = None) -> RunResult:
+    async def start(
+        self,
+        input: SessionInput,
+        *,
+        run_id: str | None = None,
+        signal: AbortSignal | None = None,
+        output_type: type[BaseModel] | None = None,
+    ) -> RunResult:
         """Start a run on this thread from its head; returns once it is ``done`` or ``suspended``.
 
         A suspended or running run on the thread is superseded first (committed ``cancelled``, its
@@ -204,8 +232,15 @@ class Session:
         """
         return await self._start(input, run_id=run_id, signal=signal, output_type=output_type, fork_of=None)
 
-    async def _start(self, input: SessionInput, *, run_id: str | None, signal: AbortSignal | None,
-                     output_type: type[BaseModel] | None, fork_of: MessageHistory | None) -> RunResult:
+    async def _start(
+        self,
+        input: SessionInput,
+        *,
+        run_id: str | None,
+        signal: AbortSignal | None,
+        output_type: type[BaseModel] | None,
+        fork_of: MessageHistory | None,
+    ) -> RunResult:
         messages = input_messages(input, self.origin)
         self._claim()
         try:
@@ -221,8 +256,13 @@ class Session:
             context: list[ModelMessage] = []
             if self.memory is not None:
                 context = fold_context(await self.memory.recall(thread_id=self.thread_id, query=messages))
-            run = RunState(run_id=run_id, thread_id=self.thread_id, agent=self.agent.name, context=context,
-                           context_depth=history.depth if context else None)
+            run = RunState(
+                run_id=run_id,
+                thread_id=self.thread_id,
+                agent=self.agent.name,
+                context=context,
+                context_depth=history.depth if context else None,
+            )
             history.extend(messages)
             created = now_ms() if thread is None else thread.created_at
             drive = self._new_drive(run, history, base, created, signal, output_type)
@@ -232,8 +272,9 @@ class Session:
             raise
         return await self._run(drive, commit=True)
 
-    async def fork(self, input: SessionInput, *, run_id: str | None = None,
-                   signal: AbortSignal | None = None) -> RunResult:
+    async def fork(
+        self, input: SessionInput, *, run_id: str | None = None, signal: AbortSignal | None = None
+    ) -> RunResult:
         """Start a run on a new thread that shares this thread's history up to now.
 
         Costs no copy: the new thread's head is built on the shared revisions. This session stays
@@ -246,14 +287,26 @@ class Session:
         if head is None:
             raise RunNotFound(f"thread {self.thread_id!r} has no committed history to fork")
         shared = (await self._load_history(head)).branch()
-        alt = Session(store=self.store, agent=self.agent, memory=self.memory, thread_id=new_id(),
-                      on_checkpoint=self.on_checkpoint, origin=self.origin)
+        alt = Session(
+            store=self.store,
+            agent=self.agent,
+            memory=self.memory,
+            thread_id=new_id(),
+            on_checkpoint=self.on_checkpoint,
+            origin=self.origin,
+        )
         return await alt._start(input, run_id=run_id, signal=signal, output_type=None, fork_of=shared)
 
     # -- decisions --------------------------------------------------------------------------------
 
-    async def _redeem(self, run_id: str, token: str, kind: SuspendKind, signal: AbortSignal | None,
-                      decide: Callable[[Drive], tuple[str, ...]]) -> RunResult:
+    async def _redeem(
+        self,
+        run_id: str,
+        token: str,
+        kind: SuspendKind,
+        signal: AbortSignal | None,
+        decide: Callable[[Drive], tuple[str, ...]],
+    ) -> RunResult:
         return await redeem(self, run_id, token, kind, signal, decide)
 
     async def resume(self, token: str, value: Any, *, signal: AbortSignal | None = None) -> RunResult:
@@ -266,14 +319,16 @@ class Session:
 
         return await self._redeem(run.run_id, token, "suspend", signal, decide)
 
-    async def approve_tool(self, token: str, approval: Any = None, args: dict[str, Any] | None = None, *,
-                           signal: AbortSignal | None = None) -> RunResult:
+    async def approve_tool(
+        self, token: str, approval: Any = None, args: dict[str, Any] | None = None, *, signal: AbortSignal | None = None
+    ) -> RunResult:
         """Approve the pending tool call: it runs exactly once, with ``ctx.approval``; ``args`` replace its own."""
         run = self._require_run()
         return await self._redeem(run.run_id, token, "approval", signal, approve(approval, args))
 
-    async def reject_tool(self, token: str, reason: str = "not approved", *,
-                          signal: AbortSignal | None = None) -> RunResult:
+    async def reject_tool(
+        self, token: str, reason: str = "not approved", *, signal: AbortSignal | None = None
+    ) -> RunResult:
         """Reject the pending tool call: it never runs; ``reason`` is the error result the model reads."""
         run = self._require_run()
         return await self._redeem(run.run_id, token, "approval", signal, reject(reason))
@@ -328,8 +383,9 @@ class Session:
             self._drive_over = asyncio.Event()
         await self._drive_over.wait()
 
-    async def continue_run(self, run_id: str, *, signal: AbortSignal | None = None,
-                           output_type: type[BaseModel] | None = None) -> RunResult:
+    async def continue_run(
+        self, run_id: str, *, signal: AbortSignal | None = None, output_type: type[BaseModel] | None = None
+    ) -> RunResult:
         """Re-drive a stored ``running`` or ``error`` run of this thread; see ``recover``."""
         run = await self.store.load_run(run_id)
         if run is None:
@@ -352,9 +408,16 @@ class Session:
         return await self._run(drive)
 
     @classmethod
-    async def recover(cls, *, store: SessionStore, agent: Agent, run_id: str, memory: Memory | None = None,
-                      on_checkpoint: Callable[[RunState], None] | None = None,
-                      signal: AbortSignal | None = None) -> RunResult:
+    async def recover(
+        cls,
+        *,
+        store: SessionStore,
+        agent: Agent,
+        run_id: str,
+        memory: Memory | None = None,
+        on_checkpoint: Callable[[RunState], None] | None = None,
+        signal: AbortSignal | None = None,
+    ) -> RunResult:
         """Re-drive a ``running`` or ``error`` run from its last checkpoint (crash recovery).
 
         ``done`` and ``cancelled`` runs return their stored result without calling the model;
@@ -365,31 +428,55 @@ class Session:
         return await sess.continue_run(run_id, signal=signal)
 
     @classmethod
-    async def resume_suspended(cls, *, store: SessionStore, agent: Agent, run_id: str, resume_token: str,
-                               value: Any, memory: Memory | None = None,
-                               on_checkpoint: Callable[[RunState], None] | None = None,
-                               signal: AbortSignal | None = None) -> RunResult:
+    async def resume_suspended(
+        cls,
+        *,
+        store: SessionStore,
+        agent: Agent,
+        run_id: str,
+        resume_token: str,
+        value: Any,
+        memory: Memory | None = None,
+        on_checkpoint: Callable[[RunState], None] | None = None,
+        signal: AbortSignal | None = None,
+    ) -> RunResult:
         """``resume()`` from nothing but the store, e.g. in a stateless HTTP handler."""
         sess = cls(store=store, agent=agent, memory=memory, on_checkpoint=on_checkpoint)
         sess._state = await stored_run(store, run_id)
         return await sess.resume(resume_token, value, signal=signal)
 
     @classmethod
-    async def approve_suspended(cls, *, store: SessionStore, agent: Agent, run_id: str, resume_token: str,
-                                approval: Any = None, args: dict[str, Any] | None = None,
-                                memory: Memory | None = None,
-                                on_checkpoint: Callable[[RunState], None] | None = None,
-                                signal: AbortSignal | None = None) -> RunResult:
+    async def approve_suspended(
+        cls,
+        *,
+        store: SessionStore,
+        agent: Agent,
+        run_id: str,
+        resume_token: str,
+        approval: Any = None,
+        args: dict[str, Any] | None = None,
+        memory: Memory | None = None,
+        on_checkpoint: Callable[[RunState], None] | None = None,
+        signal: AbortSignal | None = None,
+    ) -> RunResult:
         """``approve_tool()`` after a restart: the pending tool runs exactly once."""
         sess = cls(store=store, agent=agent, memory=memory, on_checkpoint=on_checkpoint)
         sess._state = await stored_run(store, run_id)
         return await sess.approve_tool(resume_token, approval, args, signal=signal)
 
     @classmethod
-    async def reject_suspended(cls, *, store: SessionStore, agent: Agent, run_id: str, resume_token: str,
-                               reason: str = "not approved", memory: Memory | None = None,
-                               on_checkpoint: Callable[[RunState], None] | None = None,
-                               signal: AbortSignal | None = None) -> RunResult:
+    async def reject_suspended(
+        cls,
+        *,
+        store: SessionStore,
+        agent: Agent,
+        run_id: str,
+        resume_token: str,
+        reason: str = "not approved",
+        memory: Memory | None = None,
+        on_checkpoint: Callable[[RunState], None] | None = None,
+        signal: AbortSignal | None = None,
+    ) -> RunResult:
         """``reject_tool()`` after a restart: the pending tool never runs."""
         sess = cls(store=store, agent=agent, memory=memory, on_checkpoint=on_checkpoint)
         sess._state = await stored_run(store, run_id)

@@ -115,9 +115,7 @@ def _args_model(fn: Callable[..., Any], name: str) -> tuple[str | None, type[Bas
             annotation = Any
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (annotation, default)
-    model = create_model(
-        f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    model = create_model(f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields)
     return ctx_param, cast(type[BaseModel], model)
 
 

@@ -185,8 +185,16 @@ class Runtime:
         if count < 0:
             raise ValueError("count must be >= 0")
         specs: list[dict[str, Any]] = [
-            {"agent": agent, "title": title, "model": model, "cwd": cwd, "lineage": Lineage(kind="root"),
-             "root_id": None, "head": None, "session_id": new_id()}
+            {
+                "agent": agent,
+                "title": title,
+                "model": model,
+                "cwd": cwd,
+                "lineage": Lineage(kind="root"),
+                "root_id": None,
+                "head": None,
+                "session_id": new_id(),
+            }
             for _ in range(count)
         ]
         records: list[SessionRecord] = await self._host.create_sessions(specs)

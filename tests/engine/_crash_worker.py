@@ -62,8 +62,7 @@ def build_agent(log_path: str) -> Agent:
         append_line(log_path, f"release {ctx.call_id} {ctx.run_id}")
         return f"released {amount}"
 
-    return Agent(name="crashy", model=ScriptedModel(SCRIPT, delay=0.001),
-                 tools=[charge, fetch, release_funds])
+    return Agent(name="crashy", model=ScriptedModel(SCRIPT, delay=0.001), tools=[charge, fetch, release_funds])
 
 
 def race_agent(log_path: str) -> Agent:
@@ -81,11 +80,13 @@ async def loop(db: str, log: str, commits: str) -> None:
         append_line(commits, f"{state.run_id} {state.history_revision_id}")
 
     leftovers = [r for r in await store.list_runs() if r.status in ("running", "error")]
-    await asyncio.gather(*(Session.recover(store=store, agent=agent, run_id=r.run_id, on_checkpoint=on_checkpoint)
-                           for r in leftovers))
+    await asyncio.gather(
+        *(Session.recover(store=store, agent=agent, run_id=r.run_id, on_checkpoint=on_checkpoint) for r in leftovers)
+    )
     while True:
-        await asyncio.gather(*(Session(store=store, agent=agent, on_checkpoint=on_checkpoint).start("go")
-                               for _ in range(3)))
+        await asyncio.gather(
+            *(Session(store=store, agent=agent, on_checkpoint=on_checkpoint).start("go") for _ in range(3))
+        )
 
 
 async def race(db: str, log: str, run_id: str, token: str) -> None:

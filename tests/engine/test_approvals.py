@@ -81,8 +81,7 @@ async def test_approval_suspends_with_the_call_and_no_result(store: SessionStore
     messages = await run_history(store, r.run_id)
     (c,) = tool_calls(messages)
     assert on.tool_call_id == c.tool_call_id
-    assert on.payload == {"tool_name": "delete_account", "args": {"account_id": "a1"},
-                          "tool_call_id": c.tool_call_id}
+    assert on.payload == {"tool_name": "delete_account", "args": {"account_id": "a1"}, "tool_call_id": c.tool_call_id}
     assert messages[-1].role == "assistant" and tool_results(messages) == []
     assert_paired(messages, open_calls=[c.tool_call_id])
     assert led.ran == []
@@ -161,11 +160,17 @@ async def test_reject_has_a_default_reason(store: SessionStore) -> None:
 
 async def test_several_approvals_are_asked_one_at_a_time_in_call_order(store: SessionStore) -> None:
     led = Ledger()
-    model = CheckedModel([
-        calls(("wire_money", {"amount": 1, "to": "x"}), ("lookup", {"q": "a"}),
-              ("delete_account", {"account_id": "b"}), ("lookup", {"q": "c"})),
-        {"text": "all done"},
-    ])
+    model = CheckedModel(
+        [
+            calls(
+                ("wire_money", {"amount": 1, "to": "x"}),
+                ("lookup", {"q": "a"}),
+                ("delete_account", {"account_id": "b"}),
+                ("lookup", {"q": "c"}),
+            ),
+            {"text": "all done"},
+        ]
+    )
     sess = Session(store=store, agent=led.agent(model))
     r = await sess.start("do it all")
     step_calls = tool_calls(await run_history(store, r.run_id))
@@ -200,10 +205,12 @@ async def test_several_approvals_are_asked_one_at_a_time_in_call_order(store: Se
 
 async def test_a_step_with_suspend_and_approvals_asks_approvals_first(store: SessionStore) -> None:
     led = Ledger()
-    model = CheckedModel([
-        calls(("ask_human", {"question": "why?"}), ("delete_account", {"account_id": "a1"})),
-        {"text": "done"},
-    ])
+    model = CheckedModel(
+        [
+            calls(("ask_human", {"question": "why?"}), ("delete_account", {"account_id": "a1"})),
+            {"text": "done"},
+        ]
+    )
     sess = Session(store=store, agent=led.agent(model))
     r = await sess.start("go")
     assert r.state.suspended_on is not None and r.state.suspended_on.kind == "approval"
@@ -222,24 +229,26 @@ async def test_a_step_with_suspend_and_approvals_asks_approvals_first(store: Ses
     # The resume value follows every result of that step.
     user_at = len(messages) - 2
     step_ids = {c.tool_call_id for c in tool_calls(messages)}
-    assert all(i < user_at for i, m in enumerate(messages)
-               for p in m.tool_results if p.tool_call_id in step_ids)
+    assert all(i < user_at for i, m in enumerate(messages) for p in m.tool_results if p.tool_call_id in step_ids)
 
 
 @pytest.mark.durable
 async def test_approve_suspended_after_a_restart(backend: Backend) -> None:
     led = Ledger()
-    r = await Session(store=backend.store, agent=led.agent(CheckedModel([call("delete_account", account_id="z")]))
-                      ).start("delete z")
+    r = await Session(
+        store=backend.store, agent=led.agent(CheckedModel([call("delete_account", account_id="z")]))
+    ).start("delete z")
     token = token_of(r.state)
     store = await backend.restart()
     led2 = Ledger()  # the new process's tools
     model = CheckedModel([call("delete_account", account_id="z"), {"text": "deleted after restart"}])
-    done = await Session.approve_suspended(store=store, agent=led2.agent(model), run_id=r.run_id,
-                                           resume_token=token, approval={"by": "me"})
+    done = await Session.approve_suspended(
+        store=store, agent=led2.agent(model), run_id=r.run_id, resume_token=token, approval={"by": "me"}
+    )
     assert done.status == "done" and done.text == "deleted after restart"
-    assert led.ran == [] and [(n, a, ap) for n, a, ap, _ in led2.ran] == [("delete_account", {"account_id": "z"},
-                                                                           {"by": "me"})]
+    assert led.ran == [] and [(n, a, ap) for n, a, ap, _ in led2.ran] == [
+        ("delete_account", {"account_id": "z"}, {"by": "me"})
+    ]
     await assert_run_paired(store, r.run_id)
     with pytest.raises(InvalidResumeToken):
         await Session.reject_suspended(store=store, agent=led2.agent(model), run_id=r.run_id, resume_token=token)
@@ -248,13 +257,15 @@ async def test_approve_suspended_after_a_restart(backend: Backend) -> None:
 @pytest.mark.durable
 async def test_reject_suspended_after_a_restart(backend: Backend) -> None:
     led = Ledger()
-    r = await Session(store=backend.store, agent=led.agent(CheckedModel([call("delete_account", account_id="z")]))
-                      ).start("delete z")
+    r = await Session(
+        store=backend.store, agent=led.agent(CheckedModel([call("delete_account", account_id="z")]))
+    ).start("delete z")
     token = token_of(r.state)
     store = await backend.restart()
     model = CheckedModel([call("delete_account", account_id="z"), {"text": "understood"}])
-    done = await Session.reject_suspended(store=store, agent=led.agent(model), run_id=r.run_id,
-                                          resume_token=token, reason="nope")
+    done = await Session.reject_suspended(
+        store=store, agent=led.agent(model), run_id=r.run_id, resume_token=token, reason="nope"
+    )
     assert done.status == "done" and led.ran == []
     assert tool_results(model.seen[0])[0].result == "nope"
     with pytest.raises(InvalidResumeToken):
@@ -264,7 +275,7 @@ async def test_reject_suspended_after_a_restart(backend: Backend) -> None:
 
 async def test_a_token_is_single_use_across_approve_and_reject(store: SessionStore) -> None:
     led = Ledger()
-    model = CheckedModel([call("delete_account", account_id="a"), {"text": "ok"}] )
+    model = CheckedModel([call("delete_account", account_id="a"), {"text": "ok"}])
     a = led.agent(model)
     r1 = await Session(store=store, agent=a).start("one")
     await Session.approve_suspended(store=store, agent=a, run_id=r1.run_id, resume_token=token_of(r1.state))
@@ -293,8 +304,7 @@ async def _race(led: Ledger, agent: Agent, run_id: str, token: str, stores: list
     async def redeem(i: int, s: Any) -> Any:
         nonlocal lost
         try:
-            return await Session.approve_suspended(store=s, agent=agent, run_id=run_id, resume_token=token,
-                                                   approval=i)
+            return await Session.approve_suspended(store=s, agent=agent, run_id=run_id, resume_token=token, approval=i)
         except Exception:
             lost += 1
             if lost == n - 1:
@@ -362,8 +372,12 @@ async def test_a_late_redeemer_gets_invalid_token_even_after_the_winner_moved_on
     late.before["load_thread"] = before_load_thread
 
     async def loser() -> Any:
-        return await Session.approve_suspended(store=late, agent=a, run_id=r.run_id,  # type: ignore[arg-type]
-                                               resume_token=token)
+        return await Session.approve_suspended(
+            store=late,
+            agent=a,
+            run_id=r.run_id,  # type: ignore[arg-type]
+            resume_token=token,
+        )
 
     task = asyncio.create_task(loser())
     await asyncio.wait_for(read_run.wait(), 10)

@@ -111,6 +111,7 @@ def test_agent_refuses_two_tools_with_one_name() -> None:
 
 def test_a_tool_with_var_args_is_refused() -> None:
     with pytest.raises(TypeError):
+
         @tool
         def spread(*args: int) -> int:
             return sum(args)

@@ -66,8 +66,10 @@ def test_sigkill_at_random_points_loses_nothing_and_repeats_nothing(tmp_path: Pa
         time.sleep(rng.uniform(0.003, 0.1))  # the random kill point, not a wait for anything
         if proc.poll() is not None:
             _, err = proc.communicate()
-            pytest.fail(f"worker exited on its own (seed {seed}, kill {kill}): rc={proc.returncode}\n"
-                        f"{err.decode(errors='replace')}")
+            pytest.fail(
+                f"worker exited on its own (seed {seed}, kill {kill}): rc={proc.returncode}\n"
+                f"{err.decode(errors='replace')}"
+            )
         os.kill(proc.pid, signal.SIGKILL)
         _, err = proc.communicate()
         assert proc.returncode == -signal.SIGKILL, err.decode(errors="replace")
@@ -109,7 +111,8 @@ async def _verify(db: Path, log: Path, commits: Path, seed: int) -> None:
         for run_id, revision in committed:
             assert run_id in lineages, f"seed {seed}: run {run_id} vanished"
             assert revision in lineages[run_id], (
-                f"seed {seed}: revision {revision} committed by run {run_id} is gone from its history")
+                f"seed {seed}: revision {revision} committed by run {run_id} is gone from its history"
+            )
     finally:
         await store.close()
 

@@ -68,8 +68,12 @@ class Blocker:
 
 async def test_fork_starts_a_new_thread_sharing_history(backend: Backend) -> None:
     store = backend.store
-    replies = {"draft the plan": "plan A", "now assume a delay": "plan B", "continue A": "plan A2",
-               "continue B": "plan B2"}
+    replies = {
+        "draft the plan": "plan A",
+        "now assume a delay": "plan B",
+        "continue A": "plan A2",
+        "continue B": "plan B2",
+    }
 
     def reply(messages: list[ModelMessage]) -> dict[str, Any]:
         return {"text": replies[[m for m in messages if m.role == "user"][-1].text]}
@@ -100,9 +104,19 @@ async def test_fork_starts_a_new_thread_sharing_history(backend: Backend) -> Non
     assert r4.text == "plan B2"
     assert "continue A" not in [m.text for m in model.seen[3]]
     assert [m.text for m in await thread_history(store, sess.thread_id)] == [
-        "draft the plan", "plan A", "continue A", "plan A2"]
+        "draft the plan",
+        "plan A",
+        "continue A",
+        "plan A2",
+    ]
     assert [m.text for m in await thread_history(store, alt.state.thread_id)] == [
-        "draft the plan", "plan A", "now assume a delay", "plan B", "continue B", "plan B2"]
+        "draft the plan",
+        "plan A",
+        "now assume a delay",
+        "plan B",
+        "continue B",
+        "plan B2",
+    ]
     assert {r.run_id for r in await store.list_runs(alt.state.thread_id)} == {alt.run_id, r4.run_id}
 
 
@@ -201,8 +215,9 @@ async def test_cancel_during_a_model_delay(store: SessionStore) -> None:
         if state.status == "running":
             running.set()
 
-    sess = Session(store=store, agent=make_agent(ScriptedModel([{"text": "late"}], delay=60)),
-                   on_checkpoint=on_checkpoint)
+    sess = Session(
+        store=store, agent=make_agent(ScriptedModel([{"text": "late"}], delay=60)), on_checkpoint=on_checkpoint
+    )
     task = asyncio.create_task(sess.start("go", run_id="slow"))
     await wait(running)
     await sess.cancel()
@@ -375,8 +390,9 @@ async def test_a_new_run_supersedes_a_suspend(store: SessionStore) -> None:
     assert new.status == "done"
     assert (await stored(store, old.run_id)).status == "cancelled"
     with pytest.raises(InvalidResumeToken):
-        await Session.resume_suspended(store=store, agent=a, run_id=old.run_id,
-                                       resume_token=token_of(old.state), value="late")
+        await Session.resume_suspended(
+            store=store, agent=a, run_id=old.run_id, resume_token=token_of(old.state), value="late"
+        )
     assert_paired(await thread_history(store, sess.thread_id))
 
 
@@ -400,8 +416,7 @@ async def test_a_drive_elsewhere_fails_its_next_commit_and_stops(store: SessionS
     task = asyncio.create_task(first.start("write", run_id="first"))
     await wait(block.entered)
     # Another session starts a run on the same thread: the running run is superseded.
-    second = await asyncio.wait_for(
-        Session(store=store, agent=a, thread_id=first.thread_id).start("stop that"), WAIT)
+    second = await asyncio.wait_for(Session(store=store, agent=a, thread_id=first.thread_id).start("stop that"), WAIT)
     assert second.status == "done"
     assert (await stored(store, "first")).status == "cancelled"
     block.release.set()
@@ -430,8 +445,9 @@ async def test_cancel_stops_a_drive_of_the_run_in_another_session(store: Session
     a = make_agent(model, [migrate])
     owner = Session(store=store, agent=a)
     r = await owner.start("migrate")
-    elsewhere = asyncio.create_task(Session.approve_suspended(store=store, agent=a, run_id=r.run_id,
-                                                              resume_token=token_of(r.state)))
+    elsewhere = asyncio.create_task(
+        Session.approve_suspended(store=store, agent=a, run_id=r.run_id, resume_token=token_of(r.state))
+    )
     await wait(block.entered)
     await owner.cancel()
     assert (await stored(store, r.run_id)).status == "cancelled"

@@ -125,9 +125,14 @@ async def test_the_context_survives_a_suspension_and_a_stateless_resume(store: S
     model = CheckedModel([call("ask", question="q"), after_resume])
     r = await Session(store=store, agent=make_agent(model), memory=memory).start("go")
     assert r.status == "suspended"
-    done = await Session.resume_suspended(store=store, agent=make_agent(model), run_id=r.run_id,
-                                          resume_token=r.state.suspended_on.token,  # type: ignore[union-attr]
-                                          value="answer", memory=memory)
+    done = await Session.resume_suspended(
+        store=store,
+        agent=make_agent(model),
+        run_id=r.run_id,
+        resume_token=r.state.suspended_on.token,  # type: ignore[union-attr]
+        value="answer",
+        memory=memory,
+    )
     assert done.status == "done"
     assert len(memory.recalls) == 1  # recalled once, at start
     history = await thread_history(store, r.state.thread_id)

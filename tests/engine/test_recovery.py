@@ -48,8 +48,9 @@ from .helpers import (
 class Effects:
     """Tools with side effects we can count: ``charge`` (not idempotent) and ``fetch`` (idempotent)."""
 
-    def __init__(self, block: asyncio.Event | None = None, entered: asyncio.Event | None = None,
-                 expect: int = 1) -> None:
+    def __init__(
+        self, block: asyncio.Event | None = None, entered: asyncio.Event | None = None, expect: int = 1
+    ) -> None:
         self.ran: list[tuple[str, str, Any]] = []
         self.block = block
         self.entered = entered
@@ -96,16 +97,28 @@ class Effects:
         return [r[0] for r in self.ran]
 
 
-async def commit_crashed_run(store: SessionStore, run_id: str, parts: list[tuple[str, dict[str, Any]]],
-                             approvals: list[ApprovalRecord] | None = None) -> list[str]:
+async def commit_crashed_run(
+    store: SessionStore,
+    run_id: str,
+    parts: list[tuple[str, dict[str, Any]]],
+    approvals: list[ApprovalRecord] | None = None,
+) -> list[str]:
     """Commit what a process leaves when it dies while the calls of its first step run."""
     history = MessageHistory()
     history.append(ModelMessage.user("go", origin=Origin(kind="user")))
-    call_parts = [ToolCallPart(tool_call_id=f"{run_id}-c{i}", tool_name=name, args=args)
-                  for i, (name, args) in enumerate(parts)]
+    call_parts = [
+        ToolCallPart(tool_call_id=f"{run_id}-c{i}", tool_name=name, args=args) for i, (name, args) in enumerate(parts)
+    ]
     history.append(ModelMessage(role="assistant", parts=list(call_parts), origin=Origin(kind="model")))
-    run = RunState(run_id=run_id, thread_id=f"thread-{run_id}", status="running", step_index=1,
-                   history_revision_id=history.revision_id, approvals=approvals or [], agent="payments")
+    run = RunState(
+        run_id=run_id,
+        thread_id=f"thread-{run_id}",
+        status="running",
+        step_index=1,
+        history_revision_id=history.revision_id,
+        approvals=approvals or [],
+        agent="payments",
+    )
     thread = ThreadState(thread_id=run.thread_id, history_revision_id=history.revision_id)
     await store.commit_session(run=run, thread=thread, history=history, base_revision_id=None)
     return [c.tool_call_id for c in call_parts]
@@ -141,8 +154,9 @@ async def test_an_idempotent_call_without_result_is_run_again(store: SessionStor
 
 
 async def test_mixed_calls_after_a_crash_keep_call_order(store: SessionStore) -> None:
-    ids = await commit_crashed_run(store, "r3", [("fetch", {"url": "x"}), ("charge", {"amount": 1}),
-                                                 ("fetch", {"url": "y"})])
+    ids = await commit_crashed_run(
+        store, "r3", [("fetch", {"url": "x"}), ("charge", {"amount": 1}), ("fetch", {"url": "y"})]
+    )
     fx = Effects()
     model = after_crash()
     await Session.recover(store=store, agent=fx.agent(model), run_id="r3")
@@ -155,8 +169,15 @@ async def test_mixed_calls_after_a_crash_keep_call_order(store: SessionStore) ->
 
 async def test_an_approved_but_unrun_non_idempotent_call_gets_outcome_unknown(store: SessionStore) -> None:
     now = now_ms()
-    record = ApprovalRecord(tool_call_id="r4-c0", tool_name="refund", args={"amount": 9}, requested_at=now,
-                            decision="approved", decided_at=now, approval={"by": "ops"})
+    record = ApprovalRecord(
+        tool_call_id="r4-c0",
+        tool_name="refund",
+        args={"amount": 9},
+        requested_at=now,
+        decision="approved",
+        decided_at=now,
+        approval={"by": "ops"},
+    )
     (cid,) = await commit_crashed_run(store, "r4", [("refund", {"amount": 9})], approvals=[record])
     fx = Effects()
     r = await Session.recover(store=store, agent=fx.agent(after_crash()), run_id="r4")
@@ -168,8 +189,15 @@ async def test_an_approved_but_unrun_non_idempotent_call_gets_outcome_unknown(st
 
 async def test_an_approved_idempotent_call_is_re_run_with_its_approval(store: SessionStore) -> None:
     now = now_ms()
-    record = ApprovalRecord(tool_call_id="r5-c0", tool_name="archive", args={"doc": "d"}, requested_at=now,
-                            decision="approved", decided_at=now, approval={"by": "ops"})
+    record = ApprovalRecord(
+        tool_call_id="r5-c0",
+        tool_name="archive",
+        args={"doc": "d"},
+        requested_at=now,
+        decision="approved",
+        decided_at=now,
+        approval={"by": "ops"},
+    )
     (cid,) = await commit_crashed_run(store, "r5", [("archive", {"doc": "d"})], approvals=[record])
     fx = Effects()
     await Session.recover(store=store, agent=fx.agent(after_crash()), run_id="r5")
@@ -179,8 +207,15 @@ async def test_an_approved_idempotent_call_is_re_run_with_its_approval(store: Se
 
 async def test_a_rejected_call_after_a_crash_gets_its_rejection(store: SessionStore) -> None:
     now = now_ms()
-    record = ApprovalRecord(tool_call_id="r6-c0", tool_name="refund", args={"amount": 1}, requested_at=now,
-                            decision="rejected", decided_at=now, reason="too much")
+    record = ApprovalRecord(
+        tool_call_id="r6-c0",
+        tool_name="refund",
+        args={"amount": 1},
+        requested_at=now,
+        decision="rejected",
+        decided_at=now,
+        reason="too much",
+    )
     (cid,) = await commit_crashed_run(store, "r6", [("refund", {"amount": 1})], approvals=[record])
     fx = Effects()
     await Session.recover(store=store, agent=fx.agent(after_crash()), run_id="r6")
@@ -270,8 +305,14 @@ async def test_a_crash_while_an_approved_tool_runs(store: SessionStore) -> None:
     r = await Session(store=store, agent=fx.agent(model)).start("refund")
     token = r.state.suspended_on.token  # type: ignore[union-attr]
     spy = StoreSpy(store)
-    task = asyncio.create_task(Session.approve_suspended(store=spy, agent=fx.agent(model),  # type: ignore[arg-type]
-                                                         run_id=r.run_id, resume_token=token))
+    task = asyncio.create_task(
+        Session.approve_suspended(
+            store=spy,
+            agent=fx.agent(model),  # type: ignore[arg-type]
+            run_id=r.run_id,
+            resume_token=token,
+        )
+    )
     await wait(entered)
     await _crash(task, spy)
     run = await stored(store, r.run_id)
@@ -294,8 +335,11 @@ async def test_a_crash_before_the_first_model_call(store: SessionStore) -> None:
         await asyncio.Event().wait()
         return {}
 
-    task = asyncio.create_task(Session(store=spy, agent=Effects().agent(CheckedModel([stuck]))).start(  # type: ignore[arg-type]
-        "hello", run_id="early"))
+    task = asyncio.create_task(
+        Session(store=spy, agent=Effects().agent(CheckedModel([stuck]))).start(  # type: ignore[arg-type]
+            "hello", run_id="early"
+        )
+    )
     await wait(entered)
     await _crash(task, spy)
     assert (await stored(store, "early")).status == "running"
@@ -336,8 +380,14 @@ async def test_a_crash_between_two_approvals_suspends_again_on_the_next_one(stor
     first_token = r.state.suspended_on.token  # type: ignore[union-attr]
     ids = [c.tool_call_id for c in tool_calls(await run_history(store, r.run_id))]
     spy = StoreSpy(store)
-    task = asyncio.create_task(Session.approve_suspended(store=spy, agent=fx.agent(model),  # type: ignore[arg-type]
-                                                         run_id=r.run_id, resume_token=first_token))
+    task = asyncio.create_task(
+        Session.approve_suspended(
+            store=spy,
+            agent=fx.agent(model),  # type: ignore[arg-type]
+            run_id=r.run_id,
+            resume_token=first_token,
+        )
+    )
     await wait(entered)
     await _crash(task, spy)
     fx2 = Effects()
@@ -347,10 +397,10 @@ async def test_a_crash_between_two_approvals_suspends_again_on_the_next_one(stor
     second_token = back.state.suspended_on.token
     assert second_token != first_token
     with pytest.raises(InvalidResumeToken):
-        await Session.approve_suspended(store=store, agent=fx2.agent(model), run_id=r.run_id,
-                                        resume_token=first_token)
-    done = await Session.approve_suspended(store=store, agent=fx2.agent(model), run_id=r.run_id,
-                                           resume_token=second_token)
+        await Session.approve_suspended(store=store, agent=fx2.agent(model), run_id=r.run_id, resume_token=first_token)
+    done = await Session.approve_suspended(
+        store=store, agent=fx2.agent(model), run_id=r.run_id, resume_token=second_token
+    )
     assert done.status == "done"
     assert fx.ran == [] and fx2.ran == [("refund", ids[1], None)]
     messages = await assert_run_paired(store, r.run_id)

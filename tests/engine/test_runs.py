@@ -522,12 +522,16 @@ async def test_on_checkpoint_is_called_once_per_commit_on_failure_paths(store: S
             with pytest.raises(RunCancelled):
                 await sess.start("go", signal=signal)
         else:
+
             @tool
             def wait_here() -> str:
                 suspend()
 
-            sess = Session(store=spy, agent=agent(CheckedModel([call("wait_here")]), tools=[wait_here]),
-                           on_checkpoint=on_checkpoint)
+            sess = Session(
+                store=spy,
+                agent=agent(CheckedModel([call("wait_here")]), tools=[wait_here]),
+                on_checkpoint=on_checkpoint,
+            )
             await sess.start("go")
             await sess.cancel()
 
@@ -554,6 +558,7 @@ async def test_scripted_model_counts_each_requests_own_assistant_messages(store:
     await first.start("hello")
     continued = await first.start({"messages": [shared]})  # [user, assistant, shared]: one assistant
     fresh = await Session(store=store, agent=a).start(
-        {"messages": [ModelMessage.user("x"), ModelMessage.user("y"), shared]})  # no assistant yet
+        {"messages": [ModelMessage.user("x"), ModelMessage.user("y"), shared]}
+    )  # no assistant yet
     assert continued.text == "step1"
     assert fresh.text == "step0"

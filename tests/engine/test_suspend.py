@@ -255,11 +255,17 @@ async def test_two_suspends_in_one_step_are_asked_in_call_order(store: SessionSt
         assert [m.text for m in messages[-2:]] == ["first answer", "second answer"]
         return {"text": "ok"}
 
-    model = CheckedModel([
-        {"tools": [{"tool": "ask_human", "args": {"question": "one"}},
-                   {"tool": "ask_human", "args": {"question": "two"}}]},
-        check,
-    ])
+    model = CheckedModel(
+        [
+            {
+                "tools": [
+                    {"tool": "ask_human", "args": {"question": "one"}},
+                    {"tool": "ask_human", "args": {"question": "two"}},
+                ]
+            },
+            check,
+        ]
+    )
     sess = Session(store=store, agent=make_agent(model))
     r = await sess.start("go")
     ids = [c.tool_call_id for c in tool_calls(await run_history(store, r.run_id))]

@@ -39,8 +39,9 @@ class _HeldStore(InMemorySessionStore):
 async def _host() -> tuple[LocalHost, _HeldStore, str]:
     store = _HeldStore()
     host = LocalHost(store, {"a": Agent(name="a", model=ScriptedModel([{"text": "hi"}]))})
-    record = await host.create_session(agent="a", title="t", model=None, cwd=None, lineage=Lineage(kind="root"),
-                                       root_id=None, head=None)
+    record = await host.create_session(
+        agent="a", title="t", model=None, cwd=None, lineage=Lineage(kind="root"), root_id=None, head=None
+    )
     return host, store, record.session_id
 
 

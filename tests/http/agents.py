@@ -65,7 +65,7 @@ def _turn(messages: list[ModelMessage]) -> tuple[str, list[ModelMessage]]:
         previous = messages[i - 1] if i else None
         answers = previous is not None and any(r.tool_name == "ask_human" for r in previous.tool_results)
         if not answers:
-            return message.text, messages[i + 1:]
+            return message.text, messages[i + 1 :]
     return "", messages
 
 
@@ -94,8 +94,11 @@ async def _step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str
     if word == "stepwise":
         if done == 1:
             await asyncio.to_thread(gate(rest).wait, 60)
-        plan = [{"tool": "lookup", "args": {"q": rest}}, {"tool": "lookup", "args": {"q": f"{rest} 2"}},
-                {"text": "stepwise done"}]
+        plan = [
+            {"tool": "lookup", "args": {"q": rest}},
+            {"tool": "lookup", "args": {"q": f"{rest} 2"}},
+            {"text": "stepwise done"},
+        ]
         return plan[min(done, 2)]
     if word == "block":
         await asyncio.to_thread(gate(rest).wait, 60)

@@ -75,8 +75,9 @@ class ServerThread:
             sock.bind(("127.0.0.1", 0))
             sock.listen(256)  # clients queue here until uvicorn accepts: no wait for "started"
             self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-            self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws="none", lifespan="on",
-                                                         timeout_graceful_shutdown=5))
+            self._server = uvicorn.Server(
+                uvicorn.Config(app, log_level="warning", ws="none", lifespan="on", timeout_graceful_shutdown=5)
+            )
             self._ready.set()
             await self._server.serve(sockets=[sock])
         finally:
@@ -87,8 +88,9 @@ class ServerThread:
 def sqlite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     """The main server: SQLite store, two API keys (alice, bob), a small stream limit."""
     path: Path = tmp_path_factory.mktemp("http") / "runs.db"
-    server = ServerThread(f"sqlite:///{path}", api_keys=KEYS, max_streams_per_key=MAX_STREAMS,
-                          max_body_bytes=64 * 1024).start()
+    server = ServerThread(
+        f"sqlite:///{path}", api_keys=KEYS, max_streams_per_key=MAX_STREAMS, max_body_bytes=64 * 1024
+    ).start()
     yield server
     server.stop()
 

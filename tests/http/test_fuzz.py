@@ -45,16 +45,19 @@ def test_no_route_answers_a_server_error(sqlite_server: ServerThread) -> None:
         cases = st.one_of(
             operation.as_strategy(GenerationMode.POSITIVE),
             operation.as_strategy(GenerationMode.NEGATIVE),
-            operation.as_strategy(GenerationMode.POSITIVE,
-                                  path_parameters={k: v for k, v in known.items() if k in names}).map(_aimed),
+            operation.as_strategy(
+                GenerationMode.POSITIVE, path_parameters={k: v for k, v in known.items() if k in names}
+            ).map(_aimed),
         )
 
         @given(case=cases)
-        @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        )
         def no_server_error(case: Any) -> None:
             response = case.call(headers={"x-api-key": ALICE}, timeout=30)
             assert response.status_code < 500, (
-                f"{case.method} {case.formatted_path} {case.body!r}: {response.status_code} {response.text}")
+                f"{case.method} {case.formatted_path} {case.body!r}: {response.status_code} {response.text}"
+            )
 
         no_server_error()

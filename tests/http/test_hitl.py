@@ -45,8 +45,15 @@ async def test_approval_is_an_interrupt_agent_chat_ui_can_render(client: LangGra
 
 async def test_approve_over_a_stream(client: LangGraphClient) -> None:
     tid, _ = await interrupted(client, "delete acct_2")
-    parts = [p async for p in client.runs.stream(tid, "assistant", command={"resume": {"decisions": [
-        {"type": "approve"}]}}, stream_mode=["values", "updates"])]
+    parts = [
+        p
+        async for p in client.runs.stream(
+            tid,
+            "assistant",
+            command={"resume": {"decisions": [{"type": "approve"}]}},
+            stream_mode=["values", "updates"],
+        )
+    ]
     final = [p.data for p in parts if p.event == "values"][-1]
     assert "__interrupt__" not in final
     tool, reply = final["messages"][-2:]
@@ -65,8 +72,9 @@ async def test_edit_runs_the_tool_with_the_edited_arguments(client: LangGraphCli
 
 async def test_reject_with_a_message(client: LangGraphClient) -> None:
     tid, _ = await interrupted(client, "delete acct_4")
-    values = await client.runs.wait(tid, "assistant", command={"resume": {"decisions": [
-        {"type": "reject", "message": "not this one"}]}})
+    values = await client.runs.wait(
+        tid, "assistant", command={"resume": {"decisions": [{"type": "reject", "message": "not this one"}]}}
+    )
     tool = values["messages"][-2]
     assert tool["status"] == "error" and tool["content"] == "not this one"
     assert values["messages"][-1]["content"] == "finished: not this one (error)"
@@ -83,7 +91,9 @@ async def test_bad_decisions_leave_the_interrupt_live(client: LangGraphClient) -
     assert status == 422 and "do not validate" in detail
     renamed = {"type": "edit", "edited_action": {"name": "lookup", "args": {"q": "x"}}}
     assert await refused(resume({"decisions": [renamed]})) == (
-        422, "an edit may change the arguments of 'delete_account', not call another tool ('lookup')")
+        422,
+        "an edit may change the arguments of 'delete_account', not call another tool ('lookup')",
+    )
     status, detail = await refused(resume("yes"))
     assert status == 422 and "decisions" in detail
     status, detail = await refused(resume({"decisions": [{"type": "approve"}] * 2}))

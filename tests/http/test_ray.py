@@ -11,8 +11,12 @@ async def test_wait_and_stream_over_ray(ray_client: LangGraphClient) -> None:
     thread = await ray_client.threads.create(metadata={"team": "ray"})
     values = await ray_client.runs.wait(thread["thread_id"], "assistant", input=human("research owls"))
     assert [m["type"] for m in values["messages"]] == ["human", "ai", "tool", "ai", "tool", "ai"]
-    parts = [p async for p in ray_client.runs.stream(thread["thread_id"], "assistant", input=human("hello again"),
-                                                     stream_mode=["values", "updates"])]
+    parts = [
+        p
+        async for p in ray_client.runs.stream(
+            thread["thread_id"], "assistant", input=human("hello again"), stream_mode=["values", "updates"]
+        )
+    ]
     assert parts[0].event == "metadata" and parts[-1].event == "end"
     final = [p.data for p in parts if p.event == "values"][-1]
     assert final["messages"][0]["content"] == "research owls" and len(final["messages"]) == 8

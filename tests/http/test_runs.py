@@ -36,8 +36,11 @@ async def test_wait_returns_langchain_messages(client: LangGraphClient) -> None:
 
 async def test_stream_values_and_updates(client: LangGraphClient) -> None:
     thread = await client.threads.create()
-    parts = await collect(client.runs.stream(thread["thread_id"], "assistant", input=human("research ants"),
-                                             stream_mode=["values", "updates"]))
+    parts = await collect(
+        client.runs.stream(
+            thread["thread_id"], "assistant", input=human("research ants"), stream_mode=["values", "updates"]
+        )
+    )
     events = [p.event for p in parts]
     assert events[0] == "metadata" and events[-1] == "end"
     assert set(events) == {"metadata", "values", "updates", "end"}
@@ -54,8 +57,11 @@ async def test_stream_values_and_updates(client: LangGraphClient) -> None:
 
 async def test_stream_messages_tuple_and_custom(client: LangGraphClient) -> None:
     thread = await client.threads.create()
-    parts = await collect(client.runs.stream(thread["thread_id"], "assistant", input=human("research moths"),
-                                             stream_mode=["messages-tuple", "custom"]))
+    parts = await collect(
+        client.runs.stream(
+            thread["thread_id"], "assistant", input=human("research moths"), stream_mode=["messages-tuple", "custom"]
+        )
+    )
     chunks = [p.data for p in parts if p.event == "messages"]
     assert all(isinstance(c, list) and len(c) == 2 and c[1]["langgraph_node"] in ("model", "tools") for c in chunks)
     streamed = "".join(c[0]["content"] for c in chunks if c[0]["type"] == "AIMessageChunk")
@@ -69,8 +75,9 @@ async def test_stream_messages_tuple_and_custom(client: LangGraphClient) -> None
 
 async def test_stream_legacy_messages_mode(client: LangGraphClient) -> None:
     thread = await client.threads.create()
-    parts = await collect(client.runs.stream(thread["thread_id"], "assistant", input=human("hello legacy"),
-                                             stream_mode="messages"))
+    parts = await collect(
+        client.runs.stream(thread["thread_id"], "assistant", input=human("hello legacy"), stream_mode="messages")
+    )
     events = [p.event for p in parts]
     assert "messages/partial" in events and "messages/complete" in events and "messages/metadata" in events
     complete = [p.data for p in parts if p.event == "messages/complete"][-1]
@@ -119,7 +126,9 @@ async def test_bad_input_is_422(client: LangGraphClient) -> None:
 
     two = {"messages": [human("a")["messages"][0]] * 2}
     assert await refused(wait(input=two)) == (
-        422, "body: input takes exactly one human message per run (a run is one turn), got 2")
+        422,
+        "body: input takes exactly one human message per run (a run is one turn), got 2",
+    )
     before = len(await client.threads.search(limit=1000))
     assert (await refused(client.runs.wait(None, "assistant", input=two)))[0] == 422
     assert len(await client.threads.search(limit=1000)) == before  # a refused stateless run leaves no thread
@@ -147,8 +156,9 @@ async def test_checkpoint_must_be_the_head(client: LangGraphClient) -> None:
     head, older = (await client.threads.get_history(tid, limit=2))[:2]
     ok = await client.runs.wait(tid, "assistant", input=human("hello two"), checkpoint=head["checkpoint"])
     assert ok["messages"][-2]["content"] == "hello two"
-    status, detail = await refused(client.runs.wait(tid, "assistant", input=human("hello three"),
-                                                    checkpoint=older["checkpoint"]))
+    status, detail = await refused(
+        client.runs.wait(tid, "assistant", input=human("hello three"), checkpoint=older["checkpoint"])
+    )
     assert status == 409 and "head checkpoint" in detail
 
 
@@ -166,8 +176,7 @@ async def test_multitask_reject_enqueue_interrupt(client: LangGraphClient) -> No
     assert runs == {first["run_id"]: "success", queued["run_id"]: "success"}
 
     blocked = await client.runs.create(tid, "assistant", input=human("block mt2"))
-    interrupting = await client.runs.create(tid, "assistant", input=human("hello now"),
-                                            multitask_strategy="interrupt")
+    interrupting = await client.runs.create(tid, "assistant", input=human("hello now"), multitask_strategy="interrupt")
     values = await client.runs.join(tid, interrupting["run_id"])
     assert values["messages"][-1]["content"] == "Hello! How can I help?"
     assert (await client.runs.get(tid, blocked["run_id"]))["status"] == "interrupted"
@@ -188,6 +197,10 @@ async def test_cancel_a_running_run(client: LangGraphClient) -> None:
 
 async def test_concurrent_waits_on_many_threads(memory_client: LangGraphClient) -> None:
     threads = [await memory_client.threads.create() for _ in range(8)]
-    results = await asyncio.gather(*(memory_client.runs.wait(t["thread_id"], "assistant", input=human(f"hello {i}"))
-                                     for i, t in enumerate(threads)))
+    results = await asyncio.gather(
+        *(
+            memory_client.runs.wait(t["thread_id"], "assistant", input=human(f"hello {i}"))
+            for i, t in enumerate(threads)
+        )
+    )
     assert all(r["messages"][-1]["content"] == "Hello! How can I help?" for r in results)

@@ -29,8 +29,19 @@ async def _serve(*args: str, env: dict[str, str] | None = None) -> tuple[asyncio
     """Start ``repertory serve --port 0 ...`` and return it with its URL, read from its start-up line."""
     environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     proc = await asyncio.create_subprocess_exec(
-        str(COMMAND), "serve", "--port", "0", "--agents", AGENTS, "--log-level", "warning", *args,
-        cwd=ROOT, env=environ, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        str(COMMAND),
+        "serve",
+        "--port",
+        "0",
+        "--agents",
+        AGENTS,
+        "--log-level",
+        "warning",
+        *args,
+        cwd=ROOT,
+        env=environ,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stderr is not None
     while True:
@@ -53,8 +64,16 @@ async def _drain(stream: asyncio.StreamReader) -> None:
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[str]:
     """``repertory serve`` on SQLite with two named keys: a user (carol) and a mod (linter)."""
-    proc, url = await _serve("--store", f"sqlite:///{tmp_path / 'serve.db'}", "--api-key", "carol=carol-secret",
-                             "--api-key", "mod:linter=linter-secret", "--cors-origin", "http://localhost:3000")
+    proc, url = await _serve(
+        "--store",
+        f"sqlite:///{tmp_path / 'serve.db'}",
+        "--api-key",
+        "carol=carol-secret",
+        "--api-key",
+        "mod:linter=linter-secret",
+        "--cors-origin",
+        "http://localhost:3000",
+    )
     try:
         yield url
     finally:
@@ -73,9 +92,14 @@ async def test_keys_principals_and_openapi(served: str) -> None:
         assert {"/threads", "/threads/{thread_id}/runs/stream", "/runs/wait", "/info"} <= set(document["paths"])
         assert (await raw.post("/threads", json={}, headers=bearer)).status_code == 200
         # A browser page on agent-chat-ui's origin may call the API (the preflight needs no key).
-        preflight = await raw.options("/threads", headers={"Origin": "http://localhost:3000",
-                                                           "Access-Control-Request-Method": "POST",
-                                                           "Access-Control-Request-Headers": "x-api-key"})
+        preflight = await raw.options(
+            "/threads",
+            headers={
+                "Origin": "http://localhost:3000",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "x-api-key",
+            },
+        )
         assert preflight.status_code == 200
         assert preflight.headers["access-control-allow-origin"] == "http://localhost:3000"
         created = await raw.post("/threads", json={}, headers={**bearer, "Origin": "http://localhost:3000"})

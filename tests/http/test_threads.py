@@ -67,8 +67,9 @@ async def test_search_by_metadata_and_status(client: LangGraphClient) -> None:
     by_kind = await client.threads.search(metadata={"tag": tag, "kind": "idle"})
     assert [t["thread_id"] for t in by_kind] == [idle["thread_id"]]
     # agent-chat-ui lists a user's threads by graph_id.
-    assert waiting["thread_id"] in {t["thread_id"] for t in await client.threads.search(
-        metadata={"graph_id": "assistant", "tag": tag}, limit=100)}
+    assert waiting["thread_id"] in {
+        t["thread_id"] for t in await client.threads.search(metadata={"graph_id": "assistant", "tag": tag}, limit=100)
+    }
     oldest_first = await client.threads.search(metadata={"tag": tag}, sort_by="created_at", sort_order="asc")
     assert [t["thread_id"] for t in oldest_first] == [idle["thread_id"], waiting["thread_id"]]
 
