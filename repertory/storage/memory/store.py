@@ -7,7 +7,8 @@ fresh copy and a record that would not survive a real store does not survive thi
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, KeysView, Sequence
+from typing import Literal
 
 from pydantic import TypeAdapter
 
@@ -20,7 +21,16 @@ from repertory.storage.commit_plan import check_event_sessions, check_stored_sta
 from repertory.storage.memory._memory_tables import MemoryMemTables
 from repertory.storage.memory._tree_tables import MemoryTreeTables
 
-__all__ = ["InMemorySessionStore"]
+__all__ = ["HistoryTable", "InMemorySessionStore", "WriteHook", "WrittenTable"]
+
+HistoryTable = Literal["history_entries", "history_revisions"]
+"""The two tables of the history graph, by the names the database stores give them."""
+
+WrittenTable = Literal["runs", "history_entries", "history_revisions"]
+"""The tables whose writes ``InMemorySessionStore.write_hook`` sees."""
+
+WriteHook = Callable[[WrittenTable, str], None]
+"""``(table, key)``, called just before the in-memory store writes that row (see ``write_hook``)."""
 
 _REVISION = TypeAdapter(HistoryRevision)
 _ENTRY = TypeAdapter(HistoryEntry)
@@ -37,6 +47,24 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, StoreAliases):
         self._seq = itertools.count(1)
         self._closed = False
         self._init_tree()
+        self.write_hook: WriteHook | None = None
+        """Called with ``(table, key)`` before each write of a run or history row; ``None`` normally.
+
+        The seam fault-injection and write-counting tests use (``repertory.testing.conformance``
+        probes): an exception from the hook fails that write and the call it is in. A commit writes
+        its run row first, so a hook failing there leaves the whole commit unwritten (failing at a
+        later row leaves the rows before it written: that is the hook's choice). History rows
+        are reported even when already held (the write is then a no-op), as a database's ``INSERT
+        OR IGNORE`` would attempt them.
+        """
+
+    def row_ids(self, table: HistoryTable) -> KeysView[str]:
+        """The ids of one history table's rows, as a live read-only view.
+
+        Lets a probe count what the store holds and ask whether it holds an entry, which no
+        ``SessionStore`` method answers (history is reached by revision, never listed).
+        """
+        return (self._entries if table == "history_entries" else self._revisions).keys()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -122,18 +150,27 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, StoreAliases):
         thread_json = thread.model_dump_json()
         new_entries = [(e.id, e.model_dump_json()) for e in delta.entries]
         new_revs = [(r.id, r.model_dump_json()) for r in delta.revisions]
-        # The run row goes first: it is the only write a test can make fail, and then nothing is written.
+        # The run row goes first: a write_hook failing it (a test's injected failure) leaves nothing written.
+        hook = self.write_hook
+        if hook is not None:
+            hook("runs", run.run_id)
         self._runs[run.run_id] = (run.updated_at, next(self._seq), run.thread_id, run_json)
         self._threads[thread.thread_id] = thread_json
         for eid, raw in new_entries:
+            if hook is not None:
+                hook("history_entries", eid)
             self._entries.setdefault(eid, raw)
         for rid, raw in new_revs:
+            if hook is not None:
+                hook("history_revisions", rid)
             self._revisions.setdefault(rid, raw)
         self._write_events(event_rows)
 
     async def save(self, run: RunState) -> None:
         """Write the run row unconditionally."""
         self._check_open()
+        if self.write_hook is not None:
+            self.write_hook("runs", run.run_id)
         self._runs[run.run_id] = (run.updated_at, next(self._seq), run.thread_id, run.model_dump_json())
 
     async def close(self) -> None:

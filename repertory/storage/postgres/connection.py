@@ -68,6 +68,16 @@ class PgBase:
         self._closed = False
         self._writers: list[GroupCommit[Any, Any]] = []  # group-commit queues that close() lets finish
 
+    @property
+    def conninfo(self) -> str:
+        """The connection string this store opened, password included (``url`` is the redacted form).
+
+        For opening another connection to the same database: a second store on the same data, a
+        test probe that counts rows or installs triggers (``repertory.testing.conformance``). It
+        carries the password, so it is never logged or put in a message.
+        """
+        return self._conninfo
+
     # -- plumbing ---------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager

@@ -148,6 +148,18 @@ class SqliteBase:
         self._closed = False
         self._wal = None if memory or path == ":memory:" else WalKeeper(path)
 
+    @property
+    def writer_connection(self) -> sqlite3.Connection:
+        """The connection every write goes through (and short reads), for tests and tools that look under the store.
+
+        The one way to see a ``":memory:"`` database from outside the store, and to install
+        connection-local hooks (temp triggers, a trace callback) that the store's own writes then
+        run through: the seam the ``repertory.testing.conformance`` probes use. It is used on the
+        event loop's thread like the store uses it; a statement run on it while a store write is in
+        flight joins that write's transaction, so a caller uses it only between the store's calls.
+        """
+        return self._writer
+
     # -- plumbing ---------------------------------------------------------------------------------
 
     def _check_open(self) -> None:
