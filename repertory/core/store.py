@@ -1,7 +1,7 @@
 """The ``SessionStore`` protocol: the one seam between the engine and a database.
 
 Every backend (memory, SQLite, PostgreSQL) implements it and passes the same conformance suite in
-``tests/conformance/``. The engine never reaches past this protocol for runs, threads and history.
+``repertory.testing.conformance``. The engine never reaches past this protocol for runs, threads and history.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class SessionStore(Protocol):
 class TreeStore(SessionStore, Protocol):
     """The tables the runtime keeps beside runs and history: sessions, turns and events.
 
-    Every built-in store implements it and passes ``tests/conformance/test_tree_conformance.py``.
+    Every built-in store implements it and passes ``repertory.testing.conformance.TreeConformance``.
     """
 
     async def create_session(self, session: SessionRecord, *, head: str | None = None) -> None:
@@ -210,7 +210,7 @@ class MemoryStore(Protocol):
     """The memory tables every built-in store keeps beside its sessions, scoped by ``resource``.
 
     Every read and write names one resource and never returns another's rows: isolation between
-    resources is a security property, and ``tests/memory/`` checks it on every backend.
+    resources is a security property, and ``repertory.testing.conformance.MemoryConformance`` checks it.
     """
 
     async def append_memory(self, resource: str, records: Sequence[MemoryRecord]) -> list[int]:

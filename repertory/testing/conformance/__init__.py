@@ -1,0 +1,62 @@
+"""The store conformance suites: the ``SessionStore``, ``TreeStore`` and ``MemoryStore`` contracts as test classes.
+
+A store (built in or your own) passes the contract when these classes pass against it. Each is a
+plain pytest class to subclass; the subclass supplies the store with a fixture and every test runs::
+
+    import pytest
+    from repertory.testing.conformance import GroupCommitConformance, StoreConformance, TreeConformance
+
+    class TestMyStore(StoreConformance, TreeConformance, GroupCommitConformance):
+        @pytest.fixture
+        async def store(self):
+            async with await MyStore.open(...) as store:  # open and empty, one per test
+                yield store
+
+        @pytest.fixture
+        def probe(self, store):  # optional: the white-box checks
+            return MyStoreProbe(store)
+
+- ``StoreConformance``: runs, thread heads and the history graph (``SessionStore``).
+- ``GroupCommitConformance``: concurrent commits each keep their own guards and errors.
+- ``TreeConformance``: sessions, turns and the event log (``TreeStore``).
+- ``MemoryConformance``: the long-term memory tables (``MemoryStore``).
+
+The ``store`` fixture yields an open, empty store per test and closes it afterwards; some tests
+close it themselves, so closing twice must be harmless (it is part of the contract). The tests are
+``async def`` and marked ``asyncio`` (pytest-asyncio): in strict mode, declare an async
+``store`` fixture with ``@pytest_asyncio.fixture`` instead of ``@pytest.fixture``.
+
+The ``probe`` fixture is optional (default ``None``). A ``StoreProbe`` (``probe.py``) takes the
+looks no store method gives: history row counts, whether an entry is stored, counted writes,
+injected failures, a reopen. Without one, or where it raises ``ProbeUnsupported``, the counts and
+lookups inside larger tests are left out and the tests that exist for a failure injection or a
+reopen are skipped, with the reason. The built-in stores' probes (``InMemoryProbe``,
+``SqliteProbe``, ``PostgresProbe``) are in this package and show how to write one.
+
+This package imports pytest (a development dependency, not a dependency of ``repertory``): import
+it only from test code. ``records`` has the builders the suites use, for a store's own tests.
+"""
+
+from repertory.testing.conformance.group_commit import GroupCommitConformance
+from repertory.testing.conformance.memory import MemoryConformance
+from repertory.testing.conformance.probe import (
+    INJECTED_FAILURE,
+    HistoryWrites,
+    InjectedFailure,
+    ProbeUnsupported,
+    StoreProbe,
+)
+from repertory.testing.conformance.store import StoreConformance
+from repertory.testing.conformance.tree import TreeConformance
+
+__all__ = [
+    "INJECTED_FAILURE",
+    "GroupCommitConformance",
+    "HistoryWrites",
+    "InjectedFailure",
+    "MemoryConformance",
+    "ProbeUnsupported",
+    "StoreConformance",
+    "StoreProbe",
+    "TreeConformance",
+]

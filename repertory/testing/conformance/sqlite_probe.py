@@ -1,0 +1,114 @@
+"""``SqliteProbe``: the ``StoreProbe`` of ``SqliteSessionStore``, through its writer connection.
+
+Everything goes through ``SqliteSessionStore.writer_connection``: counts and lookups are plain
+queries, writes are counted by the connection's trace callback, and failures are TEMP triggers on
+``runs``, which are local to that connection and vanish with it. History rows are inserted before
+the run row inside a commit's transaction, so a trigger on the run upsert fails a commit halfway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator
+
+from repertory.errors import StoreError
+from repertory.storage.sqlite.store import SqliteSessionStore
+from repertory.testing.conformance.probe import INJECTED_FAILURE, HistoryWrites, ProbeUnsupported
+
+__all__ = ["SqliteProbe"]
+
+# The run upsert may take the INSERT or the UPDATE path, so each failure is a trigger on both.
+_TRIGGERS = (("repertory_probe_insert", "INSERT"), ("repertory_probe_update", "UPDATE"))
+
+
+class SqliteProbe:
+    """Looks under one ``SqliteSessionStore`` (a file or ``":memory:"``)."""
+
+    def __init__(self, store: SqliteSessionStore) -> None:
+        self.store = store
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        return self.store.writer_connection
+
+    async def count_history_rows(self) -> tuple[int, int]:
+        """Rows of ``history_entries`` and ``history_revisions``."""
+        row = self._conn.execute(
+            "SELECT (SELECT count(*) FROM history_entries), (SELECT count(*) FROM history_revisions)"
+        ).fetchone()
+        return int(row[0]), int(row[1])
+
+    async def holds_history_entry(self, entry_id: str) -> bool:
+        """Whether ``history_entries`` has the row."""
+        return self._conn.execute("SELECT 1 FROM history_entries WHERE id = ?", (entry_id,)).fetchone() is not None
+
+    @contextlib.asynccontextmanager
+    async def count_history_writes(self) -> AsyncIterator[HistoryWrites]:
+        """Count history ``INSERT`` executions (one per row of an ``executemany``, ignored ones included)."""
+        writes = HistoryWrites()
+
+        def trace(statement: str) -> None:
+            text = " ".join(statement.split()).upper()
+            if text.startswith("INSERT") and " INTO HISTORY_ENTRIES " in text:
+                writes.entries += 1
+            elif text.startswith("INSERT") and " INTO HISTORY_REVISIONS " in text:
+                writes.revisions += 1
+
+        self._conn.set_trace_callback(trace)
+        try:
+            yield writes
+        finally:
+            self._conn.set_trace_callback(None)
+
+    @contextlib.asynccontextmanager
+    async def fail_commits(self, run_id: str | None = None) -> AsyncIterator[type[BaseException]]:
+        """A trigger aborts the run upsert (of ``run_id`` only, if given), after the history rows went in."""
+        when = "" if run_id is None else f"WHEN NEW.run_id = {_quote(run_id)} "
+        action = f"SELECT RAISE(ABORT, {_quote(INJECTED_FAILURE)});"
+        async with self._triggers("BEFORE", when, action):
+            yield StoreError
+
+    @contextlib.asynccontextmanager
+    async def fail_at_commit(self) -> AsyncIterator[type[BaseException]]:
+        """A trigger leaves a dangling deferred foreign key behind each run write: ``COMMIT`` refuses it."""
+        conn = self._conn
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS repertory_probe_parent (id INTEGER PRIMARY KEY)")
+        conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS repertory_probe_child "
+            "(parent INTEGER REFERENCES repertory_probe_parent (id) DEFERRABLE INITIALLY DEFERRED)"
+        )
+        enforced = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+        conn.execute("PRAGMA foreign_keys = ON")
+        try:
+            async with self._triggers("AFTER", "", "INSERT INTO repertory_probe_child VALUES (-1);"):
+                yield StoreError
+        finally:
+            conn.execute(f"PRAGMA foreign_keys = {'ON' if enforced else 'OFF'}")
+            conn.execute("DROP TABLE IF EXISTS temp.repertory_probe_child")
+            conn.execute("DROP TABLE IF EXISTS temp.repertory_probe_parent")
+
+    async def reopen(self) -> SqliteSessionStore:
+        """Open the same file again with the same settings; this probe then looks at the new store."""
+        if self.store.path == ":memory:":
+            raise ProbeUnsupported("an in-memory SQLite database does not outlive its connection")
+        self.store = await SqliteSessionStore.open(
+            self.store.path, durability=self.store.durability, group_commit=self.store.group_commit
+        )
+        return self.store
+
+    @contextlib.asynccontextmanager
+    async def _triggers(self, timing: str, when: str, action: str) -> AsyncIterator[None]:
+        conn = self._conn
+        for name, event in _TRIGGERS:
+            conn.execute(f"CREATE TEMP TRIGGER {name} {timing} {event} ON main.runs {when}BEGIN {action} END")
+        try:
+            yield
+        finally:
+            for name, _ in _TRIGGERS:
+                conn.execute(f"DROP TRIGGER IF EXISTS temp.{name}")
+
+
+def _quote(text: str) -> str:
+    """A SQL string literal (trigger bodies cannot take parameters)."""
+    return "'" + text.replace("'", "''") + "'"
