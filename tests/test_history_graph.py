@@ -139,7 +139,7 @@ async def check_store(store: SessionStore, heads: list[Head]) -> None:
         assert loaded.revisions == head.history.lineage()
     # Every message some head reaches is stored, and stored exactly once.
     reached = {rev.id: rev.entry_id for h in heads for rev in h.history.lineage()}
-    assert history_row_counts(store) == (len(set(reached.values())), len(reached))
+    assert await history_row_counts(store) == (len(set(reached.values())), len(reached))
 
 
 @PROPERTY_SETTINGS
@@ -156,7 +156,7 @@ def test_committing_whole_heads_in_any_order(ops: list[Op], rnd: random.Random) 
                 stored: set[str] = set()
                 for i in order:
                     new = {rev.id for rev in heads[i].history.lineage()} - stored
-                    with history_writes(store) as writes:
+                    async with history_writes(store) as writes:
                         await commit(store, heads[i].history, thread_id=f"thread-{i}", run_id=f"run-{i}")
                     # Only what the store did not hold yet is written: a shared prefix never twice.
                     assert (writes.entries, writes.revisions) == (len(new), len(new))
@@ -187,7 +187,7 @@ def test_committing_after_every_operation(ops: list[Op]) -> None:
             # A branch (a new thread on a stored revision) writes no history; an append writes its message.
             assert len(new) <= 1
             for store in stores:
-                with history_writes(store) as writes:
+                async with history_writes(store) as writes:
                     await commit(
                         store,
                         touched.history,

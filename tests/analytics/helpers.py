@@ -19,7 +19,7 @@ __all__ = ["message_view", "store_counts", "table_rows", "view_rows"]
 
 async def store_counts(store: TreeStore, sessions: list[SessionHandle]) -> dict[str, int]:
     """Rows per base table, read through the store's own API (and its row-count probe for history)."""
-    entries, revisions = history_row_counts(store)
+    entries, revisions = await history_row_counts(store)
     turns = events = threads = 0
     for h in sessions:
         turns += len(await store.list_turns(h.id))

@@ -1,81 +1,95 @@
-"""The backends the conformance suite runs against: one fixture each, yielding an open store.
+"""The built-in backends as mixins: a ``store`` fixture yielding an open, empty store and its ``probe``.
 
-Adding a backend (PostgreSQL, say) is one more fixture function here under ``@backend(...)``; every
-test in ``tests/conformance/`` then runs against it too. A fixture may request any other fixture
-(a server, ``tmp_path``) and may ``pytest.skip`` when its server is not available. If the store
-class is new, also teach ``probes.py`` how to look inside it.
+Each test module here lists one subclass per backend, ``class TestSqliteFile(SqliteFile,
+StoreConformance)``, exactly what a third-party store's tests do with their own fixture. Adding a
+built-in backend is one more mixin here and one more line in each ``test_*`` module.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
 from repertory.storage import InMemorySessionStore, SqliteSessionStore
 from repertory.storage.postgres.store import PostgresSessionStore
+from repertory.testing.conformance.in_memory_probe import InMemoryProbe
+from repertory.testing.conformance.postgres_probe import PostgresProbe
+from repertory.testing.conformance.sqlite_probe import SqliteProbe
 from repertory.testing.pg_temp import TemporaryPostgres
 from tests.conftest import truncate_pg
 
-__all__ = ["BACKENDS", "DURABLE", "backend"]
-
-BACKENDS: dict[str, str] = {}
-"""Test id (``memory``, ``sqlite-file``, ...) -> name of the fixture that yields that backend's store."""
-
-DURABLE: set[str] = set()
-"""Test ids of backends whose data outlives the store object (a reopened store sees it)."""
-
-_F = TypeVar("_F", bound=Callable[..., Any])
+__all__ = ["InMemory", "Postgres", "PostgresGroupOff", "SqliteFile", "SqliteFileGroupOff", "SqliteMemory"]
 
 
-def backend(test_id: str, *, durable: bool = False) -> Callable[[_F], _F]:
-    """Register a fixture as a conformance backend under ``test_id``."""
+class InMemory:
+    """``InMemorySessionStore``: not durable, no transactions."""
 
-    def register(fn: _F) -> _F:
-        BACKENDS[test_id] = fn.__name__
-        if durable:
-            DURABLE.add(test_id)
-        return pytest.fixture(fn)  # type: ignore[return-value]
+    @pytest.fixture
+    async def store(self) -> AsyncIterator[InMemorySessionStore]:
+        async with InMemorySessionStore() as store:
+            yield store
 
-    return register
-
-
-@backend("memory")
-async def memory_store() -> AsyncIterator[InMemorySessionStore]:
-    async with InMemorySessionStore() as store:
-        yield store
+    @pytest.fixture
+    def probe(self, store: InMemorySessionStore) -> InMemoryProbe:
+        return InMemoryProbe(store)
 
 
-@backend("sqlite-file", durable=True)
-async def sqlite_file_store(tmp_path: Path) -> AsyncIterator[SqliteSessionStore]:
-    async with await SqliteSessionStore.open(tmp_path / "conformance.db") as store:
-        yield store
+class _Sqlite:
+    @pytest.fixture
+    def probe(self, store: SqliteSessionStore) -> SqliteProbe:
+        return SqliteProbe(store)
 
 
-@backend("sqlite-file-group-off", durable=True)
-async def sqlite_file_store_group_off(tmp_path: Path) -> AsyncIterator[SqliteSessionStore]:
-    # Group commit is on by default; the contract holds with it off too (one transaction per write).
-    async with await SqliteSessionStore.open(tmp_path / "conformance.db", group_commit=False) as store:
-        yield store
+class SqliteFile(_Sqlite):
+    """A SQLite file in ``tmp_path``, group commit on (the default)."""
+
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[SqliteSessionStore]:
+        async with await SqliteSessionStore.open(tmp_path / "conformance.db") as store:
+            yield store
 
 
-@backend("sqlite-memory")
-async def sqlite_memory_store() -> AsyncIterator[SqliteSessionStore]:
-    async with await SqliteSessionStore.open(":memory:") as store:
-        yield store
+class SqliteFileGroupOff(_Sqlite):
+    """A SQLite file with group commit off: the contract holds with one transaction per write too."""
+
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[SqliteSessionStore]:
+        async with await SqliteSessionStore.open(tmp_path / "conformance.db", group_commit=False) as store:
+            yield store
 
 
-@backend("postgres", durable=True)
-async def postgres_store(pg_server: TemporaryPostgres) -> AsyncIterator[PostgresSessionStore]:
-    async with await PostgresSessionStore.open(pg_server.url) as store:
-        truncate_pg(pg_server.url)
-        yield store
+class SqliteMemory(_Sqlite):
+    """SQLite's ``":memory:"`` database: not durable, but transactional."""
+
+    @pytest.fixture
+    async def store(self) -> AsyncIterator[SqliteSessionStore]:
+        async with await SqliteSessionStore.open(":memory:") as store:
+            yield store
 
 
-@backend("postgres-group-off", durable=True)
-async def postgres_store_group_off(pg_server: TemporaryPostgres) -> AsyncIterator[PostgresSessionStore]:
-    async with await PostgresSessionStore.open(pg_server.url, group_commit=False) as store:
-        truncate_pg(pg_server.url)
-        yield store
+class _Postgres:
+    @pytest.fixture
+    def probe(self, store: PostgresSessionStore) -> PostgresProbe:
+        return PostgresProbe(store)
+
+
+class Postgres(_Postgres):
+    """The test session's PostgreSQL server (``pg_server``), emptied per test, group commit on."""
+
+    @pytest.fixture
+    async def store(self, pg_server: TemporaryPostgres) -> AsyncIterator[PostgresSessionStore]:
+        async with await PostgresSessionStore.open(pg_server.url) as store:
+            truncate_pg(pg_server.url)
+            yield store
+
+
+class PostgresGroupOff(_Postgres):
+    """The same server with group commit off."""
+
+    @pytest.fixture
+    async def store(self, pg_server: TemporaryPostgres) -> AsyncIterator[PostgresSessionStore]:
+        async with await PostgresSessionStore.open(pg_server.url, group_commit=False) as store:
+            truncate_pg(pg_server.url)
+            yield store

@@ -134,9 +134,9 @@ class RuntimeFactory:
         assert isinstance(store, TreeStore)
         return store
 
-    def history_rows(self, rt: Runtime) -> tuple[int, int]:
+    async def history_rows(self, rt: Runtime) -> tuple[int, int]:
         """History entries and revisions the runtime's store holds (counted in the store's own tables)."""
-        return history_row_counts(rt.store)
+        return await history_row_counts(rt.store)
 
     async def aclose(self) -> None:
         for runtime in reversed(self._started):

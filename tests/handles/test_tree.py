@@ -114,7 +114,7 @@ async def test_fork_shares_the_history_up_to_now_without_copying(make_runtime: R
     await root.run("one")
     await root.run("two")
     head = (await rt.store.load_thread(root.id)).history_revision_id  # type: ignore[union-attr]
-    rows = make_runtime.history_rows(rt)
+    rows = await make_runtime.history_rows(rt)
 
     fork = await root.fork(title="alt")
 
@@ -122,7 +122,7 @@ async def test_fork_shares_the_history_up_to_now_without_copying(make_runtime: R
     assert head is not None
     forked_thread = await rt.store.load_thread(fork.id)
     assert forked_thread is not None and forked_thread.history_revision_id == head  # O(1): same head
-    assert make_runtime.history_rows(rt) == rows  # no history row was written by the fork
+    assert await make_runtime.history_rows(rt) == rows  # no history row was written by the fork
     assert texts(await history(rt, fork)) == ["one", "re: one", "two", "re: two"]
     meta = await fork.metadata()
     assert (meta.title, meta.model, meta.cwd, meta.status) == ("alt", "m", "/c", "idle")
