@@ -169,7 +169,8 @@ def _(store: SqliteSessionStore) -> Iterator[HistoryWrites]:
 def _(store: PostgresSessionStore) -> Iterator[HistoryWrites]:
     # The commit function receives the delta as arrays; count what the store plans to send.
     writes = HistoryWrites()
-    original = pg_module.plan_commit_async
+    # Patched where the store looks it up (its own module), which does not re-export it.
+    original = pg_module.plan_commit_async  # type: ignore[attr-defined]
 
     async def counting(*args: Any, **kwargs: Any) -> Any:
         delta = await original(*args, **kwargs)
@@ -177,11 +178,11 @@ def _(store: PostgresSessionStore) -> Iterator[HistoryWrites]:
         writes.revisions += len(delta.revisions)
         return delta
 
-    pg_module.plan_commit_async = counting  # type: ignore[assignment]
+    pg_module.plan_commit_async = counting  # type: ignore[attr-defined]
     try:
         yield writes
     finally:
-        pg_module.plan_commit_async = original
+        pg_module.plan_commit_async = original  # type: ignore[attr-defined]
 
 
 @singledispatch

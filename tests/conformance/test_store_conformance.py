@@ -209,7 +209,7 @@ async def test_list_runs_filters_by_exact_thread_id(store: SessionStore) -> None
 async def test_list_runs_by_status_and_with_a_limit_keeps_the_order(store: SessionStore) -> None:
     statuses = {"a": "done", "b": "running", "c": "suspended", "d": "error", "e": "running"}
     for i, (run_id, status) in enumerate(statuses.items()):
-        await store.save(RunState(run_id=run_id, thread_id="t", status=status, updated_at=100 + i))  # type: ignore[arg-type]
+        await store.save(RunState(run_id=run_id, thread_id="t", status=status, updated_at=100 + i))
     await store.save(RunState(run_id="other", thread_id="u", status="running", updated_at=999))
     assert [r.run_id for r in await store.list_runs("t", statuses=("running", "suspended"))] == ["e", "c", "b"]
     assert [r.run_id for r in await store.list_runs("t", limit=2)] == ["e", "d"]
