@@ -15,9 +15,13 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# Through the venv's interpreter, not its console scripts, so a copied venv still checks this tree.
+# mypy's files and the import-linter contracts are in pyproject.toml.
 lint: $(STAMP)
-	$(VENV)/bin/ruff check repertory tests benchmarks
-	$(VENV)/bin/mypy
+	$(PY) -m ruff check repertory tests benchmarks
+	$(PY) -m ruff format --check repertory tests benchmarks
+	$(PY) -m mypy
+	$(PY) -c 'import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())'
 
 typecheck: lint
 
@@ -32,4 +36,4 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .grimp_cache .import_linter_cache

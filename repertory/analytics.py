@@ -25,10 +25,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import duckdb
-import pyarrow as pa  # type: ignore[import-untyped]
+from repertory._extras import require
 
-from repertory.storage.export import TABLES, ExportError, TableSpec, committed_parts
+require("repertory.analytics", "analytics")
+
+import duckdb  # noqa: E402
+import pyarrow as pa  # type: ignore[import-untyped]  # noqa: E402
+
+from repertory.storage.export import TABLES, ExportError, TableSpec, committed_parts  # noqa: E402
 
 __all__ = ["connect", "refresh"]
 

@@ -19,6 +19,7 @@
     └── ToolError                  raised by a tool to choose the message the model reads
 
     SuspendSignal                  control flow: a tool called suspend(); not a fault
+    MissingExtra (an ImportError)  a part was imported without its extra's packages; not a fault
 
 Every error pickles with its message and attributes intact, because errors cross Ray actor and
 process boundaries. That is why each class keeps its constructor arguments in ``args`` order and
@@ -32,6 +33,7 @@ from typing import Any
 __all__ = [
     "CommitConflict",
     "InvalidResumeToken",
+    "MissingExtra",
     "ModelError",
     "NotSuspended",
     "OutputValidationError",
@@ -139,3 +141,19 @@ class SuspendSignal(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (SuspendSignal, (self.reason, self.payload))
+
+
+class MissingExtra(ImportError):
+    """A part of repertory was imported without the packages of its extra; the message is the fix.
+
+    An ``ImportError``, so code that guards an optional import with ``except ImportError`` keeps
+    working; ``extra`` names the extra (``pip install 'repertory[<extra>]'``) and ``name`` the first
+    missing package. Raised by ``repertory._extras.require`` at the top of each optional package.
+    """
+
+    def __init__(self, message: str, *, extra: str = "", name: str | None = None) -> None:
+        super().__init__(message, name=name)
+        self.extra = extra
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MissingExtra, (self.msg,), {"extra": self.extra, "name": self.name})

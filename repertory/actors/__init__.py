@@ -4,9 +4,13 @@ Used through ``Runtime.start(backend="ray")``; nothing here is needed for the lo
 ``repertory.runtime`` never imports Ray.
 """
 
-from repertory.actors.bootstrap import start_ray_client
-from repertory.actors.client import RayHostClient
-from repertory.actors.host import SessionHost, shared_host_index
-from repertory.actors.supervisor import Supervisor
+from repertory._extras import require
+
+require("repertory.actors", "ray")
+
+from repertory.actors.bootstrap import start_ray_client  # noqa: E402
+from repertory.actors.client import RayHostClient  # noqa: E402
+from repertory.actors.host import SessionHost, shared_host_index  # noqa: E402
+from repertory.actors.supervisor import Supervisor  # noqa: E402
 
 __all__ = ["RayHostClient", "SessionHost", "Supervisor", "shared_host_index", "start_ray_client"]

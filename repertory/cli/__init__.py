@@ -4,8 +4,8 @@
 
 Commands are functions on ``app`` (a typer app); a new one is one more ``@app.command()``. Every
 command shares one error rule: bad input (a missing option, a store that cannot be opened, an
-export directory that belongs to another store) prints one line, ``error: ...``, on stderr and
-exits with code 2. Anything else is a bug and keeps its traceback.
+export directory that belongs to another store, a command whose extra is not installed) prints one
+line, ``error: ...``, on stderr and exits with code 2. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
-from repertory.errors import RepertoryError
+from repertory.errors import MissingExtra, RepertoryError
 
 __all__ = ["app"]
 
@@ -48,7 +48,8 @@ class _Commands(TyperGroup):
     ) -> Any:
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except RepertoryError as exc:
+        except (RepertoryError, MissingExtra) as exc:
+            # A missing extra is bad input too: the message says what to install.
             _fail(str(exc))
         except OSError as exc:
             _fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))

@@ -17,6 +17,7 @@ from typing import Annotated
 
 import typer
 
+from repertory._extras import require
 from repertory.cli.sessions import DEFAULT_AGENTS, DEFAULT_STORE, AgentsOption, StoreOption, load_agents
 from repertory.core.principal import Principal
 from repertory.errors import RepertoryError
@@ -129,11 +130,7 @@ def serve(
     """Serve the runtime over HTTP: LangGraph's API (langgraph-sdk, agent-chat-ui) with OpenAPI at /openapi.json."""
     if backend not in ("local", "ray"):
         raise RepertoryError(f"--backend must be local or ray, not {backend!r}")
-    try:
-        import fastapi  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError:
-        raise RepertoryError("repertory serve needs the http extra: pip install 'repertory[http]'") from None
+    require("repertory serve", "http")  # before the port is taken; the CLI prints it as one line
     keys = _keys(api_key or [])
     registry = load_agents(agents)  # a bad --agents fails before the port is taken
     sock = _listen(host, port)

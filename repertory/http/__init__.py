@@ -6,7 +6,11 @@ uvicorn. An assistant is an agent, a thread is a session, a run is a turn's run;
 ``http`` extra (FastAPI and uvicorn), which ``import repertory`` never imports.
 """
 
-from repertory.http.app import create_app
-from repertory.http.errors import HttpError
+from repertory._extras import require
+
+require("repertory.http", "http")
+
+from repertory.http.app import create_app  # noqa: E402
+from repertory.http.errors import HttpError  # noqa: E402
 
 __all__ = ["HttpError", "create_app"]

@@ -13,13 +13,10 @@ from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
-try:
-    from fastapi import Depends, FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.middleware.cors import CORSMiddleware
-    from fastapi.responses import JSONResponse
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("repertory.http needs the http extra: pip install 'repertory[http]'") from exc
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
 
 from repertory.core.principal import Principal
 from repertory.errors import RepertoryError

@@ -5,14 +5,18 @@ keeps (``MemoryStore``), scoped to one resource (a user, a tenant): prior messag
 threads, semantic hits and a working-memory document the agent maintains with a built-in tool.
 """
 
-from repertory.memory.embedders import (
+from repertory._extras import require
+
+require("repertory.memory", "memory")
+
+from repertory.memory.embedders import (  # noqa: E402
     Embedder,
     EmbeddingError,
     HashingEmbedder,
     OpenAIEmbedder,
     SentenceTransformerEmbedder,
 )
-from repertory.memory.store_memory import StoreMemory
+from repertory.memory.store_memory import StoreMemory  # noqa: E402
 
 __all__ = [
     "Embedder",

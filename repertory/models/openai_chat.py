@@ -15,11 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-try:
-    import openai
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("repertory.models needs the openai SDK: pip install 'repertory[openai]'") from exc
-
+from repertory._extras import require
 from repertory.core.messages import ModelMessage
 from repertory.core.model import ModelEvent, ModelResponse, ModelSettings, ToolSpec
 from repertory.core.state import Usage
@@ -28,6 +24,10 @@ from repertory.models._convert import response_format, to_openai_messages, to_op
 from repertory.models._retry import backoff, retry_after, retryable_status
 from repertory.models._stream import MalformedReply, MessageAssembler
 from repertory.models.pricing import ModelPrice, cost_of, price_for
+
+require("repertory.models", "openai")
+
+import openai  # noqa: E402
 
 __all__ = ["OpenAIChatModel"]
 

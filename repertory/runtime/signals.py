@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Generic, TypeVar
 
 __all__ = ["AbortSignal", "Signal"]
@@ -101,7 +101,7 @@ class Signal(Generic[T]):
 
         return unsubscribe
 
-    async def __aiter__(self) -> AsyncIterator[T]:
+    async def __aiter__(self) -> AsyncGenerator[T, None]:
         queue: asyncio.Queue[T] = asyncio.Queue()
         if self._queues is None:
             self._queues = []

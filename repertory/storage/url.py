@@ -20,7 +20,7 @@ import os
 from urllib.parse import parse_qs
 
 from repertory.core.store import SessionStore
-from repertory.errors import StoreError
+from repertory.errors import MissingExtra, StoreError
 from repertory.storage.group_commit import parse_switch
 from repertory.storage.memory.store import InMemorySessionStore
 from repertory.storage.sqlite.store import Durability, SqliteSessionStore
@@ -92,7 +92,9 @@ async def open_store(url: str | os.PathLike[str]) -> SessionStore:
         try:
             from repertory.storage.postgres.store import PostgresSessionStore
         except ImportError as exc:
-            raise StoreError(f"the PostgreSQL store is not available: {exc}") from exc
+            # A missing extra says all there is to say; a broken driver keeps its own error as the cause.
+            cause = None if isinstance(exc, MissingExtra) else exc
+            raise StoreError(f"the PostgreSQL store is not available: {exc}") from cause
         return await PostgresSessionStore.open(text)
     raise StoreError(
         f"unknown store scheme {scheme!r} in {url!r}: use memory://, sqlite:///path.db, a plain path, "

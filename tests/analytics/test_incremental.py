@@ -12,7 +12,7 @@ from repertory import Runtime
 from repertory.analytics import connect
 from repertory.storage import TreeStore
 from repertory.storage.export import TABLES, export_parquet, read_watermark
-from repertory.storage.export._files import PartWriter
+from repertory.storage.export._files import PartWriter, Watermark, write_watermark
 from tests.analytics.fleet import build_fleet, more_work
 from tests.analytics.helpers import store_counts, table_rows, view_rows
 
@@ -95,14 +95,14 @@ async def test_crash_between_data_files_and_watermarks(
     out = tmp_path / "export"
     await export_parquet(store, out)
     await more_work(fleet)
-    real = export_module.write_watermark
+    real = write_watermark  # the function export_module calls, patched there below
     written: list[str] = []
 
-    def crash_after(out_dir: Path, mark: object) -> None:
+    def crash_after(out_dir: Path, mark: Watermark) -> None:
         if len(written) == landed:
             raise Crash
-        real(out_dir, mark)  # type: ignore[arg-type]
-        written.append(mark.table)  # type: ignore[attr-defined]
+        real(out_dir, mark)
+        written.append(mark.table)
 
     monkeypatch.setattr(export_module, "write_watermark", crash_after)
     with pytest.raises(Crash):

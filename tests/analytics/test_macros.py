@@ -19,7 +19,7 @@ async def _session(
         assert parent is not None
         thread = await store.load_thread(parent)
         head = None if thread is None else thread.history_revision_id
-    lineage = Lineage(kind=kind, parent_id=parent, forked_at_revision_id=head)  # type: ignore[arg-type]
+    lineage = Lineage(kind=kind, parent_id=parent, forked_at_revision_id=head)
     record = SessionRecord(session_id=sid, agent="a", lineage=lineage, root_id=root, title=sid, created_at=at,
                            updated_at=at)  # fmt: skip
     await store.create_session(record, head=head)

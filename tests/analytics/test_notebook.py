@@ -13,7 +13,7 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "run_history.ipyn
 
 
 def test_run_history_notebook_executes(tmp_path: Path) -> None:
-    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nb = nbformat.read(NOTEBOOK, as_version=4)  # type: ignore[no-untyped-call]  # nbformat has no annotations
     client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
     # The kernel is this interpreter; its temporary files (the fleet's store, the export) go under tmp_path.
     env = {**os.environ, "TMPDIR": str(tmp_path), "JUPYTER_PLATFORM_DIRS": "1"}

@@ -67,7 +67,9 @@ async def test_files_are_read_by_pyarrow_and_duckdb_alone(runtime: Runtime, stor
         rows = table_rows(out, name)  # checks the schema too
         assert len(rows) == report.tables[name].rows, name
         if rows:
-            count = duckdb.sql(f"SELECT count(*) FROM read_parquet('{out / name}/*.parquet')").fetchall()
+            relation = duckdb.sql(f"SELECT count(*) FROM read_parquet('{out / name}/*.parquet')")
+            assert relation is not None  # a SELECT always gives a relation
+            count = relation.fetchall()
             assert count == [(len(rows),)], name
     entries = {r["entry_id"]: r for r in table_rows(out, "entries")}
     for h in fleet.sessions:

@@ -78,7 +78,7 @@ def _suspended_store(store_url: str) -> tuple[str, str, str]:
 
 def _error_line(result: Any) -> str:
     assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    lines: list[str] = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     return lines[0]
 

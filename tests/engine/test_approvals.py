@@ -117,7 +117,12 @@ async def test_args_replaced_at_approval_are_validated_and_used(store: SessionSt
     sess = Session(store=store, agent=led.agent(model))
     r = await sess.start("pay")
     token = token_of(r.state)
-    for bad in [{"amount": "lots", "to": "bob"}, {"amount": 5}, {"amount": 5, "to": "bob", "extra": 1}]:
+    bad_args: list[dict[str, Any]] = [
+        {"amount": "lots", "to": "bob"},
+        {"amount": 5},
+        {"amount": 5, "to": "bob", "extra": 1},
+    ]
+    for bad in bad_args:
         with pytest.raises(ToolError):
             await sess.approve_tool(token, args=bad)
         run = await stored(store, r.run_id)
@@ -375,7 +380,7 @@ async def test_a_late_redeemer_gets_invalid_token_even_after_the_winner_moved_on
         return await Session.approve_suspended(
             store=late,
             agent=a,
-            run_id=r.run_id,  # type: ignore[arg-type]
+            run_id=r.run_id,
             resume_token=token,
         )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from pydantic import ValidationError
@@ -68,8 +68,9 @@ async def test_a_tool_putting_a_set_in_scratch_is_stored_as_json(store: SessionS
     r = await Session(store=store, agent=make_agent(model, [tag])).start("go")
     assert r.status == "done"
     run = await stored(store, r.run_id)
-    assert sorted(run.scratch["tags"]) == ["a", "b"]  # type: ignore[arg-type]
-    assert isinstance(run.scratch["tags"], list)
+    tags = run.scratch["tags"]
+    assert isinstance(tags, list)
+    assert sorted(cast("list[str]", tags)) == ["a", "b"]
 
 
 @pytest.mark.parametrize("bad", [123, None, ["hello"], {"text": "hi"}, {"messages": [], "extra": 1}, b"hi"])

@@ -260,7 +260,7 @@ async def test_a_real_drive_crashing_mid_tool_is_recovered_without_a_second_run(
     fx.tools[0].fn = charge
     spy = StoreSpy(store)
     model = CheckedModel([calls(("charge", {"amount": 3}), ("fetch", {"url": "p"})), {"text": "done"}])
-    sess = Session(store=spy, agent=fx.agent(model))  # type: ignore[arg-type]
+    sess = Session(store=spy, agent=fx.agent(model))
     task = asyncio.create_task(sess.start("pay", run_id="crash"))
     await wait(entered)
     await _crash(task, spy)
@@ -285,7 +285,7 @@ async def test_a_crash_before_an_idempotent_step_commits_re_asks_the_model(store
     fx = Effects(block=asyncio.Event(), entered=entered)
     spy = StoreSpy(store)
     model = CheckedModel([call("fetch", url="a"), {"text": "done"}])
-    task = asyncio.create_task(Session(store=spy, agent=fx.agent(model)).start("go", run_id="idem"))  # type: ignore[arg-type]
+    task = asyncio.create_task(Session(store=spy, agent=fx.agent(model)).start("go", run_id="idem"))
     await wait(entered)
     await _crash(task, spy)
     # Only idempotent calls: the step commits once, after its tools, so nothing of it was stored.
@@ -308,7 +308,7 @@ async def test_a_crash_while_an_approved_tool_runs(store: SessionStore) -> None:
     task = asyncio.create_task(
         Session.approve_suspended(
             store=spy,
-            agent=fx.agent(model),  # type: ignore[arg-type]
+            agent=fx.agent(model),
             run_id=r.run_id,
             resume_token=token,
         )
@@ -336,9 +336,7 @@ async def test_a_crash_before_the_first_model_call(store: SessionStore) -> None:
         return {}
 
     task = asyncio.create_task(
-        Session(store=spy, agent=Effects().agent(CheckedModel([stuck]))).start(  # type: ignore[arg-type]
-            "hello", run_id="early"
-        )
+        Session(store=spy, agent=Effects().agent(CheckedModel([stuck]))).start("hello", run_id="early")
     )
     await wait(entered)
     await _crash(task, spy)
@@ -383,7 +381,7 @@ async def test_a_crash_between_two_approvals_suspends_again_on_the_next_one(stor
     task = asyncio.create_task(
         Session.approve_suspended(
             store=spy,
-            agent=fx.agent(model),  # type: ignore[arg-type]
+            agent=fx.agent(model),
             run_id=r.run_id,
             resume_token=first_token,
         )

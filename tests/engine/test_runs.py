@@ -171,7 +171,7 @@ async def test_on_checkpoint_follows_every_commit_with_a_copy(store: SessionStor
         snapshots.append(state)
 
     model = CheckedModel([call("echo", text="a"), {"text": "done"}])
-    sess = Session(store=spy, agent=agent(model), on_checkpoint=on_checkpoint)  # type: ignore[arg-type]
+    sess = Session(store=spy, agent=agent(model), on_checkpoint=on_checkpoint)
     r = await sess.start("go")
     assert events == ["commit", "checkpoint"] * (len(events) // 2)
     assert len(snapshots) == len(committed) >= 3

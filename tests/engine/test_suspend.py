@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from repertory import Agent, ModelMessage, Session, suspend, tool
+from repertory import Agent, ModelMessage, RunResult, Session, suspend, tool
 from repertory.errors import InvalidResumeToken, RunNotFound, WrongSuspensionKind
 from repertory.storage import SessionStore
 
@@ -286,7 +287,11 @@ async def test_tokens_never_appear_in_error_messages(store: SessionStore) -> Non
     r = await sess.start("go")
     token = r.state.suspended_on.token  # type: ignore[union-attr]
     errors: list[Exception] = []
-    for attempt in (lambda: sess.resume(token, "x"), lambda: sess.approve_tool(token + "x")):
+    attempts: list[Callable[[], Awaitable[RunResult]]] = [
+        lambda: sess.resume(token, "x"),
+        lambda: sess.approve_tool(token + "x"),
+    ]
+    for attempt in attempts:
         try:
             await attempt()
         except Exception as exc:
@@ -297,6 +302,6 @@ async def test_tokens_never_appear_in_error_messages(store: SessionStore) -> Non
     except Exception as exc:
         errors.append(exc)
     assert len(errors) == 3
-    for exc in errors:
-        assert token not in str(exc) and token not in repr(exc)
-        assert token not in repr(getattr(exc, "details", {}))
+    for error in errors:
+        assert token not in str(error) and token not in repr(error)
+        assert token not in repr(getattr(error, "details", {}))

@@ -152,7 +152,7 @@ class RayBoard:
         import ray
 
         actor_class = ray.remote(_BoardActor)
-        actor = actor_class.options(  # type: ignore[attr-defined]
+        actor = actor_class.options(
             name=BOARD_NAME,
             namespace=BOARD_NAMESPACE,
             lifetime="detached",

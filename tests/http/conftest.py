@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +136,27 @@ async def memory_client(memory_server: ServerThread) -> AsyncIterator[LangGraphC
 def human(text: str) -> dict[str, Any]:
     """A run input holding one human message, as agent-chat-ui sends it (content blocks)."""
     return {"messages": [{"type": "human", "content": [{"type": "text", "text": text}]}]}
+
+
+def obj(answer: object) -> dict[str, Any]:
+    """A JSON object the server answered, typed as the tests read it (and checked to be one).
+
+    langgraph-sdk types its answers for any graph: ``runs.wait`` as ``list | dict``, a thread's
+    ``values`` and ``metadata`` as ``dict | None``, ``threads.copy`` as ``None``; this server
+    answers objects there.
+    """
+    assert isinstance(answer, dict), answer
+    return answer
+
+
+async def close(stream: AsyncIterator[Any]) -> None:
+    """Close a stream the SDK returned, which drops its connection.
+
+    The SDK types its streams as iterators; they are async generators, and closing one is what a
+    client that goes away does.
+    """
+    assert isinstance(stream, AsyncGenerator), stream
+    await stream.aclose()
 
 
 async def refused(awaitable: Awaitable[Any]) -> tuple[int, str]:

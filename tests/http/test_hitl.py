@@ -7,13 +7,13 @@ from typing import Any
 
 from langgraph_sdk.client import LangGraphClient
 
-from tests.http.conftest import human, refused
+from tests.http.conftest import human, obj, refused
 
 
 async def interrupted(client: LangGraphClient, prompt: str) -> tuple[str, dict[str, Any]]:
     thread = await client.threads.create()
     tid = thread["thread_id"]
-    values = await client.runs.wait(tid, "assistant", input=human(prompt))
+    values = obj(await client.runs.wait(tid, "assistant", input=human(prompt)))
     [interrupt] = values["__interrupt__"]
     return tid, interrupt
 
@@ -37,7 +37,7 @@ async def test_approval_is_an_interrupt_agent_chat_ui_can_render(client: LangGra
     history = await client.threads.get_history(tid, limit=1)
     assert history[0]["tasks"][0]["interrupts"][0]["value"] == request
     # The assistant's call is in the history, waiting for its result.
-    assert history[0]["values"]["messages"][-1]["tool_calls"][0]["name"] == "delete_account"
+    assert obj(history[0]["values"])["messages"][-1]["tool_calls"][0]["name"] == "delete_account"
     # No resume token (48 hex digits) ever leaves the server.
     for text in (str(thread), str(state), str(history)):
         assert re.search(r"[0-9a-f]{48}", text) is None
@@ -65,15 +65,17 @@ async def test_approve_over_a_stream(client: LangGraphClient) -> None:
 async def test_edit_runs_the_tool_with_the_edited_arguments(client: LangGraphClient) -> None:
     tid, _ = await interrupted(client, "delete acct_3")
     edit = {"type": "edit", "edited_action": {"name": "delete_account", "args": {"account_id": "acct_33"}}}
-    values = await client.runs.wait(tid, "assistant", command={"resume": {"decisions": [edit]}})
+    values = obj(await client.runs.wait(tid, "assistant", command={"resume": {"decisions": [edit]}}))
     tool = values["messages"][-2]
     assert tool["content"] == "deleted acct_33 (approved by alice)" and tool["status"] == "success"
 
 
 async def test_reject_with_a_message(client: LangGraphClient) -> None:
     tid, _ = await interrupted(client, "delete acct_4")
-    values = await client.runs.wait(
-        tid, "assistant", command={"resume": {"decisions": [{"type": "reject", "message": "not this one"}]}}
+    values = obj(
+        await client.runs.wait(
+            tid, "assistant", command={"resume": {"decisions": [{"type": "reject", "message": "not this one"}]}}
+        )
     )
     tool = values["messages"][-2]
     assert tool["status"] == "error" and tool["content"] == "not this one"
@@ -98,7 +100,7 @@ async def test_bad_decisions_leave_the_interrupt_live(client: LangGraphClient) -
     assert status == 422 and "decisions" in detail
     status, detail = await refused(resume({"decisions": [{"type": "approve"}] * 2}))
     assert (status, detail) == (422, "2 decisions for 1 pending approval(s)")
-    assert (await client.threads.get(tid))["values"]["__interrupt__"] == [interrupt]
+    assert obj((await client.threads.get(tid))["values"])["__interrupt__"] == [interrupt]
     # The older agent-inbox answer still works.
     values = await resume([{"type": "accept", "args": None}])
     assert values["messages"][-1]["content"] == "finished: deleted acct_5 (approved by alice)"
@@ -119,7 +121,7 @@ async def test_plain_suspension_resumes_with_its_value(client: LangGraphClient) 
 
 async def test_a_new_message_supersedes_the_interrupt(client: LangGraphClient) -> None:
     tid, _ = await interrupted(client, "delete acct_6")
-    values = await client.runs.wait(tid, "assistant", input=human("hello instead"))
+    values = obj(await client.runs.wait(tid, "assistant", input=human("hello instead")))
     assert "__interrupt__" not in values and values["messages"][-1]["content"] == "Hello! How can I help?"
     superseded = [m for m in values["messages"] if m["type"] == "tool"]
     assert superseded and superseded[-1]["status"] == "error"

@@ -9,12 +9,12 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import RateLimitError, UnprocessableEntityError
-from langgraph_sdk.schema import StreamPart
+from langgraph_sdk.schema import StreamMode, StreamPart
 
 from tests.http.agents import gate
-from tests.http.conftest import ALICE, BOB, MAX_STREAMS, ServerThread, human, refused
+from tests.http.conftest import ALICE, BOB, MAX_STREAMS, ServerThread, close, human, refused
 
-MODES = ["values", "updates", "messages-tuple", "custom"]
+MODES: list[StreamMode] = ["values", "updates", "messages-tuple", "custom"]
 
 
 def durable(parts: list[StreamPart]) -> list[tuple[str | None, str, Any]]:
@@ -49,7 +49,7 @@ async def test_join_stream_dropped_then_resumed_by_last_event_id(client: LangGra
         first.append(part)
         if part.event == "updates" and "tools" in part.data:
             break  # the first lookup's result arrived; the run now waits at the gate
-    await stream.aclose()  # the connection drops here
+    await close(stream)  # the connection drops here
     gate("drop1").set()  # the run goes on while nobody listens
 
     last_id = first[-1].id
@@ -97,7 +97,7 @@ async def test_open_streams_per_key_are_limited(sqlite_server: ServerThread) -> 
         finally:
             gate("limit1").set()
             for s in streams:
-                await s.aclose()
+                await close(s)
 
 
 async def test_large_bodies_are_refused(client: LangGraphClient) -> None:
@@ -112,7 +112,7 @@ async def test_on_disconnect_cancel_stops_the_run(client: LangGraphClient) -> No
     tid = thread["thread_id"]
     stream = client.runs.stream(tid, "assistant", input=human("block stop1"), on_disconnect="cancel")
     metadata = await anext(stream)
-    await stream.aclose()
+    await close(stream)
     try:
         values = await client.runs.join(tid, metadata.data["run_id"])
     finally:
@@ -121,7 +121,7 @@ async def test_on_disconnect_cancel_stops_the_run(client: LangGraphClient) -> No
     assert values["messages"][-1]["type"] == "human"
     survivor = client.runs.stream(tid, "assistant", input=human("hello survivor"))  # on_disconnect: continue
     await anext(survivor)
-    await survivor.aclose()
+    await close(survivor)
     runs = await client.runs.list(tid)
     done = await client.runs.join(tid, runs[0]["run_id"])
     assert done["messages"][-1]["content"] == "Hello! How can I help?"

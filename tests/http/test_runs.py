@@ -11,7 +11,7 @@ from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEnti
 from langgraph_sdk.schema import StreamPart
 
 from tests.http.agents import gate
-from tests.http.conftest import human, refused
+from tests.http.conftest import human, obj, refused
 
 
 async def collect(stream: Any) -> list[StreamPart]:
@@ -20,7 +20,7 @@ async def collect(stream: Any) -> list[StreamPart]:
 
 async def test_wait_returns_langchain_messages(client: LangGraphClient) -> None:
     thread = await client.threads.create()
-    values = await client.runs.wait(thread["thread_id"], "assistant", input=human("research bees"))
+    values = obj(await client.runs.wait(thread["thread_id"], "assistant", input=human("research bees")))
     messages = values["messages"]
     assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai", "tool", "ai"]
     assert messages[0]["content"] == "research bees"
@@ -96,7 +96,7 @@ async def test_background_run_join_list_and_stateless(client: LangGraphClient) -
     with pytest.raises(NotFoundError):
         await client.runs.get(tid, "no-such-run")
 
-    stateless = await client.runs.wait(None, "assistant", input=human("hello stateless"))
+    stateless = obj(await client.runs.wait(None, "assistant", input=human("hello stateless")))
     assert stateless["messages"][-1]["content"] == "Hello! How can I help?"
     streamed = await collect(client.runs.stream(None, "second", input=human("hi")))
     assert [p.data for p in streamed if p.event == "values"][-1]["messages"][-1]["content"] == "second here"
@@ -114,7 +114,8 @@ async def test_error_run(client: LangGraphClient) -> None:
     with pytest.raises(Exception, match="ModelError: the model is down"):  # the SDK's own reading of it
         await client.runs.wait(tid, "assistant", input=human("fail once more"))
     state = await client.threads.get_state(tid)
-    assert "the model is down" in state["tasks"][0]["error"]
+    error = state["tasks"][0]["error"]
+    assert error is not None and "the model is down" in error
 
 
 async def test_bad_input_is_422(client: LangGraphClient) -> None:
@@ -154,7 +155,7 @@ async def test_checkpoint_must_be_the_head(client: LangGraphClient) -> None:
     tid = thread["thread_id"]
     await client.runs.wait(tid, "assistant", input=human("hello one"))
     head, older = (await client.threads.get_history(tid, limit=2))[:2]
-    ok = await client.runs.wait(tid, "assistant", input=human("hello two"), checkpoint=head["checkpoint"])
+    ok = obj(await client.runs.wait(tid, "assistant", input=human("hello two"), checkpoint=head["checkpoint"]))
     assert ok["messages"][-2]["content"] == "hello two"
     status, detail = await refused(
         client.runs.wait(tid, "assistant", input=human("hello three"), checkpoint=older["checkpoint"])
@@ -191,7 +192,7 @@ async def test_cancel_a_running_run(client: LangGraphClient) -> None:
     assert (await client.runs.get(tid, run["run_id"]))["status"] == "interrupted"
     assert (await client.threads.get(tid))["status"] == "idle"
     gate("cancel1").set()
-    after = await client.runs.wait(tid, "assistant", input=human("hello after cancel"))
+    after = obj(await client.runs.wait(tid, "assistant", input=human("hello after cancel")))
     assert after["messages"][-1]["content"] == "Hello! How can I help?"
 
 
@@ -203,4 +204,4 @@ async def test_concurrent_waits_on_many_threads(memory_client: LangGraphClient) 
             for i, t in enumerate(threads)
         )
     )
-    assert all(r["messages"][-1]["content"] == "Hello! How can I help?" for r in results)
+    assert all(obj(r)["messages"][-1]["content"] == "Hello! How can I help?" for r in results)

@@ -18,7 +18,7 @@ from langgraph_sdk.errors import AuthenticationError, PermissionDeniedError
 from typer.testing import CliRunner
 
 from repertory.cli import app
-from tests.http.conftest import human
+from tests.http.conftest import human, obj
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = Path(sys.executable).with_name("repertory")
@@ -115,10 +115,10 @@ async def test_keys_principals_and_openapi(served: str) -> None:
 
     async with get_client(url=served, api_key="carol-secret") as carol:
         thread = await carol.threads.create()
-        values = await carol.runs.wait(thread["thread_id"], "assistant", input=human("hello from carol"))
+        values = obj(await carol.runs.wait(thread["thread_id"], "assistant", input=human("hello from carol")))
         assert values["messages"][0]["additional_kwargs"]["origin"] == {"kind": "user", "id": "carol"}
     async with get_client(url=served, api_key="linter-secret") as linter:
-        values = await linter.runs.wait(thread["thread_id"], "assistant", input=human("hello from the linter"))
+        values = obj(await linter.runs.wait(thread["thread_id"], "assistant", input=human("hello from the linter")))
         assert values["messages"][2]["additional_kwargs"]["origin"] == {"kind": "mod", "id": "linter"}
 
 
@@ -126,7 +126,7 @@ async def test_keys_from_the_environment_and_ctrl_c(tmp_path: Path) -> None:
     proc, url = await _serve("--store", f"sqlite:///{tmp_path / 'stop.db'}", env={"REPERTORY_API_KEYS": "dave-secret"})
     async with get_client(url=url, api_key="dave-secret") as client:
         thread = await client.threads.create()
-        values = await client.runs.wait(thread["thread_id"], "assistant", input=human("hello"))
+        values = obj(await client.runs.wait(thread["thread_id"], "assistant", input=human("hello")))
         origin = values["messages"][0]["additional_kwargs"]["origin"]
         assert origin["kind"] == "user" and origin["id"].startswith("key-") and "dave" not in origin["id"]
     proc.send_signal(signal.SIGINT)

@@ -8,7 +8,7 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
-from tests.http.conftest import human, refused
+from tests.http.conftest import human, obj, refused
 
 
 async def test_create_with_id_and_metadata_then_get(client: LangGraphClient) -> None:
@@ -18,7 +18,7 @@ async def test_create_with_id_and_metadata_then_get(client: LangGraphClient) -> 
     assert thread["metadata"] == {"user": "u1", "graph_id": "assistant", "assistant_id": "assistant"}
     assert thread["values"] == {"messages": []}
     again = await client.threads.get(tid)
-    assert again["thread_id"] == tid and again["metadata"]["user"] == "u1"
+    assert again["thread_id"] == tid and obj(again["metadata"])["user"] == "u1"
 
 
 async def test_if_exists_raise_and_do_nothing(client: LangGraphClient) -> None:
@@ -27,13 +27,13 @@ async def test_if_exists_raise_and_do_nothing(client: LangGraphClient) -> None:
     with pytest.raises(ConflictError):
         await client.threads.create(thread_id=tid)
     same = await client.threads.create(thread_id=tid, if_exists="do_nothing", metadata={"n": 2})
-    assert same["metadata"]["n"] == 1
+    assert obj(same["metadata"])["n"] == 1
 
 
 async def test_graph_id_picks_the_assistant(client: LangGraphClient) -> None:
     thread = await client.threads.create(graph_id="second")
-    assert thread["metadata"]["graph_id"] == "second"
-    values = await client.runs.wait(thread["thread_id"], "second", input=human("hi"))
+    assert obj(thread["metadata"])["graph_id"] == "second"
+    values = obj(await client.runs.wait(thread["thread_id"], "second", input=human("hi")))
     assert values["messages"][-1]["content"] == "second here"
     with pytest.raises(NotFoundError):
         await client.threads.create(graph_id="nobody")
@@ -63,7 +63,7 @@ async def test_search_by_metadata_and_status(client: LangGraphClient) -> None:
     assert {t["thread_id"] for t in found} == {idle["thread_id"], waiting["thread_id"]}
     interrupted = await client.threads.search(metadata={"tag": tag}, status="interrupted")
     assert [t["thread_id"] for t in interrupted] == [waiting["thread_id"]]
-    assert interrupted[0]["values"]["__interrupt__"]
+    assert obj(interrupted[0]["values"])["__interrupt__"]
     by_kind = await client.threads.search(metadata={"tag": tag, "kind": "idle"})
     assert [t["thread_id"] for t in by_kind] == [idle["thread_id"]]
     # agent-chat-ui lists a user's threads by graph_id.
@@ -82,10 +82,14 @@ async def test_history_is_the_checkpoint_chain_newest_first(client: LangGraphCli
     # human, ai(call), tool, ai(call), tool, ai(reply): one checkpoint per message
     assert len(states) == 6
     head, *older = states
-    assert head["values"]["messages"][-1]["content"] == "research done" and head["next"] == []
+    assert obj(head["values"])["messages"][-1]["content"] == "research done" and head["next"] == []
     for newer, parent in zip(states, older, strict=False):
-        assert newer["parent_checkpoint"]["checkpoint_id"] == parent["checkpoint"]["checkpoint_id"]
-        assert len(newer["values"]["messages"]) == len(parent["values"]["messages"]) + 1
+        parent_checkpoint = newer["parent_checkpoint"]
+        assert (
+            parent_checkpoint is not None
+            and parent_checkpoint["checkpoint_id"] == parent["checkpoint"]["checkpoint_id"]
+        )
+        assert len(obj(newer["values"])["messages"]) == len(obj(parent["values"])["messages"]) + 1
     assert states[-1]["parent_checkpoint"] is None
     state = await client.threads.get_state(tid)
     assert state["checkpoint"] == head["checkpoint"]
@@ -99,26 +103,26 @@ async def test_copy_is_a_fork_sharing_history(client: LangGraphClient) -> None:
     thread = await client.threads.create(metadata={"origin": "copy-test"})
     tid = thread["thread_id"]
     await client.runs.wait(tid, "assistant", input=human("hello one"))
-    copy = await client.threads.copy(tid)
-    assert copy["thread_id"] != tid and copy["metadata"]["origin"] == "copy-test"
-    assert copy["values"]["messages"] == (await client.threads.get(tid))["values"]["messages"]
+    copy = obj(await client.threads.copy(tid))  # type: ignore[func-returns-value]  # the SDK says None; it is the thread
+    assert copy["thread_id"] != tid and obj(copy["metadata"])["origin"] == "copy-test"
+    assert copy["values"]["messages"] == obj((await client.threads.get(tid))["values"])["messages"]
 
     await client.runs.wait(copy["thread_id"], "assistant", input=human("hello from the copy"))
     await client.runs.wait(tid, "assistant", input=human("hello from the original"))
-    original = [m["content"] for m in (await client.threads.get(tid))["values"]["messages"]]
-    forked = [m["content"] for m in (await client.threads.get(copy["thread_id"]))["values"]["messages"]]
+    original = [m["content"] for m in obj((await client.threads.get(tid))["values"])["messages"]]
+    forked = [m["content"] for m in obj((await client.threads.get(copy["thread_id"]))["values"])["messages"]]
     assert original[:2] == forked[:2]
     assert "hello from the copy" in forked and "hello from the copy" not in original
     assert "hello from the original" in original and "hello from the original" not in forked
     # The shared prefix is the same stored messages (same ids), not copies.
-    original_ids = [m["id"] for m in (await client.threads.get(tid))["values"]["messages"]]
-    forked_ids = [m["id"] for m in (await client.threads.get(copy["thread_id"]))["values"]["messages"]]
+    original_ids = [m["id"] for m in obj((await client.threads.get(tid))["values"])["messages"]]
+    forked_ids = [m["id"] for m in obj((await client.threads.get(copy["thread_id"]))["values"])["messages"]]
     assert original_ids[:2] == forked_ids[:2]
 
 
 async def test_memory_store_threads_and_copy(memory_client: LangGraphClient) -> None:
     thread = await memory_client.threads.create()
-    values = await memory_client.runs.wait(thread["thread_id"], "assistant", input=human("hello memory"))
+    values = obj(await memory_client.runs.wait(thread["thread_id"], "assistant", input=human("hello memory")))
     assert [m["type"] for m in values["messages"]] == ["human", "ai"]
-    copy = await memory_client.threads.copy(thread["thread_id"])
+    copy = obj(await memory_client.threads.copy(thread["thread_id"]))  # type: ignore[func-returns-value]  # the SDK says None
     assert [m["id"] for m in copy["values"]["messages"]] == [m["id"] for m in values["messages"]]

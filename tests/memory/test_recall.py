@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from repertory import ModelMessage, Origin, StoreError, TextPart, ToolCallPart, ToolResultPart
+from repertory.core.store import MemoryRecord
 from repertory.memory import HashingEmbedder, StoreMemory
 from repertory.storage import InMemorySessionStore
 
@@ -16,14 +17,14 @@ from .conftest import Backend
 
 
 async def say(memory: StoreMemory, thread: str, *texts: str, role: str = "user") -> None:
-    await memory.append(thread_id=thread, messages=[ModelMessage(role=role, parts=[TextPart(text=t)]) for t in texts])  # type: ignore[arg-type]
+    await memory.append(thread_id=thread, messages=[ModelMessage(role=role, parts=[TextPart(text=t)]) for t in texts])
 
 
 def q(text: str) -> list[ModelMessage]:
     return [ModelMessage.user(text)]
 
 
-def texts(messages: Sequence[ModelMessage]) -> list[str]:
+def texts(messages: Sequence[ModelMessage | MemoryRecord]) -> list[str]:
     return [m.text for m in messages]
 
 
@@ -200,7 +201,7 @@ async def test_vectors_of_another_embedder_are_never_compared(store: Any) -> Non
 
 
 async def test_min_score_and_top_k(store: Any) -> None:
-    table = {"a": [1, 0], "b": [0.8, 0.6], "c": [0.6, 0.8], "d": [0, 1], "q": [1, 0]}
+    table: dict[str, list[float]] = {"a": [1, 0], "b": [0.8, 0.6], "c": [0.6, 0.8], "d": [0, 1], "q": [1, 0]}
     memory = StoreMemory(store, resource="ada", last_messages=0, embedder=FixedEmbedder("f", table))
     await say(memory, "t1", "d", "c", "b", "a")
     hits = await memory.search("q", 3)

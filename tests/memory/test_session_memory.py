@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-from repertory import Agent, ModelMessage, Session, ToolSpec, tool
+from repertory import Agent, MessageHistory, ModelMessage, Session, ToolSpec, tool
 from repertory.core.memory import MEMORY_HEADER
 from repertory.memory import StoreMemory
 from repertory.testing import ScriptedModel
@@ -24,7 +24,7 @@ from .conftest import Backend
 async def history(store: Any, thread_id: str) -> list[ModelMessage]:
     thread = await store.load_thread(thread_id)
     assert thread is not None and thread.history_revision_id is not None
-    loaded = await store.load_history(thread.history_revision_id)
+    loaded: MessageHistory | None = await store.load_history(thread.history_revision_id)
     assert loaded is not None
     return loaded.messages
 
@@ -43,7 +43,8 @@ class Recorder:
     def __call__(self, messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
         self.requests.append((list(messages), list(tools)))
         reply = self.replies.pop(0)
-        return reply(messages) if callable(reply) else reply
+        step: dict[str, Any] = reply(messages) if callable(reply) else reply
+        return step
 
 
 async def test_a_new_session_remembers_the_earlier_one_and_keeps_its_history_clean(store: Any) -> None:

@@ -120,9 +120,9 @@ async def test_server_restart_mid_run_every_commit_lands_whole_or_raises() -> No
                 if i == 20 and not restarted:
                     await asyncio.to_thread(server.restart)
                     restarted = True
-            stored = await store.load_history(history.revision_id)  # type: ignore[arg-type]
-            assert stored is not None
-            assert [m.text for m in stored.messages] == landed
+            final = await store.load_history(history.revision_id)  # type: ignore[arg-type]
+            assert final is not None
+            assert [m.text for m in final.messages] == landed
             assert len(landed) >= 39  # every commit after the restart landed: the pool reconnected
         finally:
             await store.close()
@@ -210,8 +210,8 @@ async def test_two_processes_racing_on_one_thread_exactly_one_wins_each_round(
             verdict, r = line.split()
             results.setdefault(int(r), []).append(verdict)
     assert sorted(results) == list(range(rounds))
-    for r, verdicts in results.items():
-        assert sorted(verdicts) == ["LOSE", "WIN"], (r, verdicts)
+    for round_, verdicts in results.items():
+        assert sorted(verdicts) == ["LOSE", "WIN"], (round_, verdicts)
     final = await store.load_thread("race")
     assert final is not None
     stored = await store.load_history(final.history_revision_id)  # type: ignore[arg-type]

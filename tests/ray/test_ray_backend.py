@@ -201,7 +201,8 @@ async def test_a_fresh_runtime_recovers_sessions_created_by_another(ray_runtime:
     )
     try:
         again = await second.session(h.id)
-        assert (await again.run("after")).text.endswith("after")
+        text = (await again.run("after")).text
+        assert text is not None and text.endswith("after")
     finally:
         await second.close()
 

@@ -10,14 +10,23 @@ view per table that keeps the latest version of each row. Column types are docum
 ``docs/analytics.md`` and only ever grow.
 
 Readers per backend (``_sqlite_reader``, ``_pg_reader``, ``_memory_reader``) are registered with
-``reader_for`` on import; another store class can register its own.
+``reader_for`` on import; another store class can register its own. Needs the ``analytics`` extra
+(pyarrow, duckdb); the PostgreSQL reader is registered only where the ``postgres`` extra is
+installed, since without it there is no PostgreSQL store to export.
 """
 
-from repertory.storage.export import _memory_reader, _pg_reader, _sqlite_reader  # noqa: F401 (registration)
-from repertory.storage.export._export import ExportReport, TableReport, export_parquet
-from repertory.storage.export._files import ExportError, committed_parts, read_watermark
-from repertory.storage.export._readers import ExportReader, reader_for
-from repertory.storage.export._schema import BASE_TABLES, DERIVED_TABLES, TABLES, TableSpec
+from repertory._extras import installed, require
+
+require("repertory.storage.export", "analytics")
+
+from repertory.storage.export import _memory_reader, _sqlite_reader  # noqa: E402, F401 (registration)
+from repertory.storage.export._export import ExportReport, TableReport, export_parquet  # noqa: E402
+from repertory.storage.export._files import ExportError, committed_parts, read_watermark  # noqa: E402
+from repertory.storage.export._readers import ExportReader, reader_for  # noqa: E402
+from repertory.storage.export._schema import BASE_TABLES, DERIVED_TABLES, TABLES, TableSpec  # noqa: E402
+
+if installed("postgres"):
+    from repertory.storage.export import _pg_reader  # noqa: F401 (registration)
 
 __all__ = [
     "BASE_TABLES",
