@@ -216,7 +216,7 @@ class Drive:
 
         task = asyncio.current_task()
         if self.signal is not None and task is not None:
-            self.signal._register(task)
+            self.signal.bind(task)
         try:
             if self.signal is not None and self.signal.aborted:
                 raise asyncio.CancelledError
@@ -241,7 +241,7 @@ class Drive:
             raise
         finally:
             if self.signal is not None and task is not None:
-                self.signal._unregister(task)
+                self.signal.unbind(task)
 
     async def _commit_error(self, exc: Exception) -> None:
         run = self.run_state
