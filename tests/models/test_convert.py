@@ -105,7 +105,7 @@ def test_one_model_on_two_event_loops() -> None:
         server.add(SSEReply([chunk("hi", finish="stop")]))
         try:
             text = (await collect(model))[1].message.text
-            clients.append(model._client)
+            clients.append(model.client)
             return text
         finally:
             if close:
