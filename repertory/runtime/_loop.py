@@ -10,7 +10,6 @@ checkpoint after every step.
 from __future__ import annotations
 
 import asyncio
-import re
 import traceback
 from collections.abc import Callable, Collection
 from typing import Any
@@ -40,6 +39,7 @@ from repertory.errors import (
 from repertory.runtime._settle import settle_calls
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import Outbox
+from repertory.runtime.output import parse_output
 from repertory.runtime.signals import AbortSignal
 from repertory.runtime.tools import Tool
 
@@ -48,13 +48,6 @@ __all__ = ["Drive", "OUTPUT_RETRIES"]
 MODEL_ORIGIN = Origin(kind="model")
 FEEDBACK_ORIGIN = Origin(kind="system", id="output-validation")
 OUTPUT_RETRIES = 2
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
-
-
-def parse_output(output_type: type[BaseModel], text: str) -> BaseModel:
-    """Validate a final reply into ``output_type``, tolerating a Markdown code fence around the JSON."""
-    match = _FENCE.match(text)
-    return output_type.model_validate_json(match.group(1) if match else text)
 
 
 class Drive:

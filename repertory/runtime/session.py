@@ -44,9 +44,10 @@ from repertory.runtime._decisions import (
     stored_run,
     value_text,
 )
-from repertory.runtime._loop import Drive, parse_output
+from repertory.runtime._loop import Drive
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import Outbox
+from repertory.runtime.output import parse_output
 from repertory.runtime.signals import AbortSignal, Signal
 
 __all__ = ["Session", "SessionInput", "snapshot"]
