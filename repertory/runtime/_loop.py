@@ -43,7 +43,7 @@ from repertory.runtime.output import parse_output
 from repertory.runtime.signals import AbortSignal
 from repertory.runtime.tools import Tool
 
-__all__ = ["Drive", "OUTPUT_RETRIES"]
+__all__ = ["Drive", "OUTPUT_RETRIES", "parse_output"]  # parse_output: its home is repertory.runtime.output
 
 MODEL_ORIGIN = Origin(kind="model")
 FEEDBACK_ORIGIN = Origin(kind="system", id="output-validation")

@@ -68,6 +68,14 @@ class PgBase:
         self._closed = False
         self._writers: list[GroupCommit[Any, Any]] = []  # group-commit queues that close() lets finish
 
+    @property
+    def reopen_url(self) -> str:
+        """The database's URL with its password: what another process (a Ray host) opens the same store with.
+
+        Never show it: ``url`` is the redacted one, for messages and logs.
+        """
+        return self._conninfo
+
     # -- plumbing ---------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
