@@ -310,9 +310,9 @@ async def bench_load(workdir: Path, depths: Sequence[int], runs: int, pool: Sequ
             async def load(rid: str = revision_id) -> object:
                 return await store.load_history(rid)
 
-            # The store's own query on its own reader pool (private names: a benchmark may look inside).
+            # The store's own query on its own reader pool, through its public read().
             async def query(rid: str = revision_id) -> object:
-                return await store._read("bench", lambda c: c.execute(_LINEAGE_SQL, (rid,)).fetchall())
+                return await store.read("bench", lambda c: c.execute(_LINEAGE_SQL, (rid,)).fetchall())
 
             median, fastest = await _median_ms(runs, load)
             query_median, _ = await _median_ms(runs, query)

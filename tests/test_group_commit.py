@@ -154,30 +154,30 @@ def test_limits_are_checked() -> None:
 
 async def test_sqlite_groups_concurrent_commits_and_runs_a_lone_one_without_savepoints(tmp_path: Path) -> None:
     async with await SqliteSessionStore.open(tmp_path / "g.db") as store:
-        assert store.group_commit and store._group is not None
+        assert store.group_commit and store.group_writer is not None
         statements: list[str] = []
-        store._writer.set_trace_callback(statements.append)
+        store.trace_writes(statements.append)
         await commit(store, history_of("alone"), thread_id="lone", run_id="lone")
         assert not any("SAVEPOINT" in s for s in statements)
         assert sum(s == "COMMIT" for s in statements) == 1
         statements.clear()
         histories = [history_of(f"m{i}") for i in range(50)]
         await asyncio.gather(*(commit(store, h, thread_id=f"t{i}", run_id=f"r{i}") for i, h in enumerate(histories)))
-        store._writer.set_trace_callback(None)
+        store.trace_writes(None)
         # The first of fifty found the writer idle; the other 49 shared one transaction.
         assert sum(s == "COMMIT" for s in statements) == 2
         assert sum(s.startswith("SAVEPOINT") for s in statements) == 49
-        assert store._group.batches == 3 and store._group.members == 51
+        assert store.group_writer.batches == 3 and store.group_writer.members == 51
 
 
 async def test_sqlite_with_group_commit_off_commits_each_write_alone(tmp_path: Path) -> None:
     async with await SqliteSessionStore.open(tmp_path / "g.db", group_commit=False) as store:
-        assert not store.group_commit and store._group is None
+        assert not store.group_commit and store.group_writer is None
         statements: list[str] = []
-        store._writer.set_trace_callback(statements.append)
+        store.trace_writes(statements.append)
         histories = [history_of(f"m{i}") for i in range(5)]
         await asyncio.gather(*(commit(store, h, thread_id=f"t{i}", run_id=f"r{i}") for i, h in enumerate(histories)))
-        store._writer.set_trace_callback(None)
+        store.trace_writes(None)
         assert sum(s == "COMMIT" for s in statements) == 5
         assert not any("SAVEPOINT" in s for s in statements)
 
@@ -243,10 +243,10 @@ def test_a_store_keeps_working_across_event_loops(tmp_path: Path) -> None:
 
     asyncio.run(burst("a"))
     asyncio.run(burst("b"))
-    assert store._group is not None
-    before = (store._group.batches, store._group.members)
+    assert store.group_writer is not None
+    before = (store.group_writer.batches, store.group_writer.members)
     asyncio.run(commit(store, history_of("lone"), thread_id="lone", run_id="lone"))
-    assert (store._group.batches, store._group.members) == (before[0] + 1, before[1] + 1)
+    assert (store.group_writer.batches, store.group_writer.members) == (before[0] + 1, before[1] + 1)
     asyncio.run(store.close())
     reopened = asyncio.run(SqliteSessionStore.open(tmp_path / "loops.db"))
     assert len(asyncio.run(reopened.list_runs())) == 41

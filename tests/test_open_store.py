@@ -22,7 +22,7 @@ PNG_BYTES = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x0
 
 def pragma(store: SessionStore, name: str) -> object:
     assert isinstance(store, SqliteSessionStore)
-    return store._writer.execute(f"PRAGMA {name}").fetchone()[0]
+    return store.pragma(name)
 
 
 def listing(folder: Path) -> list[str]:

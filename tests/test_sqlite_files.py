@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import EngineSession, make_message
-from repertory.storage.sqlite._wal import WalKeeper
 from repertory.storage.sqlite.store import SqliteSessionStore
 
 
@@ -15,18 +14,17 @@ async def test_a_log_past_the_limit_is_checkpointed_and_emptied(tmp_path: Path) 
     path = tmp_path / "wal.db"
     store = await SqliteSessionStore.open(str(path))
     try:
-        keeper = store._wal
-        assert isinstance(keeper, WalKeeper)
-        keeper._limit = 64 * 1024  # small enough that a few commits pass it
+        keeper = store.wal_keeper
+        assert keeper is not None
+        keeper.limit = 64 * 1024  # small enough that a few commits pass it
         session = EngineSession.new()
         for i in range(200):
             await session.step(store, make_message(i))
         wal = Path(f"{path}-wal")
         assert wal.stat().st_size > 64 * 1024
-        keeper._looked = 0.0  # the next write looks at once instead of a second later
+        keeper.every_seconds = 0.0  # the next write looks at once instead of a second later
         await session.step(store, make_message(200))
-        assert keeper._task is not None
-        await keeper._task
+        assert await keeper.settle()  # a checkpoint was started; now it is over
         assert keeper.checkpoints == 1 and os.path.getsize(wal) == 0
         assert session.head is not None
         loaded = await store.load_history(session.head)
@@ -50,7 +48,7 @@ async def test_close_waits_for_a_read_still_running_on_its_thread(tmp_path: Path
         finished.append(time.monotonic())
         return count
 
-    read = asyncio.ensure_future(store._read("slow read", slow))
+    read = asyncio.ensure_future(store.read("slow read", slow))
     await asyncio.sleep(0.05)
     read.cancel()
     await store.close()

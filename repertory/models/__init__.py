@@ -7,10 +7,8 @@ this package until an agent is given a model string, so repertory without the SD
 from repertory.models._infer import PROVIDERS, infer_model
 from repertory.models.openai_chat import OpenAIChatModel
 from repertory.models.pricing import PRICES, ModelPrice, cost_of, price_for
-from repertory.runtime._settle import INVALID_ARGS_KEY
 
 __all__ = [
-    "INVALID_ARGS_KEY",
     "PRICES",
     "PROVIDERS",
     "ModelPrice",

@@ -10,13 +10,10 @@ import json
 import re
 from typing import Any
 
-from pydantic import JsonValue
-
 from repertory.core.messages import ModelMessage, ToolCallPart, ToolResultPart
 from repertory.core.model import ToolSpec
-from repertory.runtime._settle import INVALID_ARGS_KEY
 
-__all__ = ["ERROR_PREFIX", "parse_arguments", "response_format", "to_openai_messages", "to_openai_tools"]
+__all__ = ["ERROR_PREFIX", "response_format", "to_openai_messages", "to_openai_tools"]
 
 ERROR_PREFIX = "Error: "
 """Put before an error tool result's text: the wire format has no ``is_error`` flag, and a model that
@@ -55,7 +52,7 @@ def _tool_call(call: ToolCallPart) -> dict[str, Any]:
     # A call whose arguments never parsed goes back as "{}": some servers (vLLM among them) parse
     # the arguments of past calls and would reject the whole request; the error result the model
     # reads next quotes what it actually sent.
-    args = "{}" if INVALID_ARGS_KEY in call.args else json.dumps(call.args)
+    args = "{}" if call.invalid_args is not None else json.dumps(call.args)
     return {"id": call.tool_call_id, "type": "function", "function": {"name": call.tool_name, "arguments": args}}
 
 
@@ -83,21 +80,3 @@ def response_format(schema: dict[str, Any]) -> dict[str, Any]:
     """
     name = _SCHEMA_NAME.sub("_", str(schema.get("title") or "output"))[:64]
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
-
-
-def parse_arguments(raw: str) -> dict[str, Any]:
-    """A tool call's arguments from their streamed text.
-
-    Empty text means no arguments (servers send ``""`` for parameterless tools). Text that is not
-    a JSON object becomes ``{INVALID_ARGS_KEY: raw}``, which the engine answers with an error
-    result quoting it, so the model can correct itself instead of the run failing.
-    """
-    if not raw.strip():
-        return {}
-    try:
-        value: JsonValue = json.loads(raw)
-    except ValueError:
-        return {INVALID_ARGS_KEY: raw}
-    if not isinstance(value, dict):
-        return {INVALID_ARGS_KEY: raw}
-    return value

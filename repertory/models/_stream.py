@@ -15,7 +15,6 @@ from repertory.core.ids import new_id
 from repertory.core.messages import ModelMessage, Part, ReasoningPart, TextPart, ToolCallPart
 from repertory.core.model import ModelEvent, ReasoningDelta, TextDelta
 from repertory.core.state import Usage
-from repertory.models._convert import parse_arguments
 
 __all__ = ["REASONING_FIELDS", "MalformedReply", "MessageAssembler"]
 
@@ -178,10 +177,10 @@ class MessageAssembler:
             if not call.name:
                 raise MalformedReply(f"malformed reply from the server: tool call #{index} has no function name")
             parts.append(
-                ToolCallPart(
+                ToolCallPart.from_arguments_text(
                     tool_call_id=call.id or f"call_{new_id()}",
                     tool_name=call.name,
-                    args=parse_arguments("".join(call.arguments)),
+                    arguments="".join(call.arguments),
                 )
             )
         if not parts:

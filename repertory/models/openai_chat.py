@@ -58,7 +58,8 @@ class OpenAIChatModel:
     ``stream_options`` for servers that reject it (usage is then whatever the server volunteers).
     ``settings.extra`` is merged into the request body (``top_p``, ``seed``, ``reasoning_effort``...).
     ``client`` supplies a configured ``openai.AsyncOpenAI`` (Azure, proxies); the model does not
-    close a client it was given.
+    close a client it was given. ``retry_sleep`` is what the wait before a retry awaits (a test gives
+    one that records the delays instead of waiting them).
     """
 
     def __init__(
@@ -77,6 +78,7 @@ class OpenAIChatModel:
         stream: bool = True,
         stream_usage: bool = True,
         client: openai.AsyncOpenAI | None = None,
+        retry_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if not model:
             raise ValueError("model must name a model")
@@ -103,8 +105,7 @@ class OpenAIChatModel:
         self._given_client = client
         self._client: openai.AsyncOpenAI | None = None
         self._client_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-        # Waiting between retries goes through here, so tests can see the delays without waiting them.
-        self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        self._sleep = retry_sleep
 
     def __repr__(self) -> str:
         where = f", base_url={self.base_url!r}" if self.base_url else ""
@@ -169,6 +170,15 @@ class OpenAIChatModel:
         return params
 
     # -- transport --------------------------------------------------------------------------------
+
+    @property
+    def client(self) -> openai.AsyncOpenAI | None:
+        """The SDK client requests go through: the one given, else the one made for the last loop used.
+
+        ``None`` before the first request. A connection pool belongs to the event loop it was
+        opened on, so a request from another loop makes a new client.
+        """
+        return self._given_client if self._given_client is not None else self._client
 
     def _get_client(self) -> openai.AsyncOpenAI:
         if self._given_client is not None:

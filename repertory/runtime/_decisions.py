@@ -1,8 +1,9 @@
-"""Pure helpers of ``Session``: turning inputs into messages and decisions into run bookkeeping.
+"""Pure helpers of ``Session``: turning inputs into messages, decisions into run bookkeeping, tokens into runs.
 
 A decision function mutates a drive's run (it records what was decided) and returns the call ids
 decided in this drive; it runs before the token is consumed, so a decision that raises (approval
-arguments that do not validate) leaves the token live.
+arguments that do not validate) leaves the token live. Nothing here touches a session: redeeming a
+token (claiming the session, driving on) is ``Session``'s own.
 """
 
 from __future__ import annotations
@@ -10,28 +11,31 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import TypeAdapter
 
 from repertory.core.ids import now_ms
 from repertory.core.messages import ModelMessage, Origin
-from repertory.core.result import RunResult
 from repertory.core.state import RunState, SuspendKind, snapshot
 from repertory.core.store import SessionStore
 from repertory.errors import (
-    CommitConflict,
     InvalidResumeToken,
     RunNotFound,
     WrongSuspensionKind,
 )
 from repertory.runtime._loop import Drive
-from repertory.runtime.signals import AbortSignal
 
-if TYPE_CHECKING:
-    from repertory.runtime.session import Session
-
-__all__ = ["SessionInput", "approve", "input_messages", "redeem", "reject", "stored_run", "value_text"]
+__all__ = [
+    "SessionInput",
+    "approve",
+    "checked_run",
+    "held_run",
+    "input_messages",
+    "reject",
+    "stored_run",
+    "value_text",
+]
 
 SessionInput = str | dict[str, Any]
 _MESSAGES = TypeAdapter(list[ModelMessage])
@@ -95,59 +99,18 @@ def reject(reason: str) -> Callable[[Drive], tuple[str, ...]]:
     return decide
 
 
-async def redeem(
-    sess: Session,
-    run_id: str,
-    token: str,
-    kind: SuspendKind,
-    signal: AbortSignal | None,
-    decide: Callable[[Drive], tuple[str, ...]],
-) -> RunResult:
-    """Check a token in the documented order, record the decision and drive on.
-
-    The token is consumed by the commit that records the decision (``redeem_token``), so of
-    several racing redemptions exactly one proceeds; the others get ``InvalidResumeToken``.
-    """
-    held = _held(sess.state, run_id, token, kind)
-    run = held if held is not None else await _checked(sess.store, run_id, token, kind)
-    sess._claim()
-    sess.thread_id = run.thread_id
-    try:
-        try:
-            drive = await sess._drive_for(run, signal)
-        except CommitConflict:
-            # Another redemption won and moved the thread on between our read and now.
-            used = f"the resume token of run {run_id!r} was already used"
-            raise InvalidResumeToken(used, run_id=run_id) from None
-        drive.just_decided = set(decide(drive))
-        drive.run_state.pending.pop(0)
-        drive.run_state.suspended_on = None
-        drive.run_state.status = "running"
-    except BaseException:
-        sess._busy = False
-        sess._history = None
-        raise
-    try:
-        return await sess._run(drive, token, commit=True)
-    except InvalidResumeToken:
-        if held is not None and await sess.store.load_run(run_id) is None:
-            # What reading the store first would have said: the run was deleted since it was held.
-            raise RunNotFound(f"no run {run_id!r}", run_id=run_id) from None
-        raise
-
-
 def _live_token_matches(run: RunState, token: str) -> bool:
     live = run.suspended_on.token if run.status == "suspended" and run.suspended_on is not None else None
     return live is not None and isinstance(token, str) and secrets.compare_digest(live.encode(), token.encode())
 
 
-def _held(held: RunState | None, run_id: str, token: str, kind: SuspendKind) -> RunState | None:
+def held_run(held: RunState | None, run_id: str, token: str, kind: SuspendKind) -> RunState | None:
     """A copy of the session's own state of the run when it waits on exactly this token and kind.
 
     It saves reading the run again (the actor read it when it activated, or committed it itself).
     Trusting it is safe: a token is minted once per suspension, so a run still holding it in the
     store is in the state the session holds, and the commit that uses the token checks, in its
-    transaction, that it is still live. Anything else goes through the store (``_checked``).
+    transaction, that it is still live. Anything else goes through the store (``checked_run``).
     """
     if held is None or held.run_id != run_id or not _live_token_matches(held, token):
         return None
@@ -155,7 +118,7 @@ def _held(held: RunState | None, run_id: str, token: str, kind: SuspendKind) -> 
     return snapshot(held) if held.suspended_on.kind == kind else None
 
 
-async def _checked(store: SessionStore, run_id: str, token: str, kind: SuspendKind) -> RunState:
+async def checked_run(store: SessionStore, run_id: str, token: str, kind: SuspendKind) -> RunState:
     """The stored run, checked in the documented order: it exists, the token is live, the kind matches."""
     run = await store.load_run(run_id)
     if run is None:

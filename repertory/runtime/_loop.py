@@ -10,7 +10,6 @@ checkpoint after every step.
 from __future__ import annotations
 
 import asyncio
-import re
 import traceback
 from collections.abc import Callable, Collection
 from typing import Any
@@ -40,21 +39,15 @@ from repertory.errors import (
 from repertory.runtime._settle import settle_calls
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import Outbox
+from repertory.runtime.output import parse_output
 from repertory.runtime.signals import AbortSignal
 from repertory.runtime.tools import Tool
 
-__all__ = ["Drive", "OUTPUT_RETRIES"]
+__all__ = ["Drive", "OUTPUT_RETRIES", "parse_output"]  # parse_output: its home is repertory.runtime.output
 
 MODEL_ORIGIN = Origin(kind="model")
 FEEDBACK_ORIGIN = Origin(kind="system", id="output-validation")
 OUTPUT_RETRIES = 2
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
-
-
-def parse_output(output_type: type[BaseModel], text: str) -> BaseModel:
-    """Validate a final reply into ``output_type``, tolerating a Markdown code fence around the JSON."""
-    match = _FENCE.match(text)
-    return output_type.model_validate_json(match.group(1) if match else text)
 
 
 class Drive:
@@ -216,7 +209,7 @@ class Drive:
 
         task = asyncio.current_task()
         if self.signal is not None and task is not None:
-            self.signal._register(task)
+            self.signal.bind(task)
         try:
             if self.signal is not None and self.signal.aborted:
                 raise asyncio.CancelledError
@@ -241,7 +234,7 @@ class Drive:
             raise
         finally:
             if self.signal is not None and task is not None:
-                self.signal._unregister(task)
+                self.signal.unbind(task)
 
     async def _commit_error(self, exc: Exception) -> None:
         run = self.run_state

@@ -23,15 +23,7 @@ from repertory.runtime.tools import Tool, ToolContext
 if TYPE_CHECKING:
     from repertory.runtime._loop import Drive
 
-__all__ = ["INVALID_ARGS_KEY", "OUTCOME_UNKNOWN", "settle_calls", "suspend_on_first"]
-
-INVALID_ARGS_KEY = "__invalid_json__"
-"""A model adapter puts a call's raw argument text under this key when it is not a JSON object.
-
-Such a call never runs (nor is it put to a human for approval): it gets an error result quoting the
-text, so the model reads what went wrong and can call again. No real argument can collide with the
-key, since pydantic field names cannot start with an underscore.
-"""
+__all__ = ["OUTCOME_UNKNOWN", "settle_calls", "suspend_on_first"]
 
 OUTCOME_UNKNOWN = (
     "outcome unknown: the run stopped while this tool was running, and it is not idempotent, so it was not run again"
@@ -65,8 +57,9 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
             known = ", ".join(sorted(drive.tools)) or "none"
             results[cid] = error_result(call, f"unknown tool {call.tool_name!r}; available tools: {known}")
             continue
-        if INVALID_ARGS_KEY in call.args:
-            raw = str(call.args[INVALID_ARGS_KEY])[:2000]
+        if call.invalid_args is not None:
+            # Never run, nor put to a human: the model reads what it sent and can call again.
+            raw = call.invalid_args[:2000]
             results[cid] = error_result(
                 call,
                 f"the arguments of this call to {tool.name!r} are not a JSON object, "

@@ -37,15 +37,17 @@ from repertory.runtime._control import commit_cancelled, pair_unanswered, supers
 from repertory.runtime._decisions import (
     SessionInput,
     approve,
+    checked_run,
+    held_run,
     input_messages,
-    redeem,
     reject,
     stored_run,
     value_text,
 )
-from repertory.runtime._loop import Drive, parse_output
+from repertory.runtime._loop import Drive
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import Outbox
+from repertory.runtime.output import parse_output
 from repertory.runtime.signals import AbortSignal, Signal
 
 __all__ = ["Session", "SessionInput", "snapshot"]
@@ -93,6 +95,15 @@ class Session:
     def state(self) -> RunState | None:
         """The latest run state this session holds, or ``None`` before a run started."""
         return self._state
+
+    def adopt_state(self, run: RunState | None) -> None:
+        """Take ``run``, read from the store by the caller, as ``state``, announcing nothing.
+
+        For an owner that already read the run (an actor activating from its store row): a
+        ``resume()``/``approve_tool()``/``reject_tool()`` of that run then redeems its token without
+        reading the run again. ``on_checkpoint`` and ``watch()`` hear nothing: nothing was committed.
+        """
+        self._state = run
 
     def watch(self) -> Signal[RunState | None]:
         """A signal of the latest run state: ``.value``, ``.subscribe(fn)``, ``async for``."""
@@ -307,7 +318,37 @@ class Session:
         signal: AbortSignal | None,
         decide: Callable[[Drive], tuple[str, ...]],
     ) -> RunResult:
-        return await redeem(self, run_id, token, kind, signal, decide)
+        """Check a token in the documented order, record the decision and drive on.
+
+        The token is consumed by the commit that records the decision (``redeem_token``), so of
+        several racing redemptions exactly one proceeds; the others get ``InvalidResumeToken``.
+        """
+        held = held_run(self._state, run_id, token, kind)
+        run = held if held is not None else await checked_run(self.store, run_id, token, kind)
+        self._claim()
+        self.thread_id = run.thread_id
+        try:
+            try:
+                drive = await self._drive_for(run, signal)
+            except CommitConflict:
+                # Another redemption won and moved the thread on between our read and now.
+                used = f"the resume token of run {run_id!r} was already used"
+                raise InvalidResumeToken(used, run_id=run_id) from None
+            drive.just_decided = set(decide(drive))
+            drive.run_state.pending.pop(0)
+            drive.run_state.suspended_on = None
+            drive.run_state.status = "running"
+        except BaseException:
+            self._busy = False
+            self._history = None
+            raise
+        try:
+            return await self._run(drive, token, commit=True)
+        except InvalidResumeToken:
+            if held is not None and await self.store.load_run(run_id) is None:
+                # What reading the store first would have said: the run was deleted since it was held.
+                raise RunNotFound(f"no run {run_id!r}", run_id=run_id) from None
+            raise
 
     async def resume(self, token: str, value: Any, *, signal: AbortSignal | None = None) -> RunResult:
         """Answer a ``suspend()``: ``value`` becomes a user message (a string verbatim, else JSON)."""

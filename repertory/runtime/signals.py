@@ -42,10 +42,16 @@ class AbortSignal:
         for task in list(self._tasks):
             task.cancel("aborted")
 
-    def _register(self, task: asyncio.Task[object]) -> None:
+    def bind(self, task: asyncio.Task[object]) -> None:
+        """Cancel ``task`` on ``abort()`` until ``unbind(task)``.
+
+        The step loop binds the task driving a run, so an abort stops a model call or a tool at
+        once instead of at the next checkpoint.
+        """
         self._tasks.add(task)
 
-    def _unregister(self, task: asyncio.Task[object]) -> None:
+    def unbind(self, task: asyncio.Task[object]) -> None:
+        """Stop cancelling ``task`` on abort (a no-op if it was not bound)."""
         self._tasks.discard(task)
 
     async def wait(self) -> None:

@@ -92,7 +92,7 @@ async def memory_backend() -> AsyncIterator[Backend]:
 
     async def count(s: SessionStore) -> int:
         assert isinstance(s, InMemorySessionStore)
-        return len(s._entries)
+        return len(s.snapshot().entries)
 
     b = Backend("memory", store, False, reopen, count)
     yield b
@@ -108,7 +108,7 @@ async def sqlite_backend(tmp_path: Path) -> AsyncIterator[Backend]:
 
     async def count(s: SessionStore) -> int:
         assert isinstance(s, SqliteSessionStore)
-        return int(s._writer.execute("SELECT count(*) FROM history_entries").fetchone()[0])
+        return int(await s.read("count", lambda c: c.execute("SELECT count(*) FROM history_entries").fetchone()[0]))
 
     b = Backend("sqlite-file", await reopen(), True, reopen, count)
     yield b
@@ -122,7 +122,7 @@ async def postgres_backend(pg_server: TemporaryPostgres) -> AsyncIterator[Backen
 
     async def count(s: SessionStore) -> int:
         assert isinstance(s, PostgresSessionStore)
-        async with s._pool.connection() as conn:
+        async with s.connection("count") as conn:
             cur = await conn.execute("SELECT count(*) FROM repertory.history_entries")
             row = await cur.fetchone()
         assert row is not None

@@ -8,6 +8,7 @@ idempotent tool is re-run.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -100,14 +101,15 @@ class Effects:
 async def commit_crashed_run(
     store: SessionStore,
     run_id: str,
-    parts: list[tuple[str, dict[str, Any]]],
+    parts: Sequence[tuple[str, dict[str, Any]] | ToolCallPart],
     approvals: list[ApprovalRecord] | None = None,
 ) -> list[str]:
     """Commit what a process leaves when it dies while the calls of its first step run."""
     history = MessageHistory()
     history.append(ModelMessage.user("go", origin=Origin(kind="user")))
     call_parts = [
-        ToolCallPart(tool_call_id=f"{run_id}-c{i}", tool_name=name, args=args) for i, (name, args) in enumerate(parts)
+        p if isinstance(p, ToolCallPart) else ToolCallPart(tool_call_id=f"{run_id}-c{i}", tool_name=p[0], args=p[1])
+        for i, p in enumerate(parts)
     ]
     history.append(ModelMessage(role="assistant", parts=list(call_parts), origin=Origin(kind="model")))
     run = RunState(
@@ -222,6 +224,31 @@ async def test_a_rejected_call_after_a_crash_gets_its_rejection(store: SessionSt
     assert fx.ran == []
     messages = await assert_run_paired(store, "r6")
     assert result_for(messages, cid).is_error and result_for(messages, cid).result == "too much"
+
+
+@pytest.mark.parametrize("stored_as", ["field", "old in-band key"])
+async def test_a_crashed_call_whose_arguments_never_parsed_gets_an_error_and_never_runs(
+    store: SessionStore, stored_as: str
+) -> None:
+    # ``fetch`` is idempotent, so a call of it with no result would be run again after a crash;
+    # one whose arguments are not a JSON object must get the same error result as a fresh one.
+    raw = '{"url": "a"'
+    if stored_as == "field":
+        part = ToolCallPart(tool_call_id="r6b-c0", tool_name="fetch", invalid_args=raw)
+    else:
+        # Unvalidated, so it is stored exactly as adapters wrote it before ``invalid_args`` existed.
+        part = ToolCallPart.model_construct(tool_call_id="r6b-c0", tool_name="fetch", args={"__invalid_json__": raw})
+    (cid,) = await commit_crashed_run(store, "r6b", [part])
+    fx = Effects()
+    model = after_crash()
+    r = await Session.recover(store=store, agent=fx.agent(model), run_id="r6b")
+    assert r.status == "done" and fx.ran == []
+    messages = await assert_run_paired(store, "r6b")
+    res = result_for(messages, cid)
+    assert res.is_error and str(res.result).startswith("the arguments of this call to 'fetch' are not a JSON object")
+    assert str(res.result).endswith(f"Received: {raw}")
+    assert messages[1].tool_calls[0].invalid_args == raw and messages[1].tool_calls[0].args == {}
+    assert result_for(model.seen[0], cid).is_error  # the model was told
 
 
 @pytest.mark.durable

@@ -10,6 +10,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -146,11 +147,28 @@ async def test_an_endpoint_failure_never_fails_the_recall(server: EmbeddingsServ
     await embedder.close()
 
 
-def test_the_client_is_made_lazily_and_a_given_client_is_used() -> None:
-    class FakeClient:
-        embeddings = None
+async def test_a_given_client_is_used_and_never_closed() -> None:
+    requests: list[dict[str, Any]] = []
 
-    embedder = OpenAIEmbedder("m", client=FakeClient())
-    assert isinstance(embedder._client, FakeClient)
+    class FakeEmbeddings:
+        async def create(self, **body: Any) -> SimpleNamespace:
+            requests.append(body)
+            rows = [SimpleNamespace(index=i, embedding=[float(i), 1.0]) for i in range(len(body["input"]))]
+            return SimpleNamespace(data=rows[::-1])  # out of order: the embedder sorts by index
+
+    class FakeClient:
+        embeddings = FakeEmbeddings()
+        closed = False
+
+        async def close(self) -> None:
+            self.closed = True
+
+    client = FakeClient()
+    embedder = OpenAIEmbedder("m", client=client)
+    vectors = await embedder.embed(["a", ""])
+    assert vectors.tolist() == [[0.0, 1.0], [1.0, 1.0]]
+    assert [(r["model"], r["input"]) for r in requests] == [("m", ["a", " "])]
+    await embedder.close()
+    assert not client.closed  # the caller owns a client it gave
     with pytest.raises(ValueError):
         OpenAIEmbedder("m", client=FakeClient(), batch_size=0)

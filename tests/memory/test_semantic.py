@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
@@ -91,8 +92,10 @@ async def test_the_embedder_is_deterministic_and_describes_itself() -> None:
 
 async def test_big_batches_hash_in_a_thread_and_give_the_same_vectors() -> None:
     e = HashingEmbedder()
-    texts = [" ".join(CORPUS)] * 3  # over the threshold
-    assert np.array_equal(await e.embed(texts), e._embed_sync(texts))
+    texts = [" ".join(CORPUS)] * 40
+    assert sum(map(len, texts)) > 20_000  # over the size a batch is hashed inline at; one text alone is under it
+    one = await e.embed(texts[:1])
+    assert np.array_equal(await e.embed(texts), np.repeat(one, len(texts), axis=0))
 
 
 def test_vectors_are_the_same_in_another_process() -> None:
@@ -104,7 +107,7 @@ def test_vectors_are_the_same_in_another_process() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": "123"}
     ).stdout.strip()
-    mine = HashingEmbedder()._embed_sync(["stable across processes"])
+    mine = asyncio.run(HashingEmbedder().embed(["stable across processes"]))
     assert out == mine.tobytes().hex()
 
 

@@ -35,14 +35,13 @@ async def make_model(fake: FakeOpenAI) -> AsyncIterator[ModelFactory]:
         options.setdefault("base_url", fake.url)
         options.setdefault("api_key", "sk-test")
         options.setdefault("timeout", 10.0)
-        model = OpenAIChatModel(name, **options)
         slept: list[float] = []
 
         async def record(seconds: float) -> None:
             slept.append(seconds)
             await asyncio.sleep(0)
 
-        model._sleep = record
+        model = OpenAIChatModel(name, retry_sleep=record, **options)
         model.slept = slept  # type: ignore[attr-defined]
         made.append(model)
         return model

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from repertory import ModelMessage, ReasoningPart, Usage
-from repertory.models import INVALID_ARGS_KEY, PRICES, ModelPrice, OpenAIChatModel, cost_of, infer_model, price_for
-from repertory.models._convert import parse_arguments, response_format, to_openai_messages
+from repertory import ModelMessage, ReasoningPart, ToolCallPart, Usage
+from repertory.models import PRICES, ModelPrice, OpenAIChatModel, cost_of, infer_model, price_for
+from repertory.models._convert import response_format, to_openai_messages
 from repertory.models._retry import backoff, retry_after, retryable_status
 
 from .helpers import collect
@@ -37,11 +37,21 @@ def test_environment_and_repr(monkeypatch: pytest.MonkeyPatch) -> None:
     assert OpenAIChatModel("m", base_url="http://other/v1").base_url == "http://other/v1"
 
 
-def test_parse_arguments() -> None:
-    assert parse_arguments('{"a": [1, {"b": null}]}') == {"a": [1, {"b": None}]}
-    assert parse_arguments("  ") == {}
-    assert parse_arguments("{'a': 1}") == {INVALID_ARGS_KEY: "{'a': 1}"}
-    assert parse_arguments("null") == {INVALID_ARGS_KEY: "null"}
+def test_arguments_text_becomes_args_or_invalid_args() -> None:
+    def part(text: str) -> ToolCallPart:
+        return ToolCallPart.from_arguments_text(tool_call_id="c", tool_name="t", arguments=text)
+
+    assert part('{"a": [1, {"b": null}]}').args == {"a": [1, {"b": None}]}
+    assert part("  ") == ToolCallPart(tool_call_id="c", tool_name="t")  # servers send "" for no arguments
+    for bad in ("{'a': 1}", "null", "[1]", '"text"', '{"a": 1'):
+        assert part(bad) == ToolCallPart(tool_call_id="c", tool_name="t", invalid_args=bad)
+
+
+def test_a_call_whose_arguments_never_parsed_goes_back_as_an_empty_object() -> None:
+    broken = ToolCallPart(tool_call_id="c", tool_name="t", invalid_args="{oops")
+    good = ToolCallPart(tool_call_id="d", tool_name="t", args={"q": 1})
+    (wire,) = to_openai_messages([ModelMessage(role="assistant", parts=[broken, good])])
+    assert [c["function"]["arguments"] for c in wire["tool_calls"]] == ["{}", '{"q": 1}']
 
 
 def test_wire_messages_edge_cases() -> None:
@@ -95,7 +105,7 @@ def test_one_model_on_two_event_loops() -> None:
         server.add(SSEReply([chunk("hi", finish="stop")]))
         try:
             text = (await collect(model))[1].message.text
-            clients.append(model._client)
+            clients.append(model.client)
             return text
         finally:
             if close:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from repertory import ModelMessage, ModelSettings, ReasoningPart, TextPart, ToolCallPart, Usage
-from repertory.models import INVALID_ARGS_KEY, PRICES, ModelPrice
+from repertory.models import PRICES, ModelPrice
 
 from .conftest import ModelFactory
 from .helpers import LOOKUP, collect, deltas
@@ -121,9 +121,7 @@ async def test_tool_calls_without_index_or_id(fake: FakeOpenAI, make_model: Mode
 async def test_arguments_that_are_not_a_json_object(fake: FakeOpenAI, make_model: ModelFactory, raw: str) -> None:
     fake.add(SSEReply([chunk(tool_calls=[tool_piece(0, id="c", name="lookup", args=raw)]), chunk(finish="length")]))
     _, response = await collect(make_model(), tools=[LOOKUP])
-    assert response.message.tool_calls == [
-        ToolCallPart(tool_call_id="c", tool_name="lookup", args={INVALID_ARGS_KEY: raw})
-    ]
+    assert response.message.tool_calls == [ToolCallPart(tool_call_id="c", tool_name="lookup", invalid_args=raw)]
 
 
 async def test_usage_in_the_final_chunk(fake: FakeOpenAI, make_model: ModelFactory) -> None:

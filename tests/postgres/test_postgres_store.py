@@ -63,6 +63,26 @@ def test_redact_removes_passwords_in_urls_and_conninfo() -> None:
     assert redact("it was hunter2", "hunter2") == "it was ***"
 
 
+async def test_the_reopen_url_opens_the_same_database_and_only_it_holds_the_password(
+    pg_server: TemporaryPostgres,
+) -> None:
+    async with await PostgresSessionStore.open(pg_server.url) as store:
+        assert pg_server.password and pg_server.password not in store.url
+        assert pg_server.password in store.reopen_url
+        await store.save(RunState(run_id="reopened", thread_id="t-reopened"))
+        async with await PostgresSessionStore.open(store.reopen_url) as other:
+            assert await other.load_run("reopened") is not None
+            await other.delete_run("reopened")
+
+
+async def test_a_statement_failing_in_a_connection_is_a_redacted_store_error(pg_server: TemporaryPostgres) -> None:
+    async with await PostgresSessionStore.open(pg_server.url) as store:
+        with pytest.raises(StoreError, match=r"^postgres: probe failed: .*no_such_table") as info:
+            async with store.connection("probe") as conn:
+                await conn.execute("SELECT * FROM no_such_table")
+        assert pg_server.password not in str(info.value)
+
+
 async def test_a_newer_schema_is_refused(pg_server: TemporaryPostgres) -> None:
     store = await PostgresSessionStore.open(pg_server.url)
     await store.close()

@@ -1,4 +1,4 @@
-"""The export reader of ``InMemorySessionStore``: a copy of its dicts, taken in one synchronous step.
+"""The export reader of ``InMemorySessionStore``: its ``snapshot()``, a copy taken in one synchronous step.
 
 Positions: entries and revisions are only ever added and dicts keep insertion order, so a position
 is a count; events are counted per session; runs carry a write sequence number. Threads, sessions
@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from repertory.storage.export._readers import Page, RawRow, RevisionRow, TableScan, reader_for
-from repertory.storage.memory.store import InMemorySessionStore
+from repertory.storage.memory import InMemorySessionStore
 
 __all__ = ["MemoryExportReader"]
 
@@ -45,18 +45,16 @@ class MemoryExportReader:
         self.source = f"memory:{id(store)}"
 
     async def __aenter__(self) -> MemoryExportReader:
-        s = self._store
-        s._check_open()
-        # No await in here: the copy is one consistent moment of the store.
-        self._entries = list(s._entries.items())
-        self._revisions = list(s._revisions.items())
-        self._revision_index = dict(s._revisions)
-        self._entry_index = dict(s._entries)
-        self._runs = [(rid, row[1], row[2], row[3]) for rid, row in s._runs.items()]
-        self._threads = list(s._threads.items())
-        self._sessions = list(s._sessions.items())
-        self._turns = list(s._turns.items())
-        self._events = {sid: list(rows) for sid, rows in s._events.items()}
+        snap = self._store.snapshot()  # no await in there: the copy is one consistent moment of the store
+        self._entries = snap.entries
+        self._revisions = snap.revisions
+        self._revision_index = dict(snap.revisions)
+        self._entry_index = dict(snap.entries)
+        self._runs = snap.runs
+        self._threads = snap.threads
+        self._sessions = snap.sessions
+        self._turns = snap.turns
+        self._events = snap.events
         return self
 
     async def __aexit__(

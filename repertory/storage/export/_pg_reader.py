@@ -22,10 +22,8 @@ from typing import Any
 import psycopg
 from pydantic import JsonValue
 
-from repertory.errors import StoreError
 from repertory.storage.export._readers import Page, RevisionRow, TableScan, reader_for
-from repertory.storage.postgres.connection import redact
-from repertory.storage.postgres.store import PostgresSessionStore
+from repertory.storage.postgres import PostgresSessionStore
 
 __all__ = ["PgExportReader"]
 
@@ -85,7 +83,7 @@ class PgExportReader:
         try:
             yield
         except psycopg.Error as exc:
-            raise StoreError(f"postgres: export failed: {redact(str(exc), self._store._password)}") from None
+            raise self._store.failure("export", exc) from None
 
     @property
     def conn(self) -> psycopg.AsyncConnection[Any]:
@@ -95,7 +93,7 @@ class PgExportReader:
     async def __aenter__(self) -> PgExportReader:
         stack = contextlib.AsyncExitStack()
         try:
-            self._conn = await stack.enter_async_context(self._store._conn("export"))
+            self._conn = await stack.enter_async_context(self._store.connection("export"))
             with self._errors():
                 await stack.enter_async_context(self._conn.transaction())
                 await self._conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")

@@ -30,8 +30,7 @@ from typing import Any, TypeVar
 from pydantic import JsonValue
 
 from repertory.storage.export._readers import Page, RevisionRow, TableScan, reader_for
-from repertory.storage.sqlite.connection import db_errors
-from repertory.storage.sqlite.store import SqliteSessionStore
+from repertory.storage.sqlite import SqliteSessionStore, db_errors
 
 __all__ = ["SqliteExportReader"]
 
@@ -78,7 +77,7 @@ class SqliteExportReader:
 
     def __init__(self, store: SqliteSessionStore) -> None:
         self._store = store
-        memory = store._memory
+        memory = store.in_memory
         self.source = f"sqlite::memory:{id(store)}" if memory else f"sqlite:{store.path}"
         self._inline = memory
         self._conn: sqlite3.Connection | None = None
@@ -101,13 +100,11 @@ class SqliteExportReader:
         return self._conn
 
     async def __aenter__(self) -> SqliteExportReader:
-        self._store._check_open()
+        self._conn = await self._call(self._store.lend_connection)
         if self._inline:
             # One connection shared with the store's writes: no transaction of our own, and every
             # scan reads its rows in one go, so no write can land between its position and its rows.
-            self._conn = self._store._writer
             return self
-        self._conn = await self._call(self._store._acquire_reader)
 
         def begin() -> None:
             self.conn.execute("BEGIN")
@@ -120,7 +117,10 @@ class SqliteExportReader:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         conn, self._conn = self._conn, None
-        if conn is None or self._inline:
+        if conn is None:
+            return
+        if self._inline:
+            self._store.give_back(conn)
             return
 
         def end() -> None:
@@ -128,7 +128,7 @@ class SqliteExportReader:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
             finally:
-                self._store._release_reader(conn)
+                self._store.give_back(conn)
 
         await self._call(end)
 

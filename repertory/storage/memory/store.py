@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, KeysView, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import TypeAdapter
@@ -21,7 +22,7 @@ from repertory.storage.commit_plan import check_event_sessions, check_stored_sta
 from repertory.storage.memory._memory_tables import MemoryMemTables
 from repertory.storage.memory._tree_tables import MemoryTreeTables
 
-__all__ = ["HistoryTable", "InMemorySessionStore", "WriteHook", "WrittenTable"]
+__all__ = ["HistoryTable", "InMemorySessionStore", "MemorySnapshot", "WriteHook", "WrittenTable"]
 
 HistoryTable = Literal["history_entries", "history_revisions"]
 """The two tables of the history graph, by the names the database stores give them."""
@@ -34,6 +35,30 @@ WriteHook = Callable[[WrittenTable, str], None]
 
 _REVISION = TypeAdapter(HistoryRevision)
 _ENTRY = TypeAdapter(HistoryEntry)
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySnapshot:
+    """Copies of every row of an in-memory store at one moment, as the store keeps them (JSON text).
+
+    Lists keep insertion order, which is the only change marker memory has: entries and revisions
+    are only ever added, so a count is a position.
+    """
+
+    entries: list[tuple[str, str]]
+    """``(entry_id, HistoryEntry JSON)``, oldest first."""
+    revisions: list[tuple[str, str]]
+    """``(revision_id, HistoryRevision JSON)``, oldest first."""
+    runs: list[tuple[str, int, str, str]]
+    """``(run_id, write sequence number, thread_id, RunState JSON)``; the number grows with every write."""
+    threads: list[tuple[str, str]]
+    """``(thread_id, ThreadState JSON)``."""
+    sessions: list[tuple[str, str]]
+    """``(session_id, SessionRecord JSON)``."""
+    turns: list[tuple[str, str]]
+    """``(submission_id, TurnRecord JSON)``."""
+    events: dict[str, list[str]]
+    """session_id -> its ``SessionEvent`` JSON, in ``seq`` order."""
 
 
 class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, StoreAliases):
@@ -172,6 +197,22 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, StoreAliases):
         if self.write_hook is not None:
             self.write_hook("runs", run.run_id)
         self._runs[run.run_id] = (run.updated_at, next(self._seq), run.thread_id, run.model_dump_json())
+
+    def snapshot(self) -> MemorySnapshot:
+        """Copies of every row, taken in one synchronous step (one consistent moment); for the exporter.
+
+        Raises ``StoreError`` once the store is closed.
+        """
+        self._check_open()
+        return MemorySnapshot(
+            entries=list(self._entries.items()),
+            revisions=list(self._revisions.items()),
+            runs=[(rid, row[1], row[2], row[3]) for rid, row in self._runs.items()],
+            threads=list(self._threads.items()),
+            sessions=list(self._sessions.items()),
+            turns=list(self._turns.items()),
+            events={sid: list(rows) for sid, rows in self._events.items()},
+        )
 
     async def close(self) -> None:
         """Mark the store closed; later calls raise ``StoreError``."""

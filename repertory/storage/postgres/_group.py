@@ -82,7 +82,7 @@ class PgCommitWriter(PgBase):
             await self._commits.submit(params)
 
     async def _commit_one(self, params: CommitParams) -> None:
-        async with self._conn("commit_session") as conn:
+        async with self.connection("commit_session") as conn:
             await conn.execute(COMMIT_SQL, params)
 
     async def _flush(self, batch: Sequence[CommitParams]) -> list[Failed | None]:
@@ -93,7 +93,7 @@ class PgCommitWriter(PgBase):
                 return [Failed(exc)]
             return [None]
         try:
-            async with self._conn("commit_session") as conn:
+            async with self.connection("commit_session") as conn:
                 cur = await conn.execute(_BATCH_SQL, batch_params(batch))
                 row = await cur.fetchone()
         except StoreError as exc:  # the batch as a whole failed (connection lost, COMMIT failed)

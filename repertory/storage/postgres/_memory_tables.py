@@ -49,7 +49,7 @@ class PgMemoryTables(PgBase):
     async def append_memory(self, resource: str, records: Sequence[MemoryRecord]) -> list[int]:
         """Bump the counter and insert the rows in one statement."""
         if not records:
-            async with self._conn("append_memory"):
+            async with self.connection("append_memory"):
                 return []
         params = {
             "resource": resource,
@@ -61,7 +61,7 @@ class PgMemoryTables(PgBase):
             "embedders": [r.embedder for r in records],
             "embeddings": [r.embedding for r in records],
         }
-        async with self._conn("append_memory") as conn:
+        async with self.connection("append_memory") as conn:
             cur = await conn.execute(_APPEND, params)
             rows = await cur.fetchall()
         return sorted(int(r[0]) for r in rows)
@@ -70,7 +70,7 @@ class PgMemoryTables(PgBase):
         self, resource: str, *, limit: int, exclude_thread: str | None = None
     ) -> list[MemoryRecord]:
         """The last ``limit`` records of other threads, oldest first."""
-        async with self._conn("recent_memory") as conn:
+        async with self.connection("recent_memory") as conn:
             cur = await conn.execute(
                 f"SELECT {_TEXT_COLUMNS} FROM repertory.memory_messages WHERE resource = %s "
                 "AND thread_id IS DISTINCT FROM %s ORDER BY seq DESC LIMIT %s",
@@ -82,7 +82,7 @@ class PgMemoryTables(PgBase):
     async def load_memory(self, resource: str, seqs: Sequence[int]) -> list[MemoryRecord]:
         """Records by seq, in seq order."""
         wanted = sorted(set(seqs))
-        async with self._conn("load_memory") as conn:
+        async with self.connection("load_memory") as conn:
             if not wanted:
                 return []
             cur = await conn.execute(
@@ -95,7 +95,7 @@ class PgMemoryTables(PgBase):
 
     async def memory_vectors(self, resource: str, *, embedder: str, after_seq: int = 0) -> MemoryVectors:
         """Embeddings by ``embedder`` after ``after_seq``."""
-        async with self._conn("memory_vectors") as conn:
+        async with self.connection("memory_vectors") as conn:
             cur = await conn.execute(
                 "SELECT seq, thread_id, embedding FROM repertory.memory_messages WHERE resource = %s "
                 "AND seq > %s AND embedder = %s AND embedding IS NOT NULL ORDER BY seq",
@@ -106,7 +106,7 @@ class PgMemoryTables(PgBase):
 
     async def load_working_memory(self, resource: str) -> WorkingMemory | None:
         """The document, or ``None``."""
-        async with self._conn("load_working_memory") as conn:
+        async with self.connection("load_working_memory") as conn:
             cur = await conn.execute(
                 "SELECT doc, updated_at FROM repertory.working_memory WHERE resource = %s", (resource,)
             )
@@ -116,7 +116,7 @@ class PgMemoryTables(PgBase):
     async def save_working_memory(self, resource: str, document: JsonValue, updated_at: int) -> None:
         """Replace the document."""
         doc = json.dumps(document, ensure_ascii=False)
-        async with self._conn("save_working_memory") as conn:
+        async with self.connection("save_working_memory") as conn:
             await conn.execute(
                 "INSERT INTO repertory.working_memory (resource, doc, updated_at) VALUES (%s, %s, %s) "
                 "ON CONFLICT (resource) DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at",
@@ -125,6 +125,6 @@ class PgMemoryTables(PgBase):
 
     async def forget_memory(self, resource: str) -> None:
         """Delete the rows and the document in one transaction."""
-        async with self._conn("forget_memory") as conn, conn.transaction():
+        async with self.connection("forget_memory") as conn, conn.transaction():
             await conn.execute("DELETE FROM repertory.memory_messages WHERE resource = %s", (resource,))
             await conn.execute("DELETE FROM repertory.working_memory WHERE resource = %s", (resource,))

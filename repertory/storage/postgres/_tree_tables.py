@@ -46,7 +46,7 @@ class PgTreeTables(PgBase):
 
     async def create_session(self, session: SessionRecord, *, head: str | None = None) -> None:
         """Insert the session row and its thread row in one transaction (duplicates conflict)."""
-        async with self._conn("create_session") as conn, conn.transaction():
+        async with self.connection("create_session") as conn, conn.transaction():
             await conn.execute(
                 "INSERT INTO repertory.sessions (session_id, parent_id, created_at, record) VALUES (%s, %s, %s, %s)",
                 (session.session_id, session.lineage.parent_id, session.created_at, session.model_dump_json()),
@@ -58,7 +58,7 @@ class PgTreeTables(PgBase):
 
     async def load_session(self, session_id: str) -> SessionRecord | None:
         """A copy of the session row."""
-        async with self._conn("load_session") as conn:
+        async with self.connection("load_session") as conn:
             cur = await conn.execute("SELECT record FROM repertory.sessions WHERE session_id = %s", (session_id,))
             row = await cur.fetchone()
         return None if row is None else SessionRecord.model_validate_json(row[0])
@@ -66,7 +66,7 @@ class PgTreeTables(PgBase):
     async def update_session(self, session: SessionRecord) -> None:
         """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
         changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
-        async with self._conn("update_session") as conn, conn.transaction():
+        async with self.connection("update_session") as conn, conn.transaction():
             cur = await conn.execute(
                 "SELECT record FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (session.session_id,)
             )
@@ -81,7 +81,7 @@ class PgTreeTables(PgBase):
 
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Children oldest first."""
-        async with self._conn("list_children") as conn:
+        async with self.connection("list_children") as conn:
             cur = await conn.execute(
                 "SELECT record FROM repertory.sessions WHERE parent_id = %s ORDER BY ord",
                 (parent_id,),
@@ -93,14 +93,14 @@ class PgTreeTables(PgBase):
         """Sessions oldest first, optionally only roots, capped."""
         sql = "SELECT record FROM repertory.sessions" + (" WHERE parent_id IS NULL" if roots_only else "")
         sql += " ORDER BY ord LIMIT %s"
-        async with self._conn("list_sessions") as conn:
+        async with self.connection("list_sessions") as conn:
             cur = await conn.execute(sql, (limit,))
             rows = await cur.fetchall()
         return [SessionRecord.model_validate_json(r[0]) for r in rows]
 
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
         """Queue a turn with the next per-session seq (racing adders serialise on the session row)."""
-        async with self._conn("add_turn") as conn, conn.transaction():
+        async with self.connection("add_turn") as conn, conn.transaction():
             await conn.execute("SELECT 1 FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (turn.session_id,))
             cur = await conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM repertory.turns WHERE session_id = %s", (turn.session_id,)
@@ -117,7 +117,7 @@ class PgTreeTables(PgBase):
     async def update_turn(self, turn: TurnRecord) -> None:
         """Rewrite the turn's status, error and times (it must exist)."""
         changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
-        async with self._conn("update_turn") as conn, conn.transaction():
+        async with self.connection("update_turn") as conn, conn.transaction():
             cur = await conn.execute(
                 "SELECT record FROM repertory.turns WHERE submission_id = %s FOR UPDATE", (turn.submission_id,)
             )
@@ -132,14 +132,14 @@ class PgTreeTables(PgBase):
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""
-        async with self._conn("load_turn") as conn:
+        async with self.connection("load_turn") as conn:
             cur = await conn.execute("SELECT record FROM repertory.turns WHERE submission_id = %s", (submission_id,))
             row = await cur.fetchone()
         return None if row is None else TurnRecord.model_validate_json(row[0])
 
     async def list_turns(self, session_id: str, statuses: Sequence[TurnStatus] | None = None) -> list[TurnRecord]:
         """Turns in queue order; with ``statuses``, only those."""
-        async with self._conn("list_turns") as conn:
+        async with self.connection("list_turns") as conn:
             if statuses is None:
                 cur = await conn.execute(
                     "SELECT record FROM repertory.turns WHERE session_id = %s ORDER BY seq", (session_id,)
@@ -154,7 +154,7 @@ class PgTreeTables(PgBase):
 
     async def list_open_turns(self) -> list[TurnRecord]:
         """Queued and running turns of every session (uses the partial index)."""
-        async with self._conn("list_open_turns") as conn:
+        async with self.connection("list_open_turns") as conn:
             cur = await conn.execute(
                 "SELECT record FROM repertory.turns WHERE status = ANY(%s) ORDER BY session_id, seq",
                 (list(OPEN_TURN_STATUSES),),
@@ -171,7 +171,7 @@ class PgTreeTables(PgBase):
             if event.seq is None:
                 raise StoreError("live-only events (seq None) are never stored")
             by_session.setdefault(event.session_id, []).append(event)
-        async with self._conn("append_events") as conn, conn.transaction():
+        async with self.connection("append_events") as conn, conn.transaction():
             for sid, batch in by_session.items():
                 cur = await conn.execute(
                     "SELECT COALESCE(MAX(seq), 0) FROM repertory.events WHERE session_id = %s", (sid,)
@@ -192,7 +192,7 @@ class PgTreeTables(PgBase):
 
     async def load_events(self, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[SessionEvent]:
         """Stored events after ``after_seq``."""
-        async with self._conn("load_events") as conn:
+        async with self.connection("load_events") as conn:
             cur = await conn.execute(
                 "SELECT session_id, seq, submission_id, type, at, data FROM repertory.events "
                 "WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s",
@@ -203,7 +203,7 @@ class PgTreeTables(PgBase):
 
     async def last_event_seq(self, session_id: str) -> int:
         """Highest stored seq, 0 when none."""
-        async with self._conn("last_event_seq") as conn:
+        async with self.connection("last_event_seq") as conn:
             cur = await conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM repertory.events WHERE session_id = %s", (session_id,)
             )

@@ -69,19 +69,22 @@ class PgBase:
         self._writers: list[GroupCommit[Any, Any]] = []  # group-commit queues that close() lets finish
 
     @property
-    def conninfo(self) -> str:
-        """The connection string this store opened, password included (``url`` is the redacted form).
+    def reopen_url(self) -> str:
+        """The database's URL with its password: what another process (a Ray host) opens the same store with.
 
-        For opening another connection to the same database: a second store on the same data, a
-        test probe that counts rows or installs triggers (``repertory.testing.conformance``). It
-        carries the password, so it is never logged or put in a message.
+        Never show it: ``url`` is the redacted one, for messages and logs.
         """
         return self._conninfo
 
     # -- plumbing ---------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _conn(self, action: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async def connection(self, action: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled connection (autocommit) for the block; what fails in it comes out as a typed error.
+
+        Every statement of the store runs in one; readers of its tables (the exporter) take one too.
+        A failure raises ``failure(action, exc)``; no connection within the pool timeout, ``StoreError``.
+        """
         if self._closed:
             raise StoreError("store is closed")
         try:
@@ -90,9 +93,13 @@ class PgBase:
         except PoolTimeout:
             raise StoreError(f"postgres: {action}: no connection to {self.url} within the pool timeout") from None
         except psycopg.Error as exc:
-            guard = exc.sqlstate in (CONFLICT_SQLSTATE, TOKEN_SQLSTATE)
-            message = (exc.diag.message_primary if guard else None) or str(exc)
-            raise error_for(action, exc.sqlstate, redact(message, self._password)) from None
+            raise self.failure(action, exc) from None
+
+    def failure(self, action: str, exc: psycopg.Error) -> StoreError:
+        """The typed error a failed statement becomes (see ``error_for``), its text without the password."""
+        guard = exc.sqlstate in (CONFLICT_SQLSTATE, TOKEN_SQLSTATE)
+        message = (exc.diag.message_primary if guard else None) or str(exc)
+        return error_for(action, exc.sqlstate, redact(message, self._password))
 
     # -- lifecycle --------------------------------------------------------------------------------
 

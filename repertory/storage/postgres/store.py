@@ -15,6 +15,7 @@ password never appears in a message: every error text is passed through ``redact
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,8 +69,13 @@ ON CONFLICT (run_id) DO UPDATE SET
 _PING_AFTER_IDLE_S = 1.0
 
 
+# When each pooled connection last went back to its pool. Kept beside the connections rather than
+# as an attribute stuck onto psycopg's objects; weak, so a connection the pool drops is forgotten.
+_RETURNED_AT: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float] = weakref.WeakKeyDictionary()
+
+
 async def _mark_returned(conn: psycopg.AsyncConnection[Any]) -> None:
-    conn._repertory_returned_at = time.monotonic()  # type: ignore[attr-defined]
+    _RETURNED_AT[conn] = time.monotonic()
 
 
 async def _check_if_idle(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -78,7 +84,7 @@ async def _check_if_idle(conn: psycopg.AsyncConnection[Any]) -> None:
     Pinging every checkout costs a round trip per commit (-16% to -21% measured); a connection
     idle for a second may have outlived a server restart, so that one is checked and replaced.
     """
-    returned = getattr(conn, "_repertory_returned_at", 0.0)
+    returned = _RETURNED_AT.get(conn, 0.0)
     if time.monotonic() - returned > _PING_AFTER_IDLE_S:
         await AsyncConnectionPool.check_connection(conn)
 
@@ -145,7 +151,7 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, StoreAl
 
     async def load_run(self, run_id: str) -> RunState | None:
         """A copy of the run's checkpoint, or ``None``."""
-        async with self._conn("load_run") as conn:
+        async with self.connection("load_run") as conn:
             cur = await conn.execute("SELECT state FROM repertory.runs WHERE run_id = %s", (run_id,))
             row = await cur.fetchone()
         return None if row is None else RunState.model_validate_json(row[0])
@@ -155,19 +161,19 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, StoreAl
     ) -> list[RunState]:
         """Runs newest-updated first, ties broken by most recent write; optionally filtered and capped."""
         sql, params = runs_query(thread_id, statuses, limit, "%s", "repertory.runs")
-        async with self._conn("list_runs") as conn:
+        async with self.connection("list_runs") as conn:
             cur = await conn.execute(sql, params)
             rows = await cur.fetchall()
         return [RunState.model_validate_json(r[0]) for r in rows]
 
     async def delete_run(self, run_id: str) -> None:
         """Remove the run row only."""
-        async with self._conn("delete_run") as conn:
+        async with self.connection("delete_run") as conn:
             await conn.execute("DELETE FROM repertory.runs WHERE run_id = %s", (run_id,))
 
     async def load_thread(self, thread_id: str) -> ThreadState | None:
         """A copy of the thread head, or ``None``."""
-        async with self._conn("load_thread") as conn:
+        async with self.connection("load_thread") as conn:
             cur = await conn.execute(
                 "SELECT head, created_at, updated_at FROM repertory.threads WHERE thread_id = %s", (thread_id,)
             )
@@ -179,7 +185,7 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, StoreAl
     async def save(self, run: RunState) -> None:
         """Write the run row unconditionally."""
         token = None if run.suspended_on is None else run.suspended_on.token
-        async with self._conn("save") as conn:
+        async with self.connection("save") as conn:
             await conn.execute(
                 _UPSERT_RUN, (run.run_id, run.thread_id, run.status, run.updated_at, token, run.model_dump_json())
             )
@@ -188,7 +194,7 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, StoreAl
 
     async def load_history(self, revision_id: str) -> MessageHistory | None:
         """The lineage of ``revision_id``, root first, in one recursive query."""
-        async with self._conn("load_history") as conn:
+        async with self.connection("load_history") as conn:
             cur = await conn.execute(_LINEAGE_SQL, (revision_id,))
             rows = await cur.fetchall()
         if not rows:
@@ -196,7 +202,7 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, StoreAl
         return decode_lineage(revision_id, rows)
 
     async def _holds(self, revision_id: str) -> bool:
-        async with self._conn("commit_session") as conn:
+        async with self.connection("commit_session") as conn:
             cur = await conn.execute("SELECT 1 FROM repertory.history_revisions WHERE id = %s", (revision_id,))
             return await cur.fetchone() is not None
 

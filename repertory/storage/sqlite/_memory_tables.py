@@ -100,7 +100,7 @@ class SqliteMemoryTables(SqliteBase):
                 (resource, after_seq, embedder),
             ).fetchall()
 
-        rows = await self._read("memory_vectors", query)
+        rows = await self.read("memory_vectors", query)
         return MemoryVectors([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
 
     async def load_working_memory(self, resource: str) -> WorkingMemory | None:

@@ -100,7 +100,7 @@ class SqliteTreeTables(SqliteBase):
 
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Children oldest first."""
-        rows = await self._read(
+        rows = await self.read(
             "list_children",
             lambda c: c.execute(
                 "SELECT record FROM sessions WHERE parent_id = ? ORDER BY rowid", (parent_id,)
@@ -113,7 +113,7 @@ class SqliteTreeTables(SqliteBase):
         sql = "SELECT record FROM sessions" + (" WHERE parent_id IS NULL" if roots_only else "") + " ORDER BY rowid"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        rows = await self._read("list_sessions", lambda c: c.execute(sql).fetchall())
+        rows = await self.read("list_sessions", lambda c: c.execute(sql).fetchall())
         return [SessionRecord.model_validate_json(r[0]) for r in rows]
 
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
@@ -167,7 +167,7 @@ class SqliteTreeTables(SqliteBase):
                     (session_id, *statuses),
                 ).fetchall()
             return [TurnRecord.model_validate_json(r[0]) for r in rows]
-        rows = await self._read(
+        rows = await self.read(
             "list_turns",
             lambda c: c.execute("SELECT record FROM turns WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall(),
         )
@@ -176,7 +176,7 @@ class SqliteTreeTables(SqliteBase):
     async def list_open_turns(self) -> list[TurnRecord]:
         """Queued and running turns of every session (uses the partial index)."""
         marks = ", ".join("?" for _ in OPEN_TURN_STATUSES)
-        rows = await self._read(
+        rows = await self.read(
             "list_open_turns",
             lambda c: c.execute(
                 f"SELECT record FROM turns WHERE status IN ({marks}) ORDER BY session_id, seq", OPEN_TURN_STATUSES
@@ -194,7 +194,7 @@ class SqliteTreeTables(SqliteBase):
         """Stored events after ``after_seq``."""
         sql = "SELECT session_id, seq, submission_id, type, at, data FROM events WHERE session_id = ? AND seq > ? "
         sql += "ORDER BY seq" + ("" if limit is None else f" LIMIT {int(limit)}")
-        rows = await self._read("load_events", lambda c: c.execute(sql, (session_id, after_seq)).fetchall())
+        rows = await self.read("load_events", lambda c: c.execute(sql, (session_id, after_seq)).fetchall())
         return [_event(r) for r in rows]
 
     async def last_event_seq(self, session_id: str) -> int:

@@ -32,7 +32,10 @@ class WalKeeper:
     def __init__(self, path: str, limit: int = WAL_LIMIT_BYTES) -> None:
         self._wal = f"{path}-wal"
         self._path = path
-        self._limit = limit
+        self.limit = limit
+        """The log size in bytes past which a checkpoint runs."""
+        self.every_seconds = _EVERY_SECONDS
+        """How long after one size check the next may happen (a check is a ``stat`` of the log)."""
         self._looked = time.monotonic()
         self._task: asyncio.Task[None] | None = None
         self.checkpoints = 0
@@ -40,15 +43,23 @@ class WalKeeper:
     def after_write(self) -> None:
         """Called after a write: at most once a second, a size check; past the limit, a checkpoint."""
         now = time.monotonic()
-        if now - self._looked < _EVERY_SECONDS or (self._task is not None and not self._task.done()):
+        if now - self._looked < self.every_seconds or (self._task is not None and not self._task.done()):
             return
         self._looked = now
         try:
             size = os.path.getsize(self._wal)
         except OSError:
             return
-        if size > self._limit:
+        if size > self.limit:
             self._task = asyncio.get_running_loop().create_task(asyncio.to_thread(self._checkpoint))
+
+    async def settle(self) -> bool:
+        """Wait for the checkpoint under way, if one is; True if one was started since the keeper began."""
+        if self._task is None:
+            return False
+        with contextlib.suppress(Exception):
+            await self._task
+        return True
 
     def _checkpoint(self) -> None:
         conn = sqlite3.connect(self._path, timeout=CHECKPOINT_BUSY_MS / 1000, isolation_level=None)
@@ -64,6 +75,4 @@ class WalKeeper:
 
     async def close(self) -> None:
         """Wait for a checkpoint under way (it holds a connection to the file)."""
-        if self._task is not None:
-            with contextlib.suppress(Exception):
-                await self._task
+        await self.settle()

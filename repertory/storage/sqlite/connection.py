@@ -160,6 +160,81 @@ class SqliteBase:
         """
         return self._writer
 
+    # -- for readers and tests outside the store ----------------------------------------------------
+
+    @property
+    def in_memory(self) -> bool:
+        """True for a ``:memory:`` database: one connection, used inline, which reads and writes share."""
+        return self._memory
+
+    @property
+    def group_writer(self) -> GroupCommit[Write, object] | None:
+        """The group-commit queue short writes go through (``None`` with group commit off).
+
+        Its ``batches`` and ``members`` count the transactions it committed and the writes in them.
+        """
+        return self._group
+
+    @property
+    def wal_keeper(self) -> WalKeeper | None:
+        """What keeps a file store's write-ahead log bounded (``None`` for ``:memory:``)."""
+        return self._wal
+
+    def pragma(self, name: str) -> object:
+        """The writer connection's ``PRAGMA name`` (``journal_mode``, ``synchronous``): what commits run with."""
+        if not name.isidentifier():
+            raise ValueError(f"not a pragma name: {name!r}")
+        self._check_open()
+        with db_errors(f"PRAGMA {name}"):
+            row = self._writer.execute(f"PRAGMA {name}").fetchone()
+        return None if row is None else row[0]
+
+    def trace_writes(self, callback: Callable[[str], None] | None) -> None:
+        """Call ``callback`` with every statement the writer connection runs; ``None`` stops.
+
+        SQLite's own trace hook: it shows what a commit costs (its transactions and savepoints).
+        """
+        self._writer.set_trace_callback(callback)
+
+    def lend_connection(self) -> sqlite3.Connection:
+        """A connection for a long read of one's own (many statements), until ``give_back(conn)``.
+
+        A file store lends a pooled reader connection (this may open one: call it off the event
+        loop), which WAL lets read beside the writer in a snapshot per transaction. A ``:memory:``
+        store (``in_memory``) lends its one connection, which the store's own writes share: use it
+        inline, on the event loop's thread, and open no transaction on it. ``StoreError`` once closed.
+        """
+        if self._memory:
+            self._check_open()
+            return self._writer
+        return self._acquire_reader()
+
+    def give_back(self, conn: sqlite3.Connection) -> None:
+        """Return a connection ``lend_connection`` lent (the pool keeps it for the next read)."""
+        if conn is not self._writer:
+            self._release_reader(conn)
+
+    async def read(self, action: str, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run a read that grows with the data, ``fn(conn)``: off the event loop, on a pooled reader connection.
+
+        Every long read of the store's own goes through here; a ``:memory:`` store runs it inline on
+        its one connection. sqlite3's errors come out as ``StoreError`` naming ``action``.
+        """
+        self._check_open()
+        if self._memory:
+            with db_errors(action):
+                return fn(self._writer)
+
+        def work() -> _T:
+            with db_errors(action):
+                conn = self._acquire_reader()
+                try:
+                    return fn(conn)
+                finally:
+                    self._release_reader(conn)
+
+        return await asyncio.to_thread(work)
+
     # -- plumbing ---------------------------------------------------------------------------------
 
     def _check_open(self) -> None:
@@ -195,23 +270,6 @@ class SqliteBase:
         # crashed the process (SIGSEGV in the recovery benchmark), so close() waits for it first.
         with self._readers_lock:
             self._readers_idle.wait_for(lambda: self._reading == 0, timeout=seconds)
-
-    async def _read(self, action: str, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run a read that grows with the data: off the event loop, on a pooled reader connection."""
-        self._check_open()
-        if self._memory:
-            with db_errors(action):
-                return fn(self._writer)
-
-        def work() -> _T:
-            with db_errors(action):
-                conn = self._acquire_reader()
-                try:
-                    return fn(conn)
-                finally:
-                    self._release_reader(conn)
-
-        return await asyncio.to_thread(work)
 
     async def _write(self, action: str, fn: Callable[[sqlite3.Connection], _T], *, atomic: bool = True) -> _T:
         """Run a short write: alone and at once, or queued into a group-commit batch when writes come together.

@@ -152,7 +152,7 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, StoreAliases):
             with db_errors("list_runs"):
                 rows = query(self._writer)
         else:
-            rows = await self._read("list_runs", query)
+            rows = await self.read("list_runs", query)
         return [RunState.model_validate_json(r) for r in rows]
 
     async def delete_run(self, run_id: str) -> None:
@@ -181,7 +181,7 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, StoreAliases):
 
     async def load_history(self, revision_id: str) -> MessageHistory | None:
         """The lineage of ``revision_id``, root first, in one recursive query."""
-        rows = await self._read("load_history", lambda conn: conn.execute(_LINEAGE_SQL, (revision_id,)).fetchall())
+        rows = await self.read("load_history", lambda conn: conn.execute(_LINEAGE_SQL, (revision_id,)).fetchall())
         if not rows:
             return None
         return decode_lineage(revision_id, rows)

@@ -1,6 +1,6 @@
 """``PostgresProbe``: the ``StoreProbe`` of ``PostgresSessionStore``, on a connection of its own.
 
-The probe connects with the store's ``conninfo`` and looks at the ``repertory`` schema directly.
+The probe connects with the store's ``reopen_url`` and looks at the ``repertory`` schema directly.
 Writes are counted by ``BEFORE INSERT`` row triggers on the history tables, which fire for every
 row offered, also the ones ``ON CONFLICT DO NOTHING`` then skips; each bumps a sequence, which is
 not rolled back with a failed transaction. Failures are triggers on ``runs``: the commit function
@@ -129,15 +129,15 @@ class PostgresProbe:
 
     async def reopen(self) -> PostgresSessionStore:
         """Open the same database again with the same group-commit setting; this probe then looks at it."""
-        self.store = await PostgresSessionStore.open(self.store.conninfo, group_commit=self.store.group_commit)
+        self.store = await PostgresSessionStore.open(self.store.reopen_url, group_commit=self.store.group_commit)
         return self.store
 
     async def _execute(self, sql: str) -> None:
-        async with await psycopg.AsyncConnection.connect(self.store.conninfo, autocommit=True) as conn:
+        async with await psycopg.AsyncConnection.connect(self.store.reopen_url, autocommit=True) as conn:
             await conn.execute(sql)
 
     async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:
-        async with await psycopg.AsyncConnection.connect(self.store.conninfo, autocommit=True) as conn:
+        async with await psycopg.AsyncConnection.connect(self.store.reopen_url, autocommit=True) as conn:
             cur = await conn.execute(sql, params)
             row = await cur.fetchone()
         assert row is not None
