@@ -39,11 +39,19 @@ class TextPart(BaseModel):
 
 
 class ReasoningPart(BaseModel):
-    """The model's visible reasoning; kept in history, never counted as the reply's text."""
+    """The model's visible reasoning; kept in history, never counted as the reply's text.
+
+    ``signature`` is the provider's opaque proof that it wrote this reasoning (Anthropic's thinking
+    signature): a provider that signs its reasoning demands it back unchanged in a tool turn, so it
+    is stored with the text. ``redacted`` marks reasoning the provider sent encrypted: ``text`` is
+    empty and ``signature`` holds the encrypted data. Adapters that cannot use either drop the part.
+    """
 
     model_config = _FROZEN
     type: Literal["reasoning"] = "reasoning"
     text: str
+    signature: str | None = None
+    redacted: bool = False
 
 
 class ToolCallPart(BaseModel):
@@ -79,12 +87,17 @@ class Origin(BaseModel):
 
 
 class ModelMessage(BaseModel):
-    """One message of a conversation: a role, its parts and where it came from."""
+    """One message of a conversation: a role, its parts and where it came from.
+
+    ``model`` names the model that wrote an assistant message (as its server reported it, else as
+    it was asked for), so a conversation served by a ``FallbackModel`` says who answered each step.
+    """
 
     model_config = _FROZEN
     role: Role
     parts: list[Part] = Field(default_factory=list)
     origin: Origin | None = None
+    model: str | None = None
 
     @property
     def text(self) -> str:

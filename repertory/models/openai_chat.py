@@ -137,7 +137,7 @@ class OpenAIChatModel:
                             yield event
                 finally:
                     await reply.close()
-            message = assembler.message()
+            message = assembler.message().model_copy(update={"model": assembler.served_by or self.model})
         except MalformedReply as exc:
             raise self._failure(str(exc), None, 1) from None
         usage = assembler.usage or Usage(requests=1)

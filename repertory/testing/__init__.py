@@ -1,5 +1,7 @@
-"""Test doubles that are product code: ``ScriptedModel`` (see ``repertory.testing.scripted``)."""
+"""Test doubles that are product code: ``ScriptedModel`` (``repertory.testing.scripted``) and
+``ReplayModel`` (``repertory.testing.replay``)."""
 
+from repertory.testing.replay import ReplayModel
 from repertory.testing.scripted import ScriptedModel, Step, StepFunction
 
-__all__ = ["ScriptedModel", "Step", "StepFunction"]
+__all__ = ["ReplayModel", "ScriptedModel", "Step", "StepFunction"]
