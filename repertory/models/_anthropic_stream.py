@@ -28,6 +28,14 @@ from repertory.models._stream import MalformedReply
 
 __all__ = ["EventAssembler"]
 
+_DELTAS = {
+    "text_delta": ("text", "text"),
+    "thinking_delta": ("thinking", "thinking"),
+    "signature_delta": ("thinking", "signature"),
+    "input_json_delta": ("tool", "partial_json"),
+}
+"""Each delta type this module keeps: the block kind it belongs to and the field that holds its piece."""
+
 _KNOWN_EVENTS = frozenset(
     {"content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}
 )
@@ -181,12 +189,7 @@ class EventAssembler:
 
     def _delta(self, block: _Block, delta: Any) -> list[ModelEvent]:
         kind = _get(delta, "type")
-        expected = {
-            "text_delta": ("text", "text"),
-            "thinking_delta": ("thinking", "thinking"),
-            "signature_delta": ("thinking", "signature"),
-            "input_json_delta": ("tool", "partial_json"),
-        }.get(str(kind))
+        expected = _DELTAS.get(str(kind))
         if expected is None or block.kind == "other":
             return []  # citations and delta types added later: nothing this adapter keeps
         wanted, name = expected

@@ -170,7 +170,7 @@ class AnthropicModel:
         attempts = self.max_retries + 1
         attempt = 0
         while True:
-            stream = await self._open(client, params, attempt, attempts)
+            stream, attempt = await self._open(client, params, attempt, attempts)
             assembler = EventAssembler(OUTPUT_TOOL if structured else None)
             shown = False
             wait: float | None = None
@@ -337,11 +337,17 @@ class AnthropicModel:
             self._client_loop = weakref.ref(loop)
         return self._client
 
-    async def _open(self, client: anthropic.AsyncAnthropic, params: dict[str, Any], attempt: int, attempts: int) -> Any:
-        """Open the stream (the SDK raises here for an error status), retrying what may succeed next time."""
+    async def _open(
+        self, client: anthropic.AsyncAnthropic, params: dict[str, Any], attempt: int, attempts: int
+    ) -> tuple[Any, int]:
+        """Open the stream (the SDK raises here for an error status), retrying what may succeed next time.
+
+        Returns the stream and the attempt it opened on, so retries inside the stream count against
+        the same ``max_retries``.
+        """
         while True:
             try:
-                return await client.messages.create(**params)
+                return await client.messages.create(**params), attempt
             except anthropic.APIStatusError as exc:
                 _, what = _error_of(exc)
                 wait = self._retry_wait(exc.status_code, exc.response.headers, what, attempt, attempts)

@@ -59,6 +59,11 @@ class OpenAIChatModel:
     ``settings.extra`` is merged into the request body (``top_p``, ``seed``, ``reasoning_effort``...).
     ``client`` supplies a configured ``openai.AsyncOpenAI`` (Azure, proxies); the model does not
     close a client it was given.
+
+    Each reply records the model name the server answered with (``ModelMessage.model``); usage
+    counts cached prompt tokens as ``cache_read_tokens``. There is no ``count_tokens``: the chat
+    completions API has no counting endpoint, servers that copy it tokenize differently, and a
+    character estimate is not a count (callers that need one estimate for themselves).
     """
 
     def __init__(

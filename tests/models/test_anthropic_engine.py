@@ -23,7 +23,7 @@ from repertory import (
     tool,
 )
 from repertory.models import AnthropicModel, FallbackModel, ModelPrice
-from repertory.testing import ReplayModel
+from repertory.testing import ReplayModel, ScriptedModel
 
 from .anthropic_server import (
     MODEL,
@@ -296,3 +296,17 @@ async def test_record_then_replay(
         with pytest.raises(ModelError, match="leaves the recorded path at recorded message 0"):
             await other.run("balance of acct_7?")
     assert len(fake_anthropic.requests) == 2  # the replay never called the API
+
+
+async def test_tree_usage_rolls_up_cache_tokens() -> None:
+    """Cache counts add up through runs and the session tree like every other count."""
+    cached = {"usage": {"input_tokens": 1_000, "output_tokens": 10, "cache_read_tokens": 900, "cache_write_tokens": 50}}
+    model = ScriptedModel([{"text": "done", **cached}], name="claude-cached")
+    async with await Runtime.start(store="memory://", agents={"a": Agent(name="a", model=model)}) as rt:
+        root = await rt.create_session(agent="a")
+        await root.run("hi")
+        child = await root.spawn()
+        await child.run("hi")
+        assert (await root.usage()).cache_read_tokens == 900
+        tree = await root.usage(tree=True)
+    assert (tree.input_tokens, tree.cache_read_tokens, tree.cache_write_tokens, tree.requests) == (2_000, 1_800, 100, 2)

@@ -261,3 +261,14 @@ async def test_a_server_without_a_key(fake_anthropic: FakeAnthropic, monkeypatch
     async with AnthropicModel("local", base_url=fake_anthropic.url) as model:
         _, response = await collect(model)
     assert response.message.text == "local"
+
+
+async def test_retries_before_and_inside_the_stream_share_one_budget(
+    fake_anthropic: FakeAnthropic, make_anthropic: AnthropicFactory
+) -> None:
+    """A 529, then an overload event inside the stream: with max_retries=1 the second failure is the last."""
+    fake_anthropic.add(api_error(529, "overloaded_error", "Overloaded"), SSEReply([message_start(), error_event()]))
+    model = make_anthropic(max_retries=1)
+    with pytest.raises(ModelError, match="all 2 attempts") as info:
+        await collect(model)
+    assert info.value.attempts == 2 and len(fake_anthropic.requests) == 2  # type: ignore[attr-defined]

@@ -176,6 +176,15 @@ async def test_cache_tokens_in_usage_and_cost(fake_anthropic: FakeAnthropic, mak
     assert response.cost is not None and response.cost < uncached  # what caching saved
 
 
+def test_usage_adds_cache_tokens() -> None:
+    a = Usage(input_tokens=10, output_tokens=1, total_tokens=11, requests=1, cache_read_tokens=6, cache_write_tokens=2)
+    b = Usage(input_tokens=5, requests=1, cache_read_tokens=4)
+    assert a + b == Usage(
+        input_tokens=15, output_tokens=1, total_tokens=11, requests=2, cache_read_tokens=10, cache_write_tokens=2
+    )
+    assert Usage.model_validate({"input_tokens": 3}).cache_read_tokens == 0  # records from before the fields
+
+
 def test_cost_with_and_without_cache_rates() -> None:
     usage = Usage(input_tokens=1_000_000, output_tokens=0, cache_read_tokens=600_000, cache_write_tokens=100_000)
     plain = ModelPrice(input_per_million=2.0, output_per_million=8.0)
