@@ -310,3 +310,28 @@ async def test_tree_usage_rolls_up_cache_tokens() -> None:
         assert (await root.usage()).cache_read_tokens == 900
         tree = await root.usage(tree=True)
     assert (tree.input_tokens, tree.cache_read_tokens, tree.cache_write_tokens, tree.requests) == (2_000, 1_800, 100, 2)
+
+
+async def test_tool_input_that_is_not_json_becomes_an_error_the_model_corrects(
+    fake_anthropic: FakeAnthropic, make_anthropic: AnthropicFactory
+) -> None:
+    ledger = Ledger()
+    agent = Agent(name="ops", model=make_anthropic(), tools=ledger.tools)
+
+    def corrected(request: Request) -> SSEReply:
+        turns = request.body["messages"]
+        assert isinstance(turns[1]["content"][0]["input"], dict)  # the API takes only an object back
+        error = results(request)["toolu_bad"]
+        assert error["is_error"] is True and "not a JSON object" in error["content"]
+        return reply(tool_block(0, "toolu_ok", "lookup", '{"q": "acct_1"}'), stop_reason="tool_use")
+
+    fake_anthropic.add(
+        reply(tool_block(0, "toolu_bad", "lookup", '{"q": "acct_1"'), stop_reason="tool_use"),
+        corrected,
+        reply(text_block(0, "Balance: 12.")),
+    )
+    store = InMemorySessionStore()
+    r = await Session(store=store, agent=agent).start("balance of acct_1?")
+    await store.close()
+    assert r.status == "done" and r.text == "Balance: 12."
+    assert ledger.ran == [("lookup", {"q": "acct_1"}, None)]  # the broken call never ran

@@ -398,6 +398,11 @@ async def test_count_tokens(fake_anthropic: FakeAnthropic, make_anthropic: Anthr
     body = request.body
     assert set(body) == {"model", "messages", "system", "tools", "thinking"}  # nothing a count does not take
     assert body["system"][0]["text"] == "Be brief." and body["tools"][0]["name"] == "lookup"
+    fake_anthropic.add(JSONReply({"input_tokens": 1300}))
+    with_schema = ModelSettings(output_schema=VERDICT, extra={"thinking": {"type": "adaptive"}})
+    assert await make_anthropic().count_tokens(conversation, [], with_schema) == 1300
+    body = fake_anthropic.requests[1].body
+    assert body["output_config"]["format"]["type"] == "json_schema" and body["thinking"] == {"type": "adaptive"}
 
 
 async def test_count_tokens_retries_and_fails_as_model_error(
