@@ -14,7 +14,8 @@ Table macros:
 - ``thread_messages(thread_id)``: the thread's messages, oldest first (what ``load_history`` returns);
 - ``session_tree(root_id)``: the session and every descendant, with ``depth`` (spawn and fork edges
   from the root) and ``fork_depth`` (fork edges only), walking ``sessions.parent_id``;
-- ``tree_usage(root_id)``: tokens, requests and cost summed over every run of that tree.
+- ``tree_usage(root_id)``: tokens (cache reads and writes too), requests and cost summed over every
+  run of that tree.
 
 The views list files when they are created: after another export, call ``refresh(con, out_dir)``
 (or ``connect`` again) to see it.
@@ -67,6 +68,8 @@ CREATE OR REPLACE MACRO tree_usage(root) AS TABLE
            CAST(COALESCE(sum(r.output_tokens), 0) AS BIGINT) AS output_tokens,
            CAST(COALESCE(sum(r.total_tokens), 0) AS BIGINT) AS total_tokens,
            CAST(COALESCE(sum(r.requests), 0) AS BIGINT) AS requests,
+           CAST(COALESCE(sum(r.cache_read_tokens), 0) AS BIGINT) AS cache_read_tokens,
+           CAST(COALESCE(sum(r.cache_write_tokens), 0) AS BIGINT) AS cache_write_tokens,
            sum(r.cost) AS cost
     FROM session_tree(root) AS t LEFT JOIN runs AS r ON r.thread_id = t.session_id;
 """

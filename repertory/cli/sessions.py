@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
-from repertory.core.state import RunState
+from repertory.core.state import RunState, Usage
 from repertory.core.store import TreeStore
 from repertory.errors import InvalidResumeToken, RepertoryError, SessionNotFound
 from repertory.runtime.agent import Agent
@@ -137,7 +137,7 @@ def sessions_tree(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
 
 @sessions_app.command("show")
 def sessions_show(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
-    """A session's conversation, its runs' statuses and its usage."""
+    """A session's conversation (with the model that wrote each reply), its runs' statuses and its usage."""
 
     async def main(s: TreeStore) -> list[Any]:
         record = await s.load_session(session_id)
@@ -150,6 +150,7 @@ def sessions_show(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
         table.add_column("#", justify="right")
         table.add_column("role")
         table.add_column("origin")
+        table.add_column("model")
         table.add_column("content")
         for i, message in enumerate(history.messages if history else [], start=1):
             parts = [message.text] if message.text else []
@@ -158,10 +159,11 @@ def sessions_show(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
                 f"{'error ' if r.is_error else ''}result {json.dumps(r.result)[:80]}" for r in message.tool_results
             ]
             origin = f"{message.origin.kind}:{message.origin.id or ''}" if message.origin else ""
-            table.add_row(str(i), message.role, origin, " | ".join(parts)[:160])
-        usage = sum((r.usage.total_tokens for r in runs), 0)
+            table.add_row(str(i), message.role, origin, message.model or "", " | ".join(parts)[:160])
+        usage = sum((r.usage for r in runs), Usage())
         statuses = ", ".join(f"{r.run_id[-6:]}={r.status}" for r in runs[:10])
-        return [table, f"runs: {len(runs)} ({statuses}); tokens: {usage:,}"]
+        cached = f"cache read {usage.cache_read_tokens:,}, cache written {usage.cache_write_tokens:,}"
+        return [table, f"runs: {len(runs)} ({statuses}); tokens: {usage.total_tokens:,} ({cached})"]
 
     console = _console()
     for item in _run(main, store):

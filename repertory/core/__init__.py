@@ -9,7 +9,16 @@ is imported from here.
 from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
 from repertory.core.memory import Memory, RecalledContext
 from repertory.core.messages import ModelMessage, Origin, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-from repertory.core.model import Model, ModelEvent, ModelResponse, ModelSettings, ReasoningDelta, TextDelta, ToolSpec
+from repertory.core.model import (
+    Model,
+    ModelEvent,
+    ModelResponse,
+    ModelSettings,
+    ReasoningDelta,
+    TextDelta,
+    TokenCounter,
+    ToolSpec,
+)
 from repertory.core.principal import NotificationMessage, Principal, UserMessage
 from repertory.core.result import RunResult
 from repertory.core.state import (
@@ -57,6 +66,7 @@ __all__ = [
     "TextDelta",
     "TextPart",
     "ThreadState",
+    "TokenCounter",
     "ToolCallPart",
     "ToolResultPart",
     "ToolSpec",

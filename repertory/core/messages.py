@@ -39,20 +39,32 @@ class TextPart(BaseModel):
     text: str
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+def _is_false(value: object) -> bool:
+    return value is False
+
+
 class ReasoningPart(BaseModel):
-    """The model's visible reasoning; kept in history, never counted as the reply's text."""
+    """The model's visible reasoning; kept in history, never counted as the reply's text.
+
+    ``signature`` is the provider's opaque proof that it wrote this reasoning (Anthropic's thinking
+    signature): a provider that signs its reasoning demands it back unchanged in a tool turn, so it
+    is stored with the text. ``redacted`` marks reasoning the provider sent encrypted: ``text`` is
+    empty and ``signature`` holds the encrypted data. Adapters that cannot use either drop the part.
+    """
 
     model_config = _FROZEN
     type: Literal["reasoning"] = "reasoning"
     text: str
+    signature: str | None = Field(default=None, exclude_if=_is_none)
+    redacted: bool = Field(default=False, exclude_if=_is_false)
 
 
 _LEGACY_INVALID_ARGS_KEY = "__invalid_json__"
 """Where history written before ``invalid_args`` existed kept unparsable argument text, inside ``args``."""
-
-
-def _is_none(value: object) -> bool:
-    return value is None
 
 
 class ToolCallPart(BaseModel):
@@ -127,12 +139,17 @@ class Origin(BaseModel):
 
 
 class ModelMessage(BaseModel):
-    """One message of a conversation: a role, its parts and where it came from."""
+    """One message of a conversation: a role, its parts and where it came from.
+
+    ``model`` names the model that wrote an assistant message (as its server reported it, else as
+    it was asked for), so a conversation served by a ``FallbackModel`` says who answered each step.
+    """
 
     model_config = _FROZEN
     role: Role
     parts: list[Part] = Field(default_factory=list)
     origin: Origin | None = None
+    model: str | None = Field(default=None, exclude_if=_is_none)
 
     @property
     def text(self) -> str:

@@ -51,13 +51,20 @@ def _check_version(value: int) -> int:
 
 
 class Usage(BaseModel):
-    """Token usage and request count; ``a + b`` adds field by field."""
+    """Token usage and request count; ``a + b`` adds field by field.
+
+    ``input_tokens`` counts every input token, cached or not, so it means the same for every
+    provider; ``cache_read_tokens`` (served from the provider's prompt cache, billed at a discount)
+    and ``cache_write_tokens`` (written to it, billed at a premium by Anthropic) are parts of it.
+    """
 
     model_config = ConfigDict(extra="forbid")
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
     requests: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
@@ -67,6 +74,8 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
             requests=self.requests + other.requests,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

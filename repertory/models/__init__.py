@@ -1,19 +1,39 @@
-"""Real model adapters: ``OpenAIChatModel`` for any OpenAI-compatible server, and ``infer_model``.
+"""Real model adapters: ``OpenAIChatModel`` for any OpenAI-compatible server, ``AnthropicModel`` for
+Anthropic's Messages API, ``FallbackModel`` to chain them, and ``infer_model``.
 
-Needs the ``openai`` extra (``pip install 'repertory[openai]'``). The engine itself never imports
-this package until an agent is given a model string, so repertory without the SDK still works.
+``OpenAIChatModel`` needs the ``openai`` extra (``pip install 'repertory[openai]'``) and
+``AnthropicModel`` the ``anthropic`` extra; ``AnthropicModel`` is imported on first use, so this
+package works without the anthropic SDK. The engine never imports this package until an agent is
+given a model string, so repertory without either SDK still works.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from repertory.models._infer import PROVIDERS, infer_model
+from repertory.models.fallback import FallbackModel
 from repertory.models.openai_chat import OpenAIChatModel
 from repertory.models.pricing import PRICES, ModelPrice, cost_of, price_for
+
+if TYPE_CHECKING:
+    from repertory.models.anthropic_messages import AnthropicModel
 
 __all__ = [
     "PRICES",
     "PROVIDERS",
+    "AnthropicModel",
+    "FallbackModel",
     "ModelPrice",
     "OpenAIChatModel",
     "cost_of",
     "infer_model",
     "price_for",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # AnthropicModel imports the anthropic SDK, which only the `anthropic` extra installs.
+    if name == "AnthropicModel":
+        from repertory.models.anthropic_messages import AnthropicModel
+
+        return AnthropicModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

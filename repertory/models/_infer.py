@@ -8,22 +8,32 @@ from repertory.core.model import Model
 
 __all__ = ["PROVIDERS", "infer_model"]
 
-PROVIDERS = ("openai",)
+PROVIDERS = ("anthropic", "openai")
 """The prefixes ``infer_model`` understands. ``openai`` covers every server with OpenAI's chat
-completions API: point it elsewhere with ``OPENAI_BASE_URL`` or ``base_url=``."""
+completions API (point it elsewhere with ``OPENAI_BASE_URL`` or ``base_url=``); ``anthropic`` is
+Anthropic's native Messages API (``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``)."""
 
 
 def infer_model(name: str, **options: Any) -> Model:
-    """The model a ``"provider:model"`` string names: ``infer_model("openai:gpt-4o-mini")``.
+    """The model a ``"provider:model"`` string names: ``infer_model("anthropic:claude-sonnet-4-5")``.
 
     ``options`` go to the adapter's constructor (``base_url=``, ``pricing=``, ``timeout=``...).
-    An unknown provider or a missing model name is a ``ValueError`` that lists what is known.
+    An unknown provider or a missing model name is a ``ValueError`` that lists the known providers.
+    The provider's SDK is imported only here, when a model of that provider is asked for.
     """
     provider, sep, model = name.partition(":")
+    known = ", ".join(PROVIDERS)
     if not sep or not model:
-        raise ValueError(f"model string {name!r} must look like 'provider:model', e.g. 'openai:gpt-4o-mini'")
+        raise ValueError(
+            f"model string {name!r} must look like 'provider:model', e.g. 'openai:gpt-4o-mini'; "
+            f"known providers: {known}"
+        )
     if provider == "openai":
         from repertory.models.openai_chat import OpenAIChatModel
 
         return OpenAIChatModel(model, **options)
-    raise ValueError(f"unknown model provider {provider!r} in {name!r}; known: {', '.join(PROVIDERS)}")
+    if provider == "anthropic":
+        from repertory.models.anthropic_messages import AnthropicModel
+
+        return AnthropicModel(model, **options)
+    raise ValueError(f"unknown model provider {provider!r} in {name!r}; known providers: {known}")

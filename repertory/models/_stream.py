@@ -112,7 +112,14 @@ class MessageAssembler:
             if not all(isinstance(n, int) for n in (inp, out, total)):
                 raise MalformedReply(f"malformed usage from the server: {usage!r}")
             total = total or inp + out
-            self.usage = Usage(input_tokens=inp, output_tokens=out, total_tokens=total, requests=1)
+            # OpenAI counts cached prompt tokens inside prompt_tokens, as Usage does.
+            details = getattr(usage, "prompt_tokens_details", None)
+            cached = getattr(details, "cached_tokens", None) or 0
+            if not isinstance(cached, int):
+                raise MalformedReply(f"malformed usage from the server: {usage!r}")
+            self.usage = Usage(
+                input_tokens=inp, output_tokens=out, total_tokens=total, requests=1, cache_read_tokens=cached
+            )
         choices = obj.choices or []
         if not isinstance(choices, list):
             raise MalformedReply(f"malformed reply from the server: choices is a {type(choices).__name__}")

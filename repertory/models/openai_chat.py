@@ -60,6 +60,11 @@ class OpenAIChatModel:
     ``client`` supplies a configured ``openai.AsyncOpenAI`` (Azure, proxies); the model does not
     close a client it was given. ``retry_sleep`` is what the wait before a retry awaits (a test gives
     one that records the delays instead of waiting them).
+
+    Each reply records the model name the server answered with (``ModelMessage.model``); usage
+    counts cached prompt tokens as ``cache_read_tokens``. There is no ``count_tokens``: the chat
+    completions API has no counting endpoint, servers that copy it tokenize differently, and a
+    character estimate is not a count (callers that need one estimate for themselves).
     """
 
     def __init__(
@@ -138,7 +143,7 @@ class OpenAIChatModel:
                             yield event
                 finally:
                     await reply.close()
-            message = assembler.message()
+            message = assembler.message().model_copy(update={"model": assembler.served_by or self.model})
         except MalformedReply as exc:
             raise self._failure(str(exc), None, 1) from None
         usage = assembler.usage or Usage(requests=1)

@@ -1,10 +1,12 @@
-"""Test doubles that are product code: ``ScriptedModel`` (see ``repertory.testing.scripted``).
+"""Test doubles that are product code: ``ScriptedModel`` (``repertory.testing.scripted``) and
+``ReplayModel`` (``repertory.testing.replay``).
 
-Beside it: ``repertory.testing.pg_temp`` (a throwaway PostgreSQL server) and
+Beside them: ``repertory.testing.pg_temp`` (a throwaway PostgreSQL server) and
 ``repertory.testing.conformance`` (the store contracts as pytest classes; it imports pytest, so it
 is not imported from here).
 """
 
+from repertory.testing.replay import ReplayModel
 from repertory.testing.scripted import ScriptedModel, Step, StepFunction
 
-__all__ = ["ScriptedModel", "Step", "StepFunction"]
+__all__ = ["ReplayModel", "ScriptedModel", "Step", "StepFunction"]

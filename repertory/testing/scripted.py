@@ -40,16 +40,19 @@ class ScriptedModel:
     A step is a dict: ``{"text": "..."}`` (final reply), ``{"tool": "name", "args": {...}}`` (one
     call), ``{"tools": [{"tool": ..., "args": ...}, ...]}`` (parallel calls), ``{"json": {...}}``
     (a final reply whose text is that JSON document), optionally with ``"reasoning": "..."`` and
-    ``"usage": {"input_tokens": n, "output_tokens": m}``. Without ``usage`` the tokens are
+    ``"usage": {"input_tokens": n, "output_tokens": m}`` (also ``cache_read_tokens`` and
+    ``cache_write_tokens``, parts of ``input_tokens``). Without ``usage`` the tokens are
     estimated at four characters a token, so analytics over scripted runs are not all zeros.
     ``delay`` seconds pass before each reply. Running out of steps raises ``ModelError``.
+    Every reply records ``name`` as the model that wrote it (``ModelMessage.model``).
     """
 
-    def __init__(self, steps: Sequence[Step] | StepFunction, delay: float = 0.0) -> None:
+    def __init__(self, steps: Sequence[Step] | StepFunction, delay: float = 0.0, *, name: str = "scripted") -> None:
         if delay < 0:
             raise ValueError("delay must be >= 0")
         self.steps = steps
         self.delay = delay
+        self.model = name
         self.requests = 0
         # By id of the last message of a request: (that message, prefix length, assistant count,
         # characters, sampled (index, message) pairs). The next request of the same conversation
@@ -137,11 +140,21 @@ class ScriptedModel:
             )
         if not parts:
             raise ModelError(f"scripted step produces no reply: {step!r}")
-        message = ModelMessage(role="assistant", parts=parts)
+        message = ModelMessage(role="assistant", parts=parts, model=self.model)
         raw = step.get("usage")
+        read = write = 0
         if raw is not None:
             inp, out = int(raw.get("input_tokens", 0)), int(raw.get("output_tokens", 0))
+            read, write = int(raw.get("cache_read_tokens", 0)), int(raw.get("cache_write_tokens", 0))
         else:
             inp = self._scan(messages)[1] // 4
             out = max(1, len(message.text) // 4)
-        return message, Usage(input_tokens=inp, output_tokens=out, total_tokens=inp + out, requests=1)
+        usage = Usage(
+            input_tokens=inp,
+            output_tokens=out,
+            total_tokens=inp + out,
+            requests=1,
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+        )
+        return message, usage

@@ -94,6 +94,27 @@ def test_sessions_list_tree_and_show(store_url: str) -> None:
     assert tree.exit_code == 0 and "deployer" in tree.stdout and "asker" in tree.stdout
     show = invoke("sessions", "show", root, "--store", store_url)
     assert show.exit_code == 0 and "hello" in show.stdout and "runs: 1" in show.stdout
+    assert "scripted" in show.stdout  # the model that wrote the reply
+    assert "cache read 0, cache written 0" in show.stdout
+
+
+def test_sessions_show_cache_tokens(store_url: str) -> None:
+    cached = {
+        "text": "from the cache",
+        "usage": {"input_tokens": 1_500, "output_tokens": 5, "cache_read_tokens": 1_200},
+    }
+    model = ScriptedModel([cached], name="claude-cached")
+
+    async def build() -> str:
+        async with await Runtime.start(store=store_url, agents={"ops": Agent(name="ops", model=model)}) as rt:
+            h = await rt.create_session(agent="ops")
+            await h.run("hi")
+            return h.id
+
+    sid = asyncio.run(build())
+    show = invoke("sessions", "show", sid, "--store", store_url)
+    assert show.exit_code == 0, show.output
+    assert "claude-cached" in show.stdout and "tokens: 1,505 (cache read 1,200, cache written 0)" in show.stdout
 
 
 def test_approvals_list_and_approve_with_a_json_payload(store_url: str) -> None:

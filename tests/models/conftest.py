@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from repertory.models import OpenAIChatModel
+from repertory.models import AnthropicModel, OpenAIChatModel
 
+from .anthropic_server import FakeAnthropic
 from .server import FakeOpenAI
 
 ModelFactory = Callable[..., OpenAIChatModel]
@@ -42,6 +43,46 @@ async def make_model(fake: FakeOpenAI) -> AsyncIterator[ModelFactory]:
             await asyncio.sleep(0)
 
         model = OpenAIChatModel(name, retry_sleep=record, **options)
+        model.slept = slept  # type: ignore[attr-defined]
+        made.append(model)
+        return model
+
+    yield make
+    for model in made:
+        await model.aclose()
+
+
+AnthropicFactory = Callable[..., AnthropicModel]
+
+
+@pytest.fixture
+async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
+    """A fresh scripted Messages API server; a test fails if it asked for unscripted replies."""
+    server = await FakeAnthropic().start()
+    try:
+        yield server
+    finally:
+        await server.close()
+    assert not server.problems, server.problems
+
+
+@pytest.fixture
+async def make_anthropic(fake_anthropic: FakeAnthropic) -> AsyncIterator[AnthropicFactory]:
+    """Build Anthropic models aimed at ``fake_anthropic``; retry waits are recorded in ``model.slept``."""
+    made: list[AnthropicModel] = []
+
+    def make(name: str = "claude-test-4-5", **options: Any) -> AnthropicModel:
+        options.setdefault("base_url", fake_anthropic.url)
+        options.setdefault("api_key", "sk-ant-test")
+        options.setdefault("timeout", 10.0)
+        model = AnthropicModel(name, **options)
+        slept: list[float] = []
+
+        async def record(seconds: float) -> None:
+            slept.append(seconds)
+            await asyncio.sleep(0)
+
+        model._sleep = record
         model.slept = slept  # type: ignore[attr-defined]
         made.append(model)
         return model

@@ -24,8 +24,10 @@ def test_infer_model() -> None:
     assert infer_model("openai:org/llama-3:8b").model == "org/llama-3:8b"  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="provider:model"):
         infer_model("gpt-4o-mini")
-    with pytest.raises(ValueError, match="unknown model provider 'anthropic'"):
-        infer_model("anthropic:claude")
+    with pytest.raises(ValueError, match=r"unknown model provider 'gemini'.*known providers: anthropic, openai"):
+        infer_model("gemini:pro")
+    with pytest.raises(ValueError, match="known providers: anthropic, openai"):
+        infer_model("anthropic:")
 
 
 def test_environment_and_repr(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -133,6 +133,22 @@ async def test_usage_in_the_final_chunk(fake: FakeOpenAI, make_model: ModelFacto
     assert response.cost is None  # "test-model" has no price: unknown, not free
 
 
+async def test_cached_prompt_tokens_and_the_model_that_answered(fake: FakeOpenAI, make_model: ModelFactory) -> None:
+    """OpenAI counts cached prompt tokens inside prompt_tokens: they are Usage.cache_read_tokens, at the cached rate."""
+    final = chunk(no_choices=True, usage={"prompt": 1_000_000, "completion": 0}, model="gpt-4o-mini-2024-07-18")
+    final["usage"]["prompt_tokens_details"] = {"cached_tokens": 800_000}
+    fake.add(SSEReply([chunk("ok"), chunk(finish="stop"), final]))
+    _, response = await collect(make_model("gpt-4o-mini"))
+    assert response.usage == Usage(
+        input_tokens=1_000_000, output_tokens=0, total_tokens=1_000_000, requests=1, cache_read_tokens=800_000
+    )
+    price = PRICES["gpt-4o-mini"]
+    assert response.cost == pytest.approx(0.2 * price.input_per_million + 0.8 * (price.cache_read_per_million or 0))
+    assert response.message.model == "gpt-4o-mini-2024-07-18"  # the name the server answered with
+    fake.add(SSEReply([chunk("ok", finish="stop", model="")]))
+    assert (await collect(make_model("asked-for")))[1].message.model == "asked-for"  # none reported: the asked name
+
+
 async def test_cost_from_the_default_table(fake: FakeOpenAI, make_model: ModelFactory) -> None:
     usage = {"prompt": 1_000_000, "completion": 2_000_000}
     fake.add(SSEReply([chunk("ok", finish="stop", usage=usage, model="gpt-4o-mini-2024-07-18")]))

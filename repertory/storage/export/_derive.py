@@ -36,7 +36,8 @@ from repertory.storage.export._schema import MESSAGES, TOOL_CALLS
 __all__ = ["Derived", "derive"]
 
 _MESSAGE_TYPE = (
-    '{"role":"VARCHAR","origin":{"kind":"VARCHAR","id":"VARCHAR"},"parts":[{"type":"VARCHAR","text":"VARCHAR",'
+    '{"role":"VARCHAR","origin":{"kind":"VARCHAR","id":"VARCHAR"},"model":"VARCHAR",'
+    '"parts":[{"type":"VARCHAR","text":"VARCHAR",'
     '"tool_call_id":"VARCHAR","tool_name":"VARCHAR","args":"JSON","result":"JSON","is_error":"BOOLEAN"}]}'
 )
 _APPROVALS_TYPE = (
@@ -137,6 +138,7 @@ def _walk(
 _DECODE_SQL = f"""
 CREATE TEMP TABLE dec AS
 SELECT entry_id, created_at, s.role AS role, s.origin.kind AS origin_kind, s.origin.id AS origin_id,
+       s.model AS model,
        array_to_string(list_transform(list_filter(s.parts, lambda p: p.type = 'text'), lambda p: p.text), '') AS text,
        list_transform(list_filter(s.parts, lambda p: p.tool_name IS NOT NULL), lambda p: p.tool_name) AS tool_names,
        list_transform(list_filter(s.parts, lambda p: p.tool_call_id IS NOT NULL), lambda p: p.tool_call_id)
@@ -147,7 +149,7 @@ FROM (SELECT entry_id, created_at, json_transform(message, '{_MESSAGE_TYPE}') AS
 
 _MESSAGES_SQL = """
 SELECT h.thread_id, w.depth - 1 AS position, w.revision_id, w.entry_id, d.created_at, d.role, d.origin_kind,
-       d.origin_id, d.text, d.tool_names, d.tool_call_ids, CAST(NULL AS BIGINT) AS tokens,
+       d.origin_id, d.model, d.text, d.tool_names, d.tool_call_ids, CAST(NULL AS BIGINT) AS tokens,
        CAST($gen AS BIGINT) AS export_generation
 FROM walked AS w JOIN heads AS h USING (k) JOIN dec AS d USING (entry_id)
 """

@@ -37,12 +37,14 @@ _RECORD_SQL = {
     """,
     "runs": """
         SELECT k, s.thread_id, s.status, s.agent, s.step_index, s.usage.input_tokens, s.usage.output_tokens,
-               s.usage.total_tokens, s.usage.requests, s.cost, s.history_revision_id, s.suspended_on.kind,
-               s.suspended_on.reason, s.suspended_on.tool_call_id, CAST(s.result AS VARCHAR), s.error.type,
-               s.error.message, s.created_at, s.updated_at, j, CAST($gen AS BIGINT)
+               s.usage.total_tokens, s.usage.requests, s.usage.cache_read_tokens, s.usage.cache_write_tokens,
+               s.cost, s.history_revision_id, s.suspended_on.kind, s.suspended_on.reason, s.suspended_on.tool_call_id,
+               CAST(s.result AS VARCHAR), s.error.type, s.error.message, s.created_at, s.updated_at, j,
+               CAST($gen AS BIGINT)
         FROM (SELECT k, j, json_transform(j, '{"thread_id":"VARCHAR","status":"VARCHAR","agent":"VARCHAR",
               "step_index":"BIGINT","usage":{"input_tokens":"BIGINT","output_tokens":"BIGINT",
-              "total_tokens":"BIGINT","requests":"BIGINT"},"cost":"DOUBLE","history_revision_id":"VARCHAR",
+              "total_tokens":"BIGINT","requests":"BIGINT","cache_read_tokens":"BIGINT",
+              "cache_write_tokens":"BIGINT"},"cost":"DOUBLE","history_revision_id":"VARCHAR",
               "suspended_on":{"kind":"VARCHAR","reason":"VARCHAR","tool_call_id":"VARCHAR"},"result":"JSON",
               "error":{"type":"VARCHAR","message":"VARCHAR"},"created_at":"BIGINT","updated_at":"BIGINT"}') AS s
               FROM raw)

@@ -62,7 +62,8 @@ RUNS = TableSpec(
     "runs",
     _schema(
         ("run_id", _S), ("thread_id", _S), ("status", _S), ("agent", _S), ("step_index", _I),
-        ("input_tokens", _I), ("output_tokens", _I), ("total_tokens", _I), ("requests", _I), ("cost", pa.float64()),
+        ("input_tokens", _I), ("output_tokens", _I), ("total_tokens", _I), ("requests", _I),
+        ("cache_read_tokens", _I), ("cache_write_tokens", _I), ("cost", pa.float64()),
         ("history_revision_id", _S), ("suspended_kind", _S), ("suspended_reason", _S),
         ("suspended_tool_call_id", _S), ("result", _S), ("error_type", _S), ("error_message", _S),
         ("created_at", _I), ("updated_at", _I), ("state", _S),
@@ -107,7 +108,7 @@ MESSAGES = TableSpec(
     "messages",
     _schema(
         ("thread_id", _S), ("position", _I), ("revision_id", _S), ("entry_id", _S), ("created_at", _I),
-        ("role", _S), ("origin_kind", _S), ("origin_id", _S), ("text", _S), ("tool_names", pa.list_(_S)),
+        ("role", _S), ("origin_kind", _S), ("origin_id", _S), ("model", _S), ("text", _S), ("tool_names", pa.list_(_S)),
         ("tool_call_ids", pa.list_(_S)), ("tokens", _I),
     ),
     ("thread_id", "position"),
