@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import EngineSession, make_message
+from benchmarks.harness.commits import EngineSession, make_message
 from repertory.storage.sqlite.store import SqliteSessionStore
 
 

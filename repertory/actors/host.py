@@ -120,6 +120,13 @@ class SessionHost:
         assert self._host is not None
         return self._host
 
+    async def local_host(self) -> LocalHost:
+        """The in-process host once the store is open, for a subclass's own methods (a benchmark's probes).
+
+        A ``LocalHost`` does not leave its process: this is of no use to a remote caller.
+        """
+        return await self._ready()
+
     # -- control ------------------------------------------------------------------------------------
 
     async def ping(self) -> dict[str, Any]:

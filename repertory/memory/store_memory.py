@@ -196,6 +196,11 @@ class StoreMemory:
 
     # -- search -----------------------------------------------------------------------------------
 
+    @property
+    def index(self) -> ResourceIndex:
+        """The resource's vectors as this memory searches them (for measuring the search alone)."""
+        return self._index
+
     async def load_index(self) -> int:
         """Bring the cached vectors up to date with the store now; returns how many it holds."""
         await self._index.refresh()

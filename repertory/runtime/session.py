@@ -109,6 +109,16 @@ class Session:
         """A signal of the latest run state: ``.value``, ``.subscribe(fn)``, ``async for``."""
         return self._signal
 
+    def drop_cached_history(self) -> bool:
+        """Forget the history kept from the last run (the next run reloads it); whether one was kept.
+
+        It frees that memory while the session stays resident: ``benchmarks.sessions`` measures an
+        idle session with and without it.
+        """
+        kept = self._history is not None
+        self._history = None
+        return kept
+
     def _committed(self, run: RunState) -> None:
         """After each commit: the committed state becomes ``state``/``watch().value`` and is announced.
 

@@ -72,6 +72,14 @@ class PgCommitWriter(PgBase):
         )
         self._writers = [] if self._commits is None else [self._commits]
 
+    @property
+    def group_commit_counts(self) -> tuple[int, int] | None:
+        """(batches, commits in them) sent through group commit so far; ``None`` with it off.
+
+        Commits per batch is how far concurrent commits coalesced (``benchmarks.group_commit`` reads it).
+        """
+        return None if self._commits is None else (self._commits.batches, self._commits.members)
+
     async def _write_commit(self, params: CommitParams) -> None:
         """Write one commit; returns once it is durable, raises its own ``CommitConflict``/``StoreError``."""
         if self._closed:

@@ -42,9 +42,10 @@ from repertory.storage.postgres.schema import (
 )
 from repertory.storage.queries import runs_query
 
-__all__ = ["PostgresSessionStore", "redact"]
+__all__ = ["COMMIT_SQL", "UPSERT_RUN", "PostgresSessionStore", "event_arrays", "redact"]
 
-_COMMIT_SQL = COMMIT_SQL  # the statement of a lone commit; ``benchmarks.store_pg`` times a raw loop of it
+# ``COMMIT_SQL`` (a lone commit), ``UPSERT_RUN`` and ``event_arrays`` are public so ``benchmarks.store``
+# can time raw psycopg loops that run exactly the store's statements.
 
 
 _LINEAGE_SQL = """
@@ -58,7 +59,7 @@ SELECT l.id, l.parent_id, l.entry_id, l.depth, l.created_at, e.created_at, e.mes
 FROM lineage AS l JOIN repertory.history_entries AS e ON e.id = l.entry_id
 """
 
-_UPSERT_RUN = """
+UPSERT_RUN = """
 INSERT INTO repertory.runs (run_id, thread_id, status, updated_at, write_seq, token, state)
 VALUES (%s, %s, %s, %s, nextval('repertory.runs_write_seq'), %s, %s)
 ON CONFLICT (run_id) DO UPDATE SET
@@ -187,7 +188,7 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, StoreAl
         token = None if run.suspended_on is None else run.suspended_on.token
         async with self.connection("save") as conn:
             await conn.execute(
-                _UPSERT_RUN, (run.run_id, run.thread_id, run.status, run.updated_at, token, run.model_dump_json())
+                UPSERT_RUN, (run.run_id, run.thread_id, run.status, run.updated_at, token, run.model_dump_json())
             )
 
     # -- history ----------------------------------------------------------------------------------

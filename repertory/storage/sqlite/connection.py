@@ -235,6 +235,26 @@ class SqliteBase:
 
         return await asyncio.to_thread(work)
 
+    # -- diagnostics ------------------------------------------------------------------------------
+
+    @property
+    def group_commit_counts(self) -> tuple[int, int] | None:
+        """(batches, writes in them) committed through group commit so far; ``None`` with it off.
+
+        Writes per batch is how far concurrent commits coalesced (``benchmarks.group_commit`` reads it).
+        """
+        return None if self._group is None else (self._group.batches, self._group.members)
+
+    @property
+    def connections(self) -> list[sqlite3.Connection]:
+        """The writer connection, then every reader connection opened so far: for measurements only.
+
+        A benchmark sets trace callbacks or pragmas on them (``benchmarks.store``, ``benchmarks.sessions``);
+        a statement sent through them bypasses the store's guards and group commit.
+        """
+        with self._readers_lock:
+            return [self._writer, *self._all_readers]
+
     # -- plumbing ---------------------------------------------------------------------------------
 
     def _check_open(self) -> None:

@@ -37,10 +37,12 @@ from repertory.storage.sqlite._tree_tables import SqliteTreeTables, insert_event
 from repertory.storage.sqlite.connection import Durability, connect, db_errors, use_wal
 from repertory.storage.sqlite.schema import check_file, ensure_schema
 
-__all__ = ["Durability", "SqliteSessionStore"]
+__all__ = ["LINEAGE_SQL", "UPSERT_RUN", "UPSERT_THREAD", "Durability", "SqliteSessionStore", "run_row"]
 
+# The statements and row shape of a commit are public so ``benchmarks.store`` can time a raw sqlite3
+# loop that runs exactly them: a benchmark that drifts from the store's SQL would measure nothing.
 
-_LINEAGE_SQL = """
+LINEAGE_SQL = """
 WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
     SELECT id, parent_id, entry_id, depth, created_at FROM history_revisions WHERE id = ?
     UNION ALL
@@ -51,7 +53,7 @@ SELECT l.id, l.parent_id, l.entry_id, l.depth, l.created_at, e.created_at, e.mes
 FROM lineage AS l JOIN history_entries AS e ON e.id = l.entry_id
 """
 
-_UPSERT_RUN = """
+UPSERT_RUN = """
 INSERT INTO runs (run_id, thread_id, status, updated_at, write_seq, token, state)
 VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (run_id) DO UPDATE SET
@@ -59,7 +61,7 @@ ON CONFLICT (run_id) DO UPDATE SET
     write_seq = excluded.write_seq, token = excluded.token, state = excluded.state
 """
 
-_UPSERT_THREAD = """
+UPSERT_THREAD = """
 INSERT INTO threads (thread_id, head, created_at, updated_at) VALUES (?, ?, ?, ?)
 ON CONFLICT (thread_id) DO UPDATE SET head = excluded.head, updated_at = excluded.updated_at
 """
@@ -79,7 +81,8 @@ def _next_write_seq() -> int:
     return _last_write_seq
 
 
-def _run_row(run: RunState) -> tuple[str, str, str, int, int, str | None, str]:
+def run_row(run: RunState) -> tuple[str, str, str, int, int, str | None, str]:
+    """The ``runs`` row of a checkpoint, as ``UPSERT_RUN`` takes it (the next write order included)."""
     token = None if run.suspended_on is None else run.suspended_on.token
     return (run.run_id, run.thread_id, run.status, run.updated_at, _next_write_seq(), token, run.model_dump_json())
 
@@ -174,14 +177,14 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, StoreAliases):
 
     async def save(self, run: RunState) -> None:
         """Write the run row unconditionally."""
-        row = _run_row(run)
-        await self._write("save", lambda conn: conn.execute(_UPSERT_RUN, row), atomic=False)
+        row = run_row(run)
+        await self._write("save", lambda conn: conn.execute(UPSERT_RUN, row), atomic=False)
 
     # -- history ----------------------------------------------------------------------------------
 
     async def load_history(self, revision_id: str) -> MessageHistory | None:
         """The lineage of ``revision_id``, root first, in one recursive query."""
-        rows = await self.read("load_history", lambda conn: conn.execute(_LINEAGE_SQL, (revision_id,)).fetchall())
+        rows = await self.read("load_history", lambda conn: conn.execute(LINEAGE_SQL, (revision_id,)).fetchall())
         if not rows:
             return None
         return decode_lineage(revision_id, rows)
@@ -210,7 +213,7 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, StoreAliases):
         with db_errors("commit_session"):
             delta = plan_commit(run, thread, history, base_revision_id, self._holds)
         # Serialise before taking the write lock, so the lock is held for the statements alone.
-        run_row = _run_row(run)
+        run_values = run_row(run)
         entry_rows = [(e.id, e.created_at, e.message.model_dump_json()) for e in delta.entries]
         rev_rows = [(r.id, r.parent_id, r.entry_id, r.depth, r.created_at) for r in delta.revisions]
         thread_row = (thread.thread_id, thread.history_revision_id, thread.created_at, thread.updated_at)
@@ -238,9 +241,9 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, StoreAliases):
                     "VALUES (?, ?, ?, ?, ?)",
                     rev_rows,
                 )
-            conn.execute(_UPSERT_RUN, run_row)
+            conn.execute(UPSERT_RUN, run_values)
             if events:
                 insert_events(conn, events)
-            conn.execute(_UPSERT_THREAD, thread_row)
+            conn.execute(UPSERT_THREAD, thread_row)
 
         await self._write("commit_session", apply)

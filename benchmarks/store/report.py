@@ -1,0 +1,287 @@
+"""The store benchmark's report: SQLite commit throughput, history loads, bytes on disk, where the time goes,
+and the PostgreSQL commit loops (``postgres``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.harness.model import BenchModel
+from benchmarks.harness.report import Machine, Mode, Report, Row, row
+
+__all__ = [
+    "TARGET_COMMITS_PER_S",
+    "TARGET_DISK_RATIO",
+    "TARGET_LOAD_MS_AT_10K",
+    "TARGET_PG_RATIO",
+    "TARGET_RATIO",
+    "BytesOnDisk",
+    "CommitProfile",
+    "CommitResult",
+    "DiskResult",
+    "LoadHistory",
+    "LoadResult",
+    "MeasuredOn",
+    "PgCommitResult",
+    "PgSection",
+    "PgSkipped",
+    "PgVariantResult",
+    "StoreReport",
+]
+
+TARGET_COMMITS_PER_S = 10_000
+TARGET_RATIO = 0.4
+TARGET_PG_RATIO = 0.5
+TARGET_LOAD_MS_AT_10K = 50.0
+TARGET_DISK_RATIO = 2.0
+
+
+class CommitResult(BenchModel):
+    """Commits per second for repertory and the raw floor, one durability.
+
+    Rates are medians over rounds, with the best round beside them (on a shared machine the best
+    round is the least disturbed one). The ratio is the median of per-round ratios: a round of
+    repertory and the raw round right after it share whatever load the machine had then.
+    """
+
+    durability: str
+    commits_per_round: int
+    rounds: int
+    repertory_commits_per_s: float
+    raw_commits_per_s: float
+    raw_with_guard_reads_commits_per_s: float
+    repertory_best_commits_per_s: float
+    raw_best_commits_per_s: float
+    ratio: float
+    ratio_vs_raw_with_guard_reads: float
+    repertory_us_per_commit: float
+    raw_us_per_commit: float
+    raw_with_guard_reads_us_per_commit: float
+    overhead_us_per_commit: float
+    repertory_rounds: list[float]
+    raw_rounds: list[float]
+    raw_with_guard_reads_rounds: list[float]
+    meets_throughput_target: bool
+    meets_ratio_target: bool
+
+
+class LoadResult(BenchModel):
+    """``load_history`` at one depth: whole call, the SQL alone, and the whole call with the GC paused.
+
+    Decoding a deep history makes hundreds of thousands of objects, which triggers full collections;
+    the GC-off figure shows how much of the time is the collector rather than the decoding itself.
+    """
+
+    depth: int
+    runs: int
+    median_ms: float
+    min_ms: float
+    query_median_ms: float
+    decode_median_ms: float
+    gc_off_median_ms: float
+
+
+class LoadHistory(BenchModel):
+    """``load_history`` at each depth, against the target at depth 10,000."""
+
+    target_ms_at_10000: float = TARGET_LOAD_MS_AT_10K
+    meets_target: bool
+    results: list[LoadResult]
+
+
+class DiskResult(BenchModel):
+    """Disk growth and WAL bytes written per appended message, at one starting depth."""
+
+    depth: int
+    appends: int
+    message_json_bytes: int
+    page_size: int
+    db_bytes_before: int
+    db_bytes_after: int
+    bytes_per_message: float
+    ratio_to_message_json: float
+    wal_bytes_per_commit: float
+    wal_pages_per_commit: float
+    meets_target: bool
+
+
+class BytesOnDisk(BenchModel):
+    """Bytes per appended message at a shallow and a deep history: flat, and at most 2x the JSON."""
+
+    target_max_ratio: float = TARGET_DISK_RATIO
+    flat: bool
+    results: list[DiskResult]
+
+
+class TopFunction(BenchModel):
+    """One of the functions with the most own time in the profiled commits."""
+
+    function: str
+    ncalls: int
+    tottime_s: float
+    cumtime_s: float
+    tottime_us_per_commit: float
+
+
+class GroupTime(BenchModel):
+    """Cumulative time of one group of functions of the commit path."""
+
+    seconds: float
+    share: float
+    us_per_commit: float
+
+
+class PrivateReads(BenchModel):
+    """Pydantic private-attribute reads (``BaseModel.__getattr__``), across the groups."""
+
+    calls_per_commit: float
+    us_per_commit: float
+    share: float
+
+
+class CommitProfile(BenchModel):
+    """cProfile over engine-style commits: top functions by own time, time by group."""
+
+    commits: int
+    durability: str
+    profiled_total_s: float
+    profiled_us_per_commit: float
+    summary: str
+    top_by_tottime: list[TopFunction]
+    groups: dict[str, GroupTime]
+    pydantic_private_attr_reads: PrivateReads
+
+
+class PgVariantResult(BenchModel):
+    """One PostgreSQL loop at one concurrency: median and best aggregate rate, wall and client CPU per commit.
+
+    ``client_cpu_cores`` is the client process's CPU time over wall time (median of rounds); the
+    server's 64 backends share the same cores, so near 1.0 on this 2-core machine the client is the
+    bottleneck.
+    """
+
+    name: str
+    description: str
+    commits_per_s: float
+    best_commits_per_s: float
+    us_per_commit: float
+    mean_latency_us: float
+    client_cpu_us_per_commit: float
+    client_cpu_cores: float
+    rounds: list[float]
+    client_cpu_rounds_us: list[float]
+
+
+class PgCommitResult(BenchModel):
+    """All loops at one concurrency, and repertory's ratio to each raw loop (median of per-round ratios)."""
+
+    writers: int
+    commits_per_writer_per_round: int
+    commits_per_round: int
+    rounds: int
+    variants: dict[str, PgVariantResult]
+    ratio: float
+    ratio_vs_raw_pipelined: float
+    ratio_vs_raw_function: float
+    ratio_vs_raw_function_checked: float
+    meets_ratio_target: bool
+
+
+class PgSection(BenchModel):
+    """The PostgreSQL part: the server's settings, the loops, their figures at 1 and 64 writers."""
+
+    server: dict[str, str]
+    durability: str
+    client: dict[str, Any]
+    pool_size: int
+    target_ratio: float = TARGET_PG_RATIO
+    variants: dict[str, str]
+    results: list[PgCommitResult]
+    mode: Mode
+    load_average_before_after: list[float]
+    seconds: float
+
+
+class PgSkipped(BenchModel):
+    """The PostgreSQL part was not measured (no server binaries), and why."""
+
+    skipped: str
+
+
+class MeasuredOn(BenchModel):
+    """When and where a part merged in from another run (``--only``) was measured."""
+
+    mode: str | None = None
+    created_at: str | None = None
+    machine: Machine | None = None
+
+
+class StoreReport(Report):
+    """``benchmarks/results/store.json``: the SQLite part, the PostgreSQL part, or both."""
+
+    workdir: str
+    durability: dict[str, str | list[str] | None]
+    message_json_bytes: int
+    run_state_json_bytes: int
+    commit_throughput: list[CommitResult] | None = None
+    load_history: LoadHistory | None = None
+    bytes_on_disk: BytesOnDisk | None = None
+    component_costs_us: dict[str, float] | None = None
+    profile: CommitProfile | None = None
+    postgres: PgSection | PgSkipped | None = None
+    postgres_measured_on: MeasuredOn | None = None
+
+    def summarise(self) -> list[Row]:
+        """Commits/s per durability; load_history at the deepest depth; bytes per message; PostgreSQL/s."""
+        rows: list[Row] = []
+        for c in self.commit_throughput or []:
+            rows.append(
+                row(
+                    f"commit_session/s, 1 KB messages, one writer (SQLite {c.durability})",
+                    c.repertory_commits_per_s,
+                    "commits/s",
+                    TARGET_COMMITS_PER_S if c.durability == "normal" else None,
+                    at_most=False,
+                    note=f"{c.ratio:.2f}x a raw sqlite3 loop doing the same inserts (target >= {TARGET_RATIO})",
+                )
+            )
+        loads = self.load_history.results if self.load_history is not None else []
+        if loads:
+            deepest = loads[-1]
+            rows.append(
+                row(
+                    f"load_history at depth {deepest.depth:,}",
+                    deepest.median_ms,
+                    "ms",
+                    TARGET_LOAD_MS_AT_10K if deepest.depth == 10_000 else None,
+                    note=", ".join(f"{x.depth:,}: {x.median_ms:.2f} ms" for x in loads),
+                )
+            )
+        disks = self.bytes_on_disk.results if self.bytes_on_disk is not None else []
+        if disks:
+            d = disks[-1]
+            rows.append(
+                row(
+                    f"bytes on disk per appended 1 KB message, depth {d.depth:,}",
+                    d.ratio_to_message_json,
+                    "x JSON",
+                    TARGET_DISK_RATIO,
+                    note=", ".join(f"depth {x.depth:,}: {x.bytes_per_message:,.0f} B" for x in disks),
+                )
+            )
+        if isinstance(self.postgres, PgSection):
+            for p in self.postgres.results:
+                rows.append(
+                    row(
+                        f"PostgreSQL commit_session/s, {p.writers} writer(s)",
+                        p.variants["repertory"].commits_per_s,
+                        "commits/s",
+                        note=f"{p.ratio:.2f}x a raw psycopg loop (target >= {self.postgres.target_ratio})",
+                    )
+                )
+        return rows
+
+    def render(self) -> str:
+        """The tables printed after a run (``benchmarks.store.tables``)."""
+        from benchmarks.store.tables import render
+
+        return render(self)
