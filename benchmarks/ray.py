@@ -95,7 +95,7 @@ from repertory.core.ids import new_id
 from repertory.core.messages import ModelMessage
 from repertory.core.model import ToolSpec
 from repertory.core.principal import Principal, to_model_message
-from repertory.core.tree import Lineage, SessionEvent
+from repertory.core.tree import NewSession, SessionEvent
 from repertory.storage.url import open_store
 from repertory.testing import ScriptedModel
 from repertory.tree.handle import SessionHandle
@@ -286,19 +286,9 @@ def _host(rt: Runtime) -> Any:
     return host
 
 
-def _create_kwargs() -> dict[str, Any]:
-    """What ``RayHostClient.create_session`` hands on for a root session (plus the placement)."""
-    return {
-        "agent": AGENT,
-        "title": None,
-        "model": None,
-        "cwd": None,
-        "lineage": Lineage(kind="root"),
-        "root_id": None,
-        "head": None,
-        "session_id": new_id(),
-        "placement": "shared",
-    }
+def _create_kwargs() -> NewSession:
+    """What ``RayHostClient.create_session`` hands on for a root session (shared placement)."""
+    return NewSession(agent=AGENT)
 
 
 async def _bulk_sessions(rt: Runtime, n: int) -> list[SessionHandle]:
@@ -686,12 +676,12 @@ async def _creations(rt: Runtime, n_call: int, n_batch: int, n_actors: int, n_de
 
     async def host_loop() -> None:
         for _ in range(n_call):
-            await host.create_session.remote(**_create_kwargs())
+            await host.create_session.remote(_create_kwargs())
 
     async def host_concurrent() -> None:
         for start in range(0, n_call, BATCH):
             await asyncio.gather(
-                *(host.create_session.remote(**_create_kwargs()) for _ in range(min(BATCH, n_call - start)))
+                *(host.create_session.remote(_create_kwargs()) for _ in range(min(BATCH, n_call - start)))
             )
 
     async def batched() -> None:

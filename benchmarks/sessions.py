@@ -74,7 +74,7 @@ from benchmarks._suite import dist_ms
 from repertory import Agent
 from repertory.core.messages import ModelMessage
 from repertory.core.model import ModelEvent, ModelResponse, ModelSettings, ToolSpec
-from repertory.core.tree import Lineage, SessionRecord
+from repertory.core.tree import Lineage, NewSession, SessionRecord
 from repertory.testing import ScriptedModel
 from repertory.tree.runtime import Runtime
 
@@ -315,11 +315,8 @@ async def _creation(folder: str, n: int, rounds: int, full_n: int) -> dict[str, 
                 await asyncio.gather(*(rt.create_session(agent=AGENT) for _ in range(BATCH)))
 
         async def host_only(count: int) -> None:
-            root = Lineage(kind="root")
             for _ in range(count):
-                await rt.host.create_session(
-                    agent=AGENT, title=None, model=None, cwd=None, lineage=root, root_id=None, head=None
-                )
+                await rt.host.create_session(NewSession(agent=AGENT))
 
         from repertory.core.ids import new_id, now_ms
 

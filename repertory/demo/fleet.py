@@ -13,7 +13,6 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from repertory.core.result import RunResult
 from repertory.errors import InvalidResumeToken, RepertoryError
@@ -123,14 +122,18 @@ async def _kill_a_host(rt: Runtime, stats: FleetStats, at_fraction: float) -> No
         return
     import ray
 
+    from repertory.actors.client import RayHostClient
+
     expected_turns = stats.projects * 9
     # Sampling the fleet's counters, as the live display does: there is no event to await for "40%".
     while stats.turns < at_fraction * expected_turns and stats.projects_done < stats.projects:  # noqa: ASYNC110
         await asyncio.sleep(0.02)
     if stats.projects_done >= stats.projects:
         return
-    hosts: list[Any] = rt.host._hosts  # type: ignore[union-attr]
-    ray.kill(hosts[0], no_restart=False)
+    client = rt.host
+    if not isinstance(client, RayHostClient):
+        return
+    ray.kill(client.hosts[0], no_restart=False)
     stats.host_kills += 1
 
 

@@ -94,6 +94,10 @@ class Session:
         """The latest run state this session holds, or ``None`` before a run started."""
         return self._state
 
+    def adopt(self, run: RunState | None) -> None:
+        """Hold ``run`` (read from the store) as the latest state, announcing nothing: a host activating a session."""
+        self._state = run
+
     def watch(self) -> Signal[RunState | None]:
         """A signal of the latest run state: ``.value``, ``.subscribe(fn)``, ``async for``."""
         return self._signal

@@ -68,6 +68,10 @@ class PgBase:
         self._closed = False
         self._writers: list[GroupCommit[Any, Any]] = []  # group-commit queues that close() lets finish
 
+    def reopen_url(self) -> str:
+        """The connection URL with its password, for another process to open this database (never log it)."""
+        return self._conninfo
+
     # -- plumbing ---------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
