@@ -111,8 +111,8 @@ class SessionHandle:
 
     @property
     def record(self) -> SessionRecord:
-        """The session's stored row as this handle read it (agent, metadata, placement, times)."""
-        return self._record
+        """A copy of the session's stored row as this handle read it (agent, metadata, placement, times)."""
+        return self._record.model_copy(deep=True)
 
     @property
     def resource(self) -> str:
