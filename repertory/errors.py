@@ -5,6 +5,7 @@
     RepertoryError                 every fault repertory raises
     ├── StoreError                 a store cannot open, read or write
     │   └── CommitConflict         a commit lost a race or disagrees with itself; nothing was written
+    │       └── SessionExists      a new session's id is already a session's (or a thread's)
     ├── RunNotFound                no run with that id
     ├── SessionNotFound            no session with that id
     ├── InvalidResumeToken         not the run's live token (wrong, used, expired)
@@ -42,6 +43,7 @@ __all__ = [
     "RunNotFound",
     "RunSuspended",
     "SessionBusy",
+    "SessionExists",
     "SessionNotFound",
     "StepBudgetExceeded",
     "StoreError",
@@ -81,6 +83,14 @@ class StoreError(RepertoryError):
 
 class CommitConflict(StoreError):
     """A commit disagrees with itself or lost a compare-and-set race; it wrote nothing."""
+
+
+class SessionExists(CommitConflict):
+    """A session (or thread) with the id a new session asked for already exists; nothing was created.
+
+    A ``CommitConflict``, because that is what a store raises for it: code that caught the
+    conflict keeps working, and code that wants the duplicate id catches this (``session_id``).
+    """
 
 
 class RunNotFound(RepertoryError):

@@ -14,7 +14,7 @@ import ray
 
 from benchmarks.harness.procfs import private_bytes
 from benchmarks.harness.stats import dist_ms
-from benchmarks.ray.host import AGENT, BATCH, Trivial, client_of, create_kwargs, host_of
+from benchmarks.ray.host import AGENT, BATCH, Trivial, client_of, create_spec, host_of
 from benchmarks.ray.report import AllAtOnce, Creations, DedicatedSessions, RayProfile, TrivialActors
 from repertory.actors.supervisor import shared_host_name
 from repertory.tree.runtime import Runtime
@@ -34,7 +34,7 @@ async def creations(rt: Runtime, n_call: int, n_batch: int, n_actors: int, n_ded
     host = host_of(rt)
     for _ in range(50):
         await rt.create_session(agent=AGENT)
-    await host.create_sessions.remote([create_kwargs() for _ in range(BATCH)])
+    await host.create_sessions.remote([create_spec() for _ in range(BATCH)])
 
     async def loop() -> None:
         for _ in range(n_call):
@@ -46,21 +46,21 @@ async def creations(rt: Runtime, n_call: int, n_batch: int, n_actors: int, n_ded
 
     async def host_loop() -> None:
         for _ in range(n_call):
-            await host.create_session.remote(**create_kwargs())
+            await host.create_session.remote(create_spec())
 
     async def host_concurrent() -> None:
         for start in range(0, n_call, BATCH):
             await asyncio.gather(
-                *(host.create_session.remote(**create_kwargs()) for _ in range(min(BATCH, n_call - start)))
+                *(host.create_session.remote(create_spec()) for _ in range(min(BATCH, n_call - start)))
             )
 
     async def batched() -> None:
         for start in range(0, n_batch, BATCH):
-            await host.create_sessions.remote([create_kwargs() for _ in range(min(BATCH, n_batch - start))])
+            await host.create_sessions.remote([create_spec() for _ in range(min(BATCH, n_batch - start))])
 
     async def batched_1000() -> None:
         for start in range(0, n_batch, 1000):
-            await host.create_sessions.remote([create_kwargs() for _ in range(min(1000, n_batch - start))])
+            await host.create_sessions.remote([create_spec() for _ in range(min(1000, n_batch - start))])
 
     rates = {
         "per_call_loop_per_s": await _rate(loop, n_call),
@@ -74,7 +74,7 @@ async def creations(rt: Runtime, n_call: int, n_batch: int, n_actors: int, n_ded
     await host.profile_start.remote()
     t0 = time.perf_counter()
     for _ in range(10):
-        await host.create_sessions.remote([create_kwargs() for _ in range(BATCH)])
+        await host.create_sessions.remote([create_spec() for _ in range(BATCH)])
     profiled_s = time.perf_counter() - t0
     batch_profile = RayProfile.model_validate(await host.profile_stop.remote(10 * BATCH))
     batch_profile.wall_us_per_session = round(profiled_s / (10 * BATCH) * 1e6, 1)

@@ -30,7 +30,7 @@ from repertory.core.messages import ModelMessage
 from repertory.core.model import ToolSpec
 from repertory.core.principal import Principal, to_model_message
 from repertory.core.store import TreeStore
-from repertory.core.tree import Lineage, SessionEvent
+from repertory.core.tree import NewSession, SessionEvent
 from repertory.storage.url import open_store
 from repertory.testing import ScriptedModel
 from repertory.tree.handle import SessionHandle
@@ -45,7 +45,7 @@ __all__ = [
     "activate",
     "bulk_sessions",
     "client_of",
-    "create_kwargs",
+    "create_spec",
     "gather_chunked",
     "host_of",
     "message",
@@ -204,19 +204,9 @@ def host_of(rt: Runtime) -> Any:
     return ray.get_actor(shared_host_name(client.prefix, 0), namespace=client.namespace)
 
 
-def create_kwargs() -> dict[str, Any]:
-    """What ``RayHostClient.create_session`` hands on for a root session (plus the placement)."""
-    return {
-        "agent": AGENT,
-        "title": None,
-        "model": None,
-        "cwd": None,
-        "lineage": Lineage(kind="root"),
-        "root_id": None,
-        "head": None,
-        "session_id": new_id(),
-        "placement": "shared",
-    }
+def create_spec() -> NewSession:
+    """What ``RayHostClient.create_session`` hands on for a root session."""
+    return NewSession(agent=AGENT)
 
 
 async def bulk_sessions(rt: Runtime, n: int) -> list[SessionHandle]:
@@ -224,7 +214,7 @@ async def bulk_sessions(rt: Runtime, n: int) -> list[SessionHandle]:
     host = host_of(rt)
     ids: list[str] = []
     for start in range(0, n, BATCH):
-        records = await host.create_sessions.remote([create_kwargs() for _ in range(min(BATCH, n - start))])
+        records = await host.create_sessions.remote([create_spec() for _ in range(min(BATCH, n - start))])
         ids += [r.session_id for r in records]
     return [await rt.session(sid) for sid in ids]
 

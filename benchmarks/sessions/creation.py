@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from benchmarks.sessions.report import CreationPart, FullRates, Rate
 from benchmarks.sessions.shared import AGENT, local_host, reply, runtime
 from repertory.core.ids import new_id, now_ms
-from repertory.core.tree import Lineage, SessionRecord
+from repertory.core.tree import Lineage, NewSession, SessionRecord
 from repertory.testing import ScriptedModel
 from repertory.tree.runtime import Runtime
 
@@ -66,11 +66,8 @@ async def _normal(rt: Runtime, n: int, rounds: int) -> dict[str, Rate]:
             await asyncio.gather(*(rt.create_session(agent=AGENT) for _ in range(BATCH)))
 
     async def host_only(count: int) -> None:
-        root = Lineage(kind="root")
         for _ in range(count):
-            await host.create_session(
-                agent=AGENT, title=None, model=None, cwd=None, lineage=root, root_id=None, head=None
-            )
+            await host.create_session(NewSession(agent=AGENT))
 
     async def store_only(count: int) -> float:
         """Sessions per second of the store alone, records built beforehand."""

@@ -13,18 +13,17 @@ restart) and reads its result from the store. Queueing is retried safely: submis
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from repertory.actors._bulk import retry_dead
 from repertory.actors._coalesce import Coalescer
 from repertory.actors._feeds import ChannelLost, Feed
 from repertory.core.ids import new_id
 from repertory.core.messages import ModelMessage
 from repertory.core.result import RunResult
 from repertory.core.tree import TurnKind
-from repertory.tree.handle import turn_result
+from repertory.runtime.results import turn_result
 
 if TYPE_CHECKING:
     from repertory.actors.client import RayHostClient
@@ -37,17 +36,17 @@ RunItem = tuple[str, ModelMessage, TurnKind, type[BaseModel] | None, str]
 class RunBatcher:
     """One host's ``run()``s of this client: queued per loop tick in one Ray call, results on the channel."""
 
-    def __init__(self, client: RayHostClient, handle: Any, feed: Feed) -> None:
+    def __init__(self, client: RayHostClient, feed: Feed) -> None:
         self._client = client
-        self._handle = handle
         self._feed = feed
         self._queue: Coalescer[RunItem, BaseException | None] = Coalescer(self._send)
         self.running = 0  # run()s of this client on this host not yet returned
 
     async def _send(self, items: list[RunItem]) -> list[BaseException | None]:
         client_id = await self._feed.channel()
-        queued: list[BaseException | None] = await retry_dead(
-            self._client, lambda: self._handle.run_turns.remote(client_id, items)
+        handle = self._feed.handle
+        queued: list[BaseException | None] = await self._client.retrying(
+            lambda: handle.run_turns.remote(client_id, items)
         )
         return queued
 
@@ -80,7 +79,8 @@ class RunBatcher:
             outcome = await result
         except ChannelLost:
             await self._client.wait_turn(session_id, submission_id)
-            return await turn_result(self._client.store, self._client, session_id, submission_id, output_type)
+            client = self._client
+            return await turn_result(client.store, client.output_type_for, session_id, submission_id, output_type)
         finally:
             self._feed.forget(submission_id)
             if not result.done():

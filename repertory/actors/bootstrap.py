@@ -1,4 +1,8 @@
-"""Starting (or joining) Ray and finding or creating one store's hosts and supervisor.
+"""Starting (or joining) Ray and finding or creating one store's hosts and supervisor: the ``ray`` backend.
+
+``start_ray_backend`` is the factory the entry point ``ray`` of the group ``repertory.backends``
+names (pyproject.toml), which ``Runtime.start(backend="ray")`` finds through
+``repertory.tree.backends`` without the session tree importing this package.
 
 Hosts and the supervisor are detached actors with versioned names in a namespace derived from the
 store, so two runtimes on one cluster with different stores never share hosts, and a runtime that
@@ -21,8 +25,10 @@ from repertory.errors import StoreError
 from repertory.runtime.agent import Agent
 from repertory.runtime.host import MemoryFactory
 from repertory.tree.agent_specs import AgentSpec
+from repertory.tree.backend import SessionBackend
+from repertory.tree.backends import BackendConfig
 
-__all__ = ["start_ray_client", "store_url_for_hosts"]
+__all__ = ["start_ray_backend", "start_ray_client", "store_url_for_hosts"]
 
 
 def store_url_for_hosts(store: TreeStore, url: str | None) -> str:
@@ -38,7 +44,7 @@ def store_url_for_hosts(store: TreeStore, url: str | None) -> str:
             raise StoreError("the Ray backend cannot share an in-memory SQLite database between processes")
         return f"sqlite:///{store.path}?durability={store.durability}"
     if isinstance(store, PostgresSessionStore):
-        return store._conninfo
+        return store.reopen_url
     if url is None:
         raise StoreError(f"cannot tell Ray hosts how to open a {type(store).__name__}")
     return url
@@ -115,4 +121,22 @@ async def start_ray_client(
         max_in_flight=max_in_flight,
         call_timeout=call_timeout,
         keep_hosts=(not owns_ray) if keep_hosts is None else keep_hosts,
+    )
+
+
+async def start_ray_backend(config: BackendConfig) -> SessionBackend:
+    """The ``ray`` backend: a ``RayHostClient`` to this store's hosts, started or joined (``start_ray_client``)."""
+    return await start_ray_client(
+        store=config.store,
+        store_url=config.store_url,
+        agents=config.agents,
+        agent_specs=config.agent_specs,
+        memory=config.memory,
+        address=config.address,
+        hosts=config.hosts,
+        idle_timeout=config.idle_timeout,
+        max_in_flight=config.max_in_flight,
+        host_options=config.host_options,
+        ray_init=config.ray_init,
+        keep_hosts=config.keep_hosts,
     )

@@ -1,11 +1,17 @@
-"""``RayHostClient``: the Ray backend behind the same ``Runtime`` and handle API as the local one.
+"""``RayHostClient``: the Ray backend's ``SessionBackend``, behind the same ``Runtime`` and handles as the local one.
 
-The client keeps its own store connection for reads (handles read runs, turns and history
-directly) and sends everything that changes a session to the host that owns it. It caches host
-handles, bounds the calls it keeps in flight, and retries only what is safe to retry: reads,
-waits and cancellations, sends (deduplicated by a client-chosen submission id) and creations
-(client-chosen session id). A decision is not retried: its token is single-use, so a lost reply
-surfaces as an error rather than a second attempt.
+It implements ``repertory.tree.backend.SessionBackend`` (the one statement of the interface;
+``SessionHost`` is its remote half and mirrors those methods). The client keeps its own store
+connection for reads (handles read runs, turns and history directly) and sends everything that
+changes a session to the host that owns it. It caches host handles, bounds the calls it keeps in
+flight, and retries only what is safe to retry: reads, waits and cancellations, sends
+(deduplicated by a client-chosen submission id) and creations (client-chosen session id: a
+creation retried after its host died takes the session it finds only if that is the one it asked
+for, else the id was taken and ``SessionExists`` says so). A decision is not retried: its token is
+single-use, so a lost reply surfaces as an error rather than a second attempt. Bulk calls
+(``create_sessions``, ``send_many``) go one Ray call per host per 1,000 items: one call per
+session costs a round trip each (~1 ms), while a host creates ~19,000 sessions a second when they
+arrive 100 or more per call.
 
 Event streams: one Ray streaming generator per host this client reads from (``_feeds.py``), each
 item a batch of events of any of the client's readers. Streams are never retried by Ray (a retried
@@ -18,19 +24,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal, TypeVar
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
 
 import ray
 from pydantic import BaseModel
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
-from repertory.actors import _bulk
 from repertory.actors._coalesce import Coalescer
 from repertory.actors._feeds import Feed, Subscription
 from repertory.actors._runs import RunBatcher
 from repertory.actors.host import shared_host_index
 from repertory.actors.supervisor import dedicated_host_name, shared_host_name
+from repertory.core.decisions import Decision
 from repertory.core.ids import new_id
 from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal
@@ -38,7 +44,7 @@ from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
 from repertory.core.store import TreeStore
 from repertory.core.tree import (
-    Lineage,
+    NewSession,
     Placement,
     SessionEvent,
     SessionMetadata,
@@ -46,7 +52,8 @@ from repertory.core.tree import (
     TurnKind,
     TurnRecord,
 )
-from repertory.errors import CommitConflict, SessionNotFound
+from repertory.errors import SessionExists, SessionNotFound
+from repertory.runtime.actor import IfBusy
 from repertory.runtime.agent import Agent
 from repertory.runtime.host import lookup_agent, resolve_output_type
 
@@ -54,7 +61,7 @@ __all__ = ["VERSION", "RayHostClient"]
 
 _T = TypeVar("_T")
 _DEAD = (RayActorError, ActorDiedError, ActorUnavailableError)
-VERSION = "v2"  # bumped with incompatible host code: a detached actor keeps the code it started with
+VERSION = "v3"  # bumped with incompatible host code: a detached actor keeps the code it started with
 
 
 class RayHostClient:
@@ -89,12 +96,30 @@ class RayHostClient:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._feeds: dict[str, Feed] = {}
         self._batchers: dict[str, RunBatcher] = {}
-        self._creators: dict[int, Coalescer[dict[str, Any], SessionRecord]] = {}
+        self._creators: dict[int, Coalescer[NewSession, SessionRecord | SessionExists]] = {}
         self._subscribing: dict[str, set[asyncio.Task[None]]] = {}
 
     # -- routing ------------------------------------------------------------------------------------
 
-    async def _handle_for(self, session_id: str) -> Any:
+    @property
+    def hosts(self) -> list[Any]:
+        """The Ray handles of the shared hosts, in index order (a copy; for operators and tests)."""
+        return list(self._hosts)
+
+    @property
+    def supervisor(self) -> Any:
+        """The Ray handle of the supervisor."""
+        return self._supervisor
+
+    def kill_host(self, index: int) -> None:
+        """Kill shared host ``index`` as a crash would (Ray restarts it, and it re-drives its open runs).
+
+        For fault drills (the demo's host kill, chaos runs): nothing is told to the host first.
+        """
+        ray.kill(self._hosts[index], no_restart=False)
+
+    async def _route(self, session_id: str) -> tuple[str, Any]:
+        """The Ray name and handle of the host that runs ``session_id``."""
         placement = self._placement.get(session_id)
         if placement is None:
             record = await self.store.load_session(session_id)
@@ -102,12 +127,13 @@ class RayHostClient:
                 raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
             placement = self._placement[session_id] = record.placement
         if placement == "shared":
-            return self._hosts[shared_host_index(session_id, len(self._hosts))]
+            index = shared_host_index(session_id, len(self._hosts))
+            return shared_host_name(self.prefix, index), self._hosts[index]
         handle = self._dedicated.get(session_id)
         if handle is None:
             name = await self._supervisor.dedicated_host.remote(session_id)
             handle = self._dedicated[session_id] = ray.get_actor(name, namespace=self.namespace)
-        return handle
+        return dedicated_host_name(self.prefix, session_id), handle
 
     async def _subscribed(self, session_id: str) -> None:
         """Wait for listeners added just before a call: they are in place on the host before it runs."""
@@ -121,7 +147,7 @@ class RayHostClient:
         deadline = time.monotonic() + self._call_timeout
         delay = 0.05
         while True:
-            handle = await self._handle_for(session_id)
+            _, handle = await self._route(session_id)
             try:
                 async with self._slots:
                     return await getattr(handle, method).remote(*args, **kwargs)
@@ -132,7 +158,7 @@ class RayHostClient:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    # -- operations the handles use -----------------------------------------------------------------
+    # -- the SessionBackend operations (repertory.tree.backend) -------------------------------------
 
     def agent(self, name: str) -> Agent:
         """The registered agent called ``name``."""
@@ -142,85 +168,129 @@ class RayHostClient:
         """The output type a turn asked for (importable), else its agent's ``output_type``."""
         return resolve_output_type(path) or self.agent(agent).output_type
 
-    async def create_session(
-        self,
-        *,
-        agent: str,
-        title: str | None,
-        model: str | None,
-        cwd: str | None,
-        lineage: Lineage,
-        root_id: str | None,
-        head: str | None,
-        session_id: str | None = None,
-        placement: Placement = "shared",
-        options: dict[str, Any] | None = None,
-    ) -> SessionRecord:
-        """Create a session where the supervisor places it (retried safely: the id is ours)."""
-        self.agent(agent)
-        session_id = session_id or new_id()
-        kwargs = {
-            "agent": agent,
-            "title": title,
-            "model": model,
-            "cwd": cwd,
-            "lineage": lineage,
-            "root_id": root_id,
-            "head": head,
-            "session_id": session_id,
-        }
+    async def retrying(self, call: Callable[[], Any]) -> Any:
+        """Await ``call()`` under the in-flight bound, again while its host is down (idempotent calls only)."""
+        result, _ = await self._retrying(call)
+        return result
+
+    async def _retrying(self, call: Callable[[], Any], *, bounded: bool = True) -> tuple[Any, bool]:
+        """``call()``'s result and whether it took more than one attempt (``bounded``: under the in-flight bound)."""
         deadline = time.monotonic() + self._call_timeout
+        retried = False
         while True:
             try:
-                if placement == "shared":
-                    # The client knows a shared session's host (a stable hash): no supervisor hop, and
-                    # creations of one loop tick travel in one call (idempotent: the ids are ours).
-                    record = await self._creations(shared_host_index(session_id, len(self._hosts))).submit(
-                        {**kwargs, "placement": placement}
-                    )
-                else:
-                    record = await self._supervisor.create_session.remote(kwargs, placement, options)
-                break
-            except CommitConflict:
-                existing = await self.store.load_session(session_id)  # a retry after our own first attempt
-                if existing is None:
-                    raise
-                record = existing
-                break
+                if not bounded:
+                    return await call(), retried
+                async with self._slots:
+                    return await call(), retried
             except _DEAD:
                 if time.monotonic() > deadline:
                     raise
+                retried = True
                 await asyncio.sleep(0.1)
-        self._placement[session_id] = record.placement
+
+    async def _created(self, spec: NewSession, outcome: SessionRecord | SessionExists, retried: bool) -> SessionRecord:
+        """A creation's record; a taken id is ours only after a retry, and only if the row is what we asked for."""
+        if isinstance(outcome, SessionRecord):
+            return outcome
+        if retried:
+            existing = await self.store.load_session(spec.session_id)  # the first attempt's, before its host died?
+            if existing is not None and spec.made(existing):
+                return existing
+        raise outcome
+
+    async def create_session(self, spec: NewSession, *, options: dict[str, Any] | None = None) -> SessionRecord:
+        """Create a session where it belongs; ``SessionExists`` if its id is taken.
+
+        A shared session's host is a stable hash of its id, so the client sends the creation there
+        itself, with the other creations of the same loop tick in one call. A dedicated one goes
+        through the supervisor (``options``: Ray actor options for its host), whose calls Ray
+        retries by itself: there, an existing row identical to ``spec`` is taken for a retry's.
+        """
+        self.agent(spec.agent)
+        spec.record(0)  # validates: a bad id or metadata fails here, in the caller, not in a host
+        outcome: SessionRecord | SessionExists
+        if spec.placement == "shared":
+            creations = self._creations(shared_host_index(spec.session_id, len(self._hosts)))
+            # Unbounded here: the batch's one Ray call takes the in-flight slot (in ``_creations``).
+            outcome, retried = await self._retrying(lambda: creations.submit(spec), bounded=False)
+        else:
+            supervisor = self._supervisor
+            try:
+                outcome, _ = await self._retrying(
+                    lambda: supervisor.create_session.remote(spec, options), bounded=False
+                )
+            except SessionExists:  # Ray's wrapper of the host's error: a plain one for the caller
+                outcome = SessionExists(
+                    f"a session or thread with id {spec.session_id!r} already exists", session_id=spec.session_id
+                )
+            retried = True
+        record = await self._created(spec, outcome, retried)
+        self._placement[record.session_id] = record.placement
         return record
 
-    def _creations(self, index: int) -> Coalescer[dict[str, Any], SessionRecord]:
+    def _creations(self, index: int) -> Coalescer[NewSession, SessionRecord | SessionExists]:
         coalescer = self._creators.get(index)
         if coalescer is None:
             host = self._hosts[index]
 
-            async def send(batch: list[dict[str, Any]]) -> list[SessionRecord]:
+            async def send(batch: list[NewSession]) -> list[SessionRecord | SessionExists]:
                 async with self._slots:
-                    made: list[SessionRecord] = await host.create_sessions.remote(batch)
+                    made: list[SessionRecord | SessionExists] = await host.create_sessions.remote(batch)
                 return made
 
             coalescer = self._creators[index] = Coalescer(send)
         return coalescer
 
-    async def create_sessions(self, batch: list[dict[str, Any]]) -> list[SessionRecord]:
-        """Create shared sessions in bulk (``_bulk.create_sessions``)."""
-        return await _bulk.create_sessions(self, batch)
+    async def create_sessions(self, specs: list[NewSession]) -> list[SessionRecord]:
+        """Create shared sessions in bulk: one call per host per 1,000 (ids are ours, so retries are safe)."""
+        for spec in specs:
+            self.agent(spec.agent)
+            spec.record(0)  # validates here, as create_session does
+            if spec.placement != "shared":
+                raise ValueError(f"create_sessions is for shared sessions; {spec.session_id!r} is {spec.placement}")
+        records: dict[str, SessionRecord] = {}
+
+        async def chunk(index: int, part: list[NewSession]) -> None:
+            outcomes, retried = await self._retrying(lambda: self._hosts[index].create_sessions.remote(part))
+            for spec, outcome in zip(part, outcomes, strict=True):
+                records[spec.session_id] = await self._created(spec, outcome, retried)
+
+        await asyncio.gather(*(chunk(i, part) for i, part in self._by_host(specs, lambda s: s.session_id)))
+        for session_id in records:
+            self._placement[session_id] = "shared"
+        return [records[spec.session_id] for spec in specs]
 
     async def send_many(self, batch: list[tuple[str, ModelMessage, TurnKind, str]]) -> list[TurnRecord]:
-        """Queue turns on shared sessions in bulk (``_bulk.send_many``)."""
-        return await _bulk.send_many(self, batch)
+        """Queue turns on shared sessions in bulk (deduplicated by submission id when retried)."""
+        turns: dict[str, TurnRecord] = {}
+
+        async def chunk(index: int, part: list[tuple[str, ModelMessage, TurnKind, str]]) -> None:
+            made: list[TurnRecord] = await self.retrying(lambda: self._hosts[index].send_many.remote(part))
+            turns.update((t.submission_id, t) for t in made)
+
+        for session_id in {item[0] for item in batch}:
+            _, handle = await self._route(session_id)
+            if handle not in self._hosts:
+                raise ValueError(f"send_many is for shared sessions; {session_id!r} has a dedicated host")
+        await asyncio.gather(*(chunk(i, part) for i, part in self._by_host(batch, lambda item: item[0])))
+        return [turns[item[3]] for item in batch]
+
+    def _by_host(
+        self, items: Sequence[_T], session_of: Callable[[_T], str], size: int = 1_000
+    ) -> list[tuple[int, list[_T]]]:
+        """Items grouped by the shared host of their session, in chunks of ``size``."""
+        groups: dict[int, list[_T]] = {}
+        for item in items:
+            groups.setdefault(shared_host_index(session_of(item), len(self._hosts)), []).append(item)
+        return [(i, group[j : j + size]) for i, group in groups.items() for j in range(0, len(group), size)]
 
     async def send(
         self,
         session_id: str,
         message: ModelMessage,
         kind: TurnKind,
-        if_busy: Literal["enqueue", "reject", "interrupt"],
+        if_busy: IfBusy,
         output_type: type[BaseModel] | None,
         submission_id: str | None = None,
     ) -> TurnRecord:
@@ -238,7 +308,7 @@ class RayHostClient:
         feed = await self._feed_for(session_id)
         batcher = self._batchers.get(feed.key)
         if batcher is None:
-            batcher = self._batchers[feed.key] = RunBatcher(self, feed.handle, feed)
+            batcher = self._batchers[feed.key] = RunBatcher(self, feed)
         return await batcher.run(session_id, message, kind, output_type)
 
     async def run_turn_direct(
@@ -267,18 +337,9 @@ class RayHostClient:
         result: list[SuspendReason] = await self._call(session_id, "pending_approvals", session_id)
         return result
 
-    async def decide(
-        self,
-        session_id: str,
-        kind: Literal["approve", "reject", "resume"],
-        token: str,
-        principal: Principal,
-        params: dict[str, Any],
-    ) -> RunResult:
+    async def decide(self, session_id: str, decision: Decision, principal: Principal) -> RunResult:
         """Approve, reject or resume; never retried (the token is single-use)."""
-        result: RunResult = await self._call(
-            session_id, "decide", session_id, kind, token, principal, params, retry=False
-        )
+        result: RunResult = await self._call(session_id, "decide", session_id, decision, principal, retry=False)
         await self._flush(session_id)
         return result
 
@@ -288,8 +349,8 @@ class RayHostClient:
         return result
 
     async def _feed_for(self, session_id: str) -> Feed:
-        handle = await self._handle_for(session_id)
-        key = handle._actor_id.hex()
+        # Keyed by the host's Ray name: a restarted detached actor keeps its name (and its actor id).
+        key, handle = await self._route(session_id)
         feed = self._feeds.get(key)
         if feed is None:
             feed = self._feeds[key] = Feed(handle, key)

@@ -11,6 +11,10 @@ turns its sessions left ``queued`` or ``running`` (a turn is durable before ``se
 are idempotent or deduplicated (``send`` carries a client-chosen submission id). Events go out on
 one multiplexed stream per client connection (``_channels.py``), which shares the actor's one event
 loop with control calls (see ``host_actor_class``).
+
+The control methods are the remote half of ``RayHostClient``: each mirrors the
+``repertory.tree.backend.SessionBackend`` method of its name (where a retry needs it, with the
+client-chosen id as one more argument) and hands it to the ``LocalHost`` inside.
 """
 
 from __future__ import annotations
@@ -19,26 +23,30 @@ import asyncio
 import hashlib
 import os
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import Any
 
 import ray
 from pydantic import BaseModel
 
 from repertory.actors._channels import KEEPALIVE_SECONDS, Channels, Item
+from repertory.core.decisions import Decision
 from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
 from repertory.core.store import TreeStore
 from repertory.core.tree import (
+    NewSession,
     SessionMetadata,
     SessionRecord,
     TurnKind,
     TurnRecord,
 )
-from repertory.errors import CommitConflict
+from repertory.errors import SessionExists
+from repertory.runtime.actor import IfBusy
 from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.host import LocalHost, MemoryFactory
+from repertory.runtime.results import turn_result
 from repertory.tree.agent_specs import AgentSpec, resolve_agents
 
 __all__ = ["SessionHost", "host_actor_class", "shared_host_index"]
@@ -150,36 +158,34 @@ class SessionHost:
         host.agents.update(resolve_agents(agents))
         return sorted(host.agents)
 
-    async def create_session(self, **kwargs: Any) -> SessionRecord:
-        """Persist a new session (placed on this host)."""
+    async def create_session(self, spec: NewSession) -> SessionRecord:
+        """Persist a new session placed on this host (``SessionExists`` if the id is taken)."""
         host = await self._ready()
-        return await host.create_session(**kwargs)
+        return await host.create_session(spec)
 
-    async def create_sessions(self, batch: list[dict[str, Any]]) -> list[SessionRecord]:
-        """Bulk creation: one call for many sessions (retried safely: ids are the caller's).
+    async def create_sessions(self, specs: list[NewSession]) -> list[SessionRecord | SessionExists]:
+        """Bulk creation: one call for many sessions; a taken id is that item's ``SessionExists``, not the call's.
 
         The creations run concurrently, so the store's group commit writes them in a few
-        transactions rather than one each.
+        transactions rather than one each. The client tells a retry's own first attempt from a
+        taken id (it knows whether it retried): this host cannot, as a retry reaches a fresh process.
         """
         host = await self._ready()
 
-        async def create(kwargs: dict[str, Any]) -> SessionRecord:
+        async def create(spec: NewSession) -> SessionRecord | SessionExists:
             try:
-                return await host.create_session(**kwargs)
-            except CommitConflict:
-                existing = await host.store.load_session(kwargs["session_id"])  # created by a first attempt
-                if existing is None:
-                    raise
-                return existing
+                return await host.create_session(spec)
+            except SessionExists as exc:
+                return exc
 
-        return list(await asyncio.gather(*(create(kwargs) for kwargs in batch)))
+        return list(await asyncio.gather(*(create(spec) for spec in specs)))
 
     async def send(
         self,
         session_id: str,
         message: ModelMessage,
         kind: TurnKind,
-        if_busy: Literal["enqueue", "reject", "interrupt"],
+        if_busy: IfBusy,
         output_type: type[BaseModel] | None,
         submission_id: str,
     ) -> TurnRecord:
@@ -201,12 +207,10 @@ class SessionHost:
         submission_id: str,
     ) -> RunResult:
         """Queue a turn, wait for it to rest and return its result: ``handle.run()`` in one call."""
-        from repertory.tree.handle import turn_result
-
         host = await self._ready()
         turn = await host.send(session_id, message, kind, "enqueue", output_type, submission_id)
         await host.wait_turn(session_id, turn.submission_id)
-        return await turn_result(host.store, host, session_id, turn.submission_id, output_type)
+        return await turn_result(host.store, host.output_type_for, session_id, turn.submission_id, output_type)
 
     async def run_turns(
         self, client_id: str, batch: list[tuple[str, ModelMessage, TurnKind, type[BaseModel] | None, str]]
@@ -236,13 +240,11 @@ class SessionHost:
     async def _deliver_result(
         self, client_id: str, session_id: str, submission_id: str, output_type: type[BaseModel] | None
     ) -> None:
-        from repertory.tree.handle import turn_result
-
         host = await self._ready()
         outcome: RunResult | BaseException
         try:
             await host.wait_turn(session_id, submission_id)
-            outcome = await turn_result(host.store, host, session_id, submission_id, output_type)
+            outcome = await turn_result(host.store, host.output_type_for, session_id, submission_id, output_type)
         except Exception as exc:
             outcome = exc
         self._channels.result(client_id, submission_id, outcome)
@@ -267,17 +269,10 @@ class SessionHost:
         host = await self._ready()
         return await host.pending_approvals(session_id)
 
-    async def decide(
-        self,
-        session_id: str,
-        kind: Literal["approve", "reject", "resume"],
-        token: str,
-        principal: Principal,
-        params: dict[str, Any],
-    ) -> RunResult:
+    async def decide(self, session_id: str, decision: Decision, principal: Principal) -> RunResult:
         """Approve, reject or resume (single-use tokens make a retry fail safely)."""
         host = await self._ready()
-        return await host.decide(session_id, kind, token, principal, params)
+        return await host.decide(session_id, decision, principal)
 
     async def metadata(self, session_id: str) -> SessionMetadata:
         """Title, model, live status, cwd and times."""

@@ -15,8 +15,7 @@ from typing import Any
 import ray
 
 from repertory.actors.host import host_actor_class, shared_host_index
-from repertory.core.ids import new_id
-from repertory.core.tree import Placement, SessionRecord
+from repertory.core.tree import NewSession, SessionRecord
 from repertory.runtime.host import MemoryFactory
 from repertory.tree.agent_specs import AgentSpec
 
@@ -95,15 +94,15 @@ class Supervisor:
         )
         return name
 
-    async def create_session(
-        self, kwargs: dict[str, Any], placement: Placement = "shared", options: dict[str, Any] | None = None
-    ) -> SessionRecord:
-        """Persist a session on the host it belongs to (starting a dedicated host if asked)."""
-        session_id = kwargs.get("session_id") or new_id()
-        kwargs = {**kwargs, "session_id": session_id, "placement": placement}
-        if placement == "dedicated":
-            host = ray.get_actor(self.dedicated_host(session_id, options, kwargs.get("cwd")), namespace=self.namespace)
+    async def create_session(self, spec: NewSession, options: dict[str, Any] | None = None) -> SessionRecord:
+        """Persist a session on the host it belongs to (starting a dedicated host if asked).
+
+        ``options`` are Ray actor options for a dedicated session's host. ``SessionExists`` if the id is taken.
+        """
+        if spec.placement == "dedicated":
+            name = self.dedicated_host(spec.session_id, options, spec.cwd)
+            host = ray.get_actor(name, namespace=self.namespace)
         else:
-            host = self._shared(shared_host_index(session_id, self.hosts))
-        record: SessionRecord = await host.create_session.remote(**kwargs)
+            host = self._shared(shared_host_index(spec.session_id, self.hosts))
+        record: SessionRecord = await host.create_session.remote(spec)
         return record

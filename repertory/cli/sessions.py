@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
+from repertory.core.result import RunResult
 from repertory.core.state import RunState, Usage
 from repertory.core.store import TreeStore
 from repertory.errors import InvalidResumeToken, RepertoryError, SessionNotFound
@@ -206,17 +207,18 @@ def approvals_list(store: StoreOption = DEFAULT_STORE) -> None:
     _console().print(_run(main, store))
 
 
-def _decide(store_url: str, agents_path: str, token: str, act: Callable[[Session, str], Awaitable[Any]]) -> None:
+def _decide(
+    store_url: str, agents_path: str, token: str, act: Callable[[TreeStore, Agent, str], Awaitable[RunResult]]
+) -> None:
+    """Find the run TOKEN decides and ``act(store, agent, run_id)`` on it (a ``Session.*_suspended`` call)."""
     agents = load_agents(agents_path)
 
-    async def main(s: TreeStore) -> Any:
+    async def main(s: TreeStore) -> RunResult:
         run = await _run_for_token(s, token)
         agent = agents.get(run.agent or "")
         if agent is None:
             raise RepertoryError(f"run {run.run_id} needs agent {run.agent!r}, which --agents does not provide")
-        session = Session(store=s, agent=agent, thread_id=run.thread_id)
-        session._state = run
-        return await act(session, run.run_id)
+        return await act(s, agent, run.run_id)
 
     result = _run(main, store_url)
     _console().print(f"run {result.run_id}: {result.status}" + (f": {result.text}" if result.text else ""))
@@ -231,7 +233,14 @@ def approvals_approve(
 ) -> None:
     """Approve the pending tool call that TOKEN decides; the tool runs once and the run goes on."""
     payload = _json(json_payload, "--json")
-    _decide(store, agents, token, lambda s, _: s.approve_tool(token, approval=payload))
+    _decide(
+        store,
+        agents,
+        token,
+        lambda s, agent, run_id: Session.approve_suspended(
+            store=s, agent=agent, run_id=run_id, resume_token=token, approval=payload
+        ),
+    )
 
 
 @approvals_app.command("reject")
@@ -242,7 +251,14 @@ def approvals_reject(
     agents: AgentsOption = DEFAULT_AGENTS,
 ) -> None:
     """Reject the pending tool call that TOKEN decides; the model reads REASON as an error result."""
-    _decide(store, agents, token, lambda s, _: s.reject_tool(token, reason))
+    _decide(
+        store,
+        agents,
+        token,
+        lambda s, agent, run_id: Session.reject_suspended(
+            store=s, agent=agent, run_id=run_id, resume_token=token, reason=reason
+        ),
+    )
 
 
 def resume(
@@ -254,7 +270,14 @@ def resume(
 ) -> None:
     """Answer a suspended run: VALUE becomes a user message (a string, or JSON with --json)."""
     answer = _json(value, "VALUE") if json_value else value
-    _decide(store, agents, token, lambda s, _: s.resume(token, answer))
+    _decide(
+        store,
+        agents,
+        token,
+        lambda s, agent, run_id: Session.resume_suspended(
+            store=s, agent=agent, run_id=run_id, resume_token=token, value=answer
+        ),
+    )
 
 
 def recover(store: StoreOption = DEFAULT_STORE, agents: AgentsOption = DEFAULT_AGENTS) -> None:

@@ -9,11 +9,12 @@ gap-free per-session ``seq``; text and reasoning deltas are live-only and carry 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from repertory.core.ids import Id, now_ms
+from repertory.core.ids import Id, new_id, now_ms
 from repertory.core.messages import ModelMessage
 from repertory.core.state import ErrorInfo
 
@@ -21,6 +22,7 @@ __all__ = [
     "EventType",
     "Lineage",
     "LineageKind",
+    "NewSession",
     "SessionEvent",
     "SessionMetadata",
     "SessionRecord",
@@ -80,6 +82,55 @@ class SessionRecord(BaseModel):
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     created_at: int = Field(default_factory=now_ms)
     updated_at: int = Field(default_factory=now_ms)
+
+
+_ROOT = Lineage()
+
+
+@dataclass(frozen=True)
+class NewSession:
+    """What creating a session asks of a backend: the row's fields but its times, and a fork's head.
+
+    The id is the caller's (a fresh one unless given), so a creation retried after a lost reply
+    can recognise its own first attempt (``made``) instead of creating a second session.
+    ``root_id=None`` makes the session its own root; ``head`` is the revision a fork's thread
+    starts at (``None``: an empty thread). A request, not a record: a frozen dataclass, validated
+    when it becomes one (``record``), because bulk creations send it to Ray hosts by the thousand
+    per call. Measured per item (build, pickle, unpickle): ~4 + 3 us here, against ~8 + 9 us for
+    the dict of keyword arguments it replaced and ~12 + 18 us for a pydantic model.
+    """
+
+    agent: str
+    session_id: str = field(default_factory=new_id)
+    lineage: Lineage = _ROOT
+    root_id: str | None = None
+    head: str | None = None
+    title: str | None = None
+    model: str | None = None
+    cwd: str | None = None
+    placement: Placement = "shared"
+    metadata: dict[str, JsonValue] = field(default_factory=dict)
+
+    def record(self, at: int) -> SessionRecord:
+        """The session row this creation writes, stamped ``at`` (epoch ms); validates every field."""
+        return SessionRecord(
+            session_id=self.session_id,
+            agent=self.agent,
+            lineage=self.lineage,
+            root_id=self.root_id or self.session_id,
+            title=self.title,
+            model=self.model,
+            cwd=self.cwd,
+            placement=self.placement,
+            metadata=dict(self.metadata),
+            created_at=at,
+            updated_at=at,
+        )
+
+    def made(self, record: SessionRecord) -> bool:
+        """Whether ``record`` is the row this creation writes, whenever it was stamped."""
+        mine = self.record(record.created_at)
+        return record.model_dump(exclude={"updated_at"}) == mine.model_dump(exclude={"updated_at"})
 
 
 class SessionMetadata(BaseModel):

@@ -13,7 +13,6 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from repertory.core.result import RunResult
 from repertory.errors import InvalidResumeToken, RepertoryError
@@ -121,7 +120,7 @@ async def _kill_a_host(rt: Runtime, stats: FleetStats, at_fraction: float) -> No
     """On Ray, kill one shared host once a fraction of the turns ran; Ray restarts it and it re-drives."""
     if rt.backend != "ray":
         return
-    import ray
+    from repertory.actors.client import RayHostClient
 
     expected_turns = stats.projects * 9
     # Sampling the fleet's counters, as the live display does: there is no event to await for "40%".
@@ -129,8 +128,10 @@ async def _kill_a_host(rt: Runtime, stats: FleetStats, at_fraction: float) -> No
         await asyncio.sleep(0.02)
     if stats.projects_done >= stats.projects:
         return
-    hosts: list[Any] = rt.host._hosts  # type: ignore[union-attr]
-    ray.kill(hosts[0], no_restart=False)
+    client = rt.host
+    if not isinstance(client, RayHostClient):
+        return
+    client.kill_host(0)
     stats.host_kills += 1
 
 

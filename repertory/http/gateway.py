@@ -1,11 +1,11 @@
 """``Gateway``: what the routes share, and everything about threads.
 
-The HTTP layer is a client of the public runtime API: sessions are driven through
+The HTTP layer is a client of the public runtime API: threads are created with
+``Runtime.create_session`` (a LangGraph client may choose the thread id and attach metadata, both
+of which it takes) and copied with ``SessionHandle.fork``, sessions are driven through
 ``SessionHandle`` (so every message and decision is stamped with the caller's principal), and
-state is read from the store. It keeps no durable state of its own. Sessions are created in the
-store directly rather than through ``Runtime.create_session`` because a LangGraph client may
-choose the thread id and attach metadata; a shared session is placed by a hash of its id on any
-backend, so a row in the store is all a host needs to activate it.
+state is read from the store (``Runtime.store``). It writes nothing below the runtime and keeps no
+durable state of its own.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any, Literal
 from pydantic import JsonValue
 
 from repertory.core.history import MessageHistory
-from repertory.core.ids import new_id, now_ms
+from repertory.core.ids import now_ms
 from repertory.core.state import RunState
-from repertory.core.tree import Lineage, SessionRecord
-from repertory.errors import CommitConflict
+from repertory.core.tree import SessionRecord
+from repertory.errors import SessionExists
 from repertory.http.convert import lineage, message_dicts
 from repertory.http.errors import HttpError
 from repertory.http.views import ThreadStatus, interrupts_of, thread_metadata, thread_status, thread_view, values_view
@@ -123,46 +123,21 @@ class Gateway:
         """A new root session (its thread is empty); ``if_exists="do_nothing"`` returns an existing one."""
         metadata = dict(metadata or {})
         name = agent if agent is not None else self.default_agent(metadata)
-        session_id = thread_id or new_id()
-        at = now_ms()
-        record = SessionRecord(
-            session_id=session_id,
-            agent=name,
-            lineage=Lineage(kind="root"),
-            root_id=session_id,
-            metadata=metadata,
-            created_at=at,
-            updated_at=at,
-        )
         try:
-            await self.store.create_session(record, head=None)
-        except CommitConflict:
-            existing = await self.store.load_session(session_id)
+            handle = await self.runtime.create_session(agent=name, metadata=metadata, session_id=thread_id)
+        except SessionExists:
+            existing = await self.store.load_session(thread_id) if thread_id is not None else None
             if existing is not None and if_exists == "do_nothing":
                 return existing
-            raise HttpError(f"thread {session_id!r} already exists", status=409) from None
-        return record
+            raise HttpError(f"thread {thread_id!r} already exists", status=409) from None
+        return handle.record
 
     async def copy_thread(self, thread_id: str) -> SessionRecord:
         """A fork: a new thread whose head is this thread's head (O(1): no message is copied)."""
         source = await self.record(thread_id)
-        thread = await self.store.load_thread(thread_id)
-        head = None if thread is None else thread.history_revision_id
-        session_id, at = new_id(), now_ms()
-        record = SessionRecord(
-            session_id=session_id,
-            agent=source.agent,
-            lineage=Lineage(kind="forked", parent_id=source.session_id, forked_at_revision_id=head),
-            root_id=source.root_id,
-            title=source.title,
-            model=source.model,
-            cwd=source.cwd,
-            metadata=dict(source.metadata),
-            created_at=at,
-            updated_at=at,
-        )
-        await self.store.create_session(record, head=head)
-        return record
+        handle = await self.runtime.session(source.session_id)
+        child = await handle.fork(title=source.title, metadata=source.metadata)
+        return child.record
 
     async def head(self, thread_id: str) -> str | None:
         """The thread's head revision (its latest checkpoint id), ``None`` while it is empty."""

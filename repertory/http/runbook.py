@@ -31,6 +31,7 @@ from repertory.http.hitl import apply_decisions, parse_resume
 from repertory.http.schemas import RunCreate
 from repertory.http.views import run_status, run_view, thread_status
 from repertory.runtime.actor import IfBusy
+from repertory.tree.handle import TurnHandle
 
 __all__ = ["HttpRun", "RunBook"]
 
@@ -233,7 +234,7 @@ class RunBook:
         """
         if run.driver is not None:
             await asyncio.wait({run.driver})
-        await self.gw.runtime.host.wait_turn(run.thread_id, run.submission_id)
+        await TurnHandle(self.gw.runtime, run.thread_id, run.submission_id).wait()
 
     async def outcome(self, run: HttpRun) -> Dict:
         """What ``/wait`` and ``/join`` answer: the thread's values, or ``{"__error__": ...}`` if the run failed."""

@@ -77,7 +77,7 @@ class SessionActor:
         self.store = store
         self.bus = EventBus(self.id, last_seq, listeners)
         self.session = Session(store=store, agent=agent, memory=memory, thread_id=self.id, outbox=self.bus, origin=None)
-        self.session._state = last_run
+        self.session.adopt_state(last_run)
         self._resolve_output = resolve_output
         self._jobs: collections.deque[_Job] = collections.deque()
         self._worker: asyncio.Task[None] | None = None
@@ -108,7 +108,8 @@ class SessionActor:
             return run.status
         return "idle"
 
-    def _touch(self) -> None:
+    def touch(self) -> None:
+        """Mark the actor active now (the host passivates actors idle for longer than its timeout)."""
         self.last_active = time.monotonic()
 
     # -- the mailbox --------------------------------------------------------------------------------
@@ -142,7 +143,7 @@ class SessionActor:
                 if known.session_id != self.id:
                     raise ValueError(f"submission id {submission_id!r} belongs to another session")
                 return known
-        self._touch()
+        self.touch()
         # One send at a time: the busy check, the durable queue position and the in-memory queue
         # agree, so concurrent sends run in their stored order and "reject" cannot let two in.
         if self._send_lock is None:
@@ -168,7 +169,7 @@ class SessionActor:
 
     async def decide(self, decide: Callable[[Session], Awaitable[RunResult]]) -> RunResult:
         """Run a decision (approve, reject, resume) in mailbox order and return its result."""
-        self._touch()
+        self.touch()
         job = _Job("decision", decide=decide, future=asyncio.get_running_loop().create_future())
         self._jobs.append(job)
         self._ensure_worker()
@@ -191,7 +192,7 @@ class SessionActor:
             finally:
                 self._current = None
                 job.over.set()
-                self._touch()
+                self.touch()
         if self._worker is asyncio.current_task():
             self._worker = None  # a finished task keeps its coroutine and context: let an idle actor drop them
 
@@ -231,7 +232,7 @@ class SessionActor:
             elif stored.status in ("running", "error"):
                 result = await self.session.continue_run(turn.run_id, signal=job.signal, output_type=job.output_type)
             else:
-                self.session._state = stored
+                self.session.adopt_state(stored)
                 result = RunResult(run_id=stored.run_id, status=stored.status, state=stored)
             status = _turn_status(result.status)
         except RunCancelled:
@@ -286,7 +287,7 @@ class SessionActor:
     async def _settle_from_store(self, turn: TurnRecord) -> None:
         run = await self.store.load_run(turn.run_id)
         if run is not None:
-            self.session._state = run
+            self.session.adopt_state(run)
             await self._finish(turn, _turn_status(run.status))
 
     async def _finish(self, turn: TurnRecord, status: TurnStatus) -> None:
@@ -327,7 +328,7 @@ class SessionActor:
 
     async def cancel_turn(self, submission_id: str) -> None:
         """Cancel one turn: a queued one never runs, a running one stops, a suspended one is closed."""
-        self._touch()
+        self.touch()
         for job in list(self._jobs):
             if job.turn is not None and job.turn.submission_id == submission_id:
                 self._jobs.remove(job)
@@ -343,7 +344,7 @@ class SessionActor:
 
     async def cancel(self) -> None:
         """Cancel everything: queued turns, the running one, and a suspended run."""
-        self._touch()
+        self.touch()
         for job in list(self._jobs):
             if job.kind == "turn" and job.turn is not None:
                 self._jobs.remove(job)

@@ -5,6 +5,11 @@ Actors are virtual (Orleans-style): activated from the store on first use, passi
 a million rows, not a million objects. On start the host finishes every turn a previous process
 left ``queued`` or ``running``; on close it detaches (runs stay as last committed, as after a
 crash) instead of cancelling anything.
+
+``LocalHost`` is one implementation of ``repertory.tree.backend.SessionBackend``, the one written
+statement of what a backend does (it conforms structurally: the engine cannot import the tree
+package above it, and mypy checks the fit where ``repertory.tree.local`` returns it). A Ray
+``SessionHost`` runs one of these in its process.
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ import functools
 import importlib
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import Any, assert_never
 
 from pydantic import BaseModel
 
-from repertory.core.ids import new_id, now_ms
+from repertory.core.decisions import Approve, Decision, Reject, Resume
+from repertory.core.ids import now_ms
 from repertory.core.memory import Memory
 from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal
@@ -27,17 +33,17 @@ from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
 from repertory.core.store import TreeStore
 from repertory.core.tree import (
-    Lineage,
-    Placement,
+    NewSession,
     SessionEvent,
     SessionMetadata,
     SessionRecord,
     TurnKind,
     TurnRecord,
 )
-from repertory.errors import RepertoryError, SessionNotFound
+from repertory.errors import CommitConflict, RepertoryError, SessionExists, SessionNotFound
 from repertory.runtime.actor import IfBusy, SessionActor, type_path
 from repertory.runtime.agent import Agent
+from repertory.runtime.results import turn_result
 from repertory.runtime.session import Session
 
 __all__ = ["LocalHost", "MemoryFactory", "lookup_agent", "resolve_output_type"]
@@ -81,7 +87,7 @@ class _Abandoned(Exception):
 
 
 class LocalHost:
-    """Owns the ``SessionActor``s of this process."""
+    """Owns the ``SessionActor``s of this process: the local ``SessionBackend``."""
 
     def __init__(
         self,
@@ -216,43 +222,26 @@ class LocalHost:
         self.activations += 1
         return actor
 
-    # -- operations the handles use -----------------------------------------------------------------
+    # -- the SessionBackend operations (repertory.tree.backend) -------------------------------------
 
-    async def create_session(
-        self,
-        *,
-        agent: str,
-        title: str | None,
-        model: str | None,
-        cwd: str | None,
-        lineage: Lineage,
-        root_id: str | None,
-        head: str | None,
-        session_id: str | None = None,
-        placement: Placement = "shared",
-    ) -> SessionRecord:
-        """Persist a new session (and its thread, at ``head`` for a fork)."""
-        self.agent(agent)
-        session_id = session_id or new_id()
-        at = now_ms()
-        record = SessionRecord(
-            session_id=session_id,
-            agent=agent,
-            lineage=lineage,
-            root_id=root_id or session_id,
-            title=title,
-            model=model,
-            cwd=cwd,
-            created_at=at,
-            updated_at=at,
-            placement=placement,
-        )
-        await self.store.create_session(record, head=head)
+    async def create_session(self, spec: NewSession) -> SessionRecord:
+        """Persist a new session (and its thread, at ``spec.head`` for a fork).
+
+        An id that is already a session's (or a thread's) raises ``SessionExists`` and creates nothing.
+        """
+        self.agent(spec.agent)
+        record = spec.record(now_ms())
+        try:
+            await self.store.create_session(record, head=spec.head)
+        except CommitConflict as exc:  # a store's only conflict on a creation: the id is taken
+            raise SessionExists(
+                f"a session or thread with id {spec.session_id!r} already exists", session_id=spec.session_id
+            ) from exc
         return record
 
-    async def create_sessions(self, batch: list[dict[str, Any]]) -> list[SessionRecord]:
-        """Persist many new sessions (``create_session`` keyword arguments each)."""
-        return [await self.create_session(**kwargs) for kwargs in batch]
+    async def create_sessions(self, specs: list[NewSession]) -> list[SessionRecord]:
+        """Persist many new sessions, in order (the first taken id raises ``SessionExists``)."""
+        return [await self.create_session(spec) for spec in specs]
 
     async def send_many(self, batch: list[tuple[str, ModelMessage, TurnKind, str]]) -> list[TurnRecord]:
         """Queue ``(session_id, message, kind, submission_id)`` turns, each enqueued behind any running one."""
@@ -306,7 +295,7 @@ class LocalHost:
                     yield event
         finally:
             actor.bus.unsubscribe(queue)
-            actor._touch()
+            actor.touch()
 
     def listen(self, session_id: str, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
         """Call ``listener`` with every event of the session from now on; returns the remover.
@@ -349,23 +338,28 @@ class LocalHost:
         actor = await self.actor(session_id)
         return await actor.pending_approvals()
 
-    async def decide(
-        self,
-        session_id: str,
-        kind: Literal["approve", "reject", "resume"],
-        token: str,
-        principal: Principal,
-        params: dict[str, Any],
+    async def run_turn(
+        self, session_id: str, message: ModelMessage, kind: TurnKind, output_type: type[BaseModel] | None
     ) -> RunResult:
+        """Queue a turn behind any running one, wait until it rests, and return its result (``handle.run()``)."""
+        turn = await self.send(session_id, message, kind, "enqueue", output_type)
+        await self.wait_turn(session_id, turn.submission_id)
+        return await turn_result(self.store, self.output_type_for, session_id, turn.submission_id, output_type)
+
+    async def decide(self, session_id: str, decision: Decision, principal: Principal) -> RunResult:
         """Approve, reject or resume the session's suspended run, in mailbox order."""
         actor = await self.actor(session_id)
 
         async def run(session: Session) -> RunResult:
             session.origin = principal.origin  # a resume value is said by the deciding principal
-            if kind == "approve":
-                return await session.approve_tool(token, params.get("approval"), params.get("args"))
-            if kind == "reject":
-                return await session.reject_tool(token, params.get("reason", "not approved"))
-            return await session.resume(token, params.get("value"))
+            match decision:
+                case Approve():
+                    return await session.approve_tool(decision.token, decision.approval, decision.args)
+                case Reject():
+                    return await session.reject_tool(decision.token, decision.reason)
+                case Resume():
+                    return await session.resume(decision.token, decision.value)
+                case _:
+                    assert_never(decision)
 
         return await actor.decide(run)

@@ -1,6 +1,23 @@
-"""The session tree: ``Runtime``, ``SessionHandle`` and ``TurnHandle`` over one typed backend seam."""
+"""The session tree: ``Runtime``, ``SessionHandle`` and ``TurnHandle`` over one typed backend seam.
 
+``SessionBackend`` (``backend.py``) is everything the tree asks of a backend; backends are found
+by name (``backends.py``: registered, or declared in the entry-point group ``repertory.backends``),
+so this package never imports the Ray backend it may run on.
+"""
+
+from repertory.tree.backend import SessionBackend
+from repertory.tree.backends import BackendConfig, BackendFactory, register_backend, unregister_backend
 from repertory.tree.handle import Disposable, SessionHandle, TurnHandle
 from repertory.tree.runtime import Runtime
 
-__all__ = ["Disposable", "Runtime", "SessionHandle", "TurnHandle"]
+__all__ = [
+    "BackendConfig",
+    "BackendFactory",
+    "Disposable",
+    "Runtime",
+    "SessionBackend",
+    "SessionHandle",
+    "TurnHandle",
+    "register_backend",
+    "unregister_backend",
+]

@@ -1,26 +1,26 @@
 """``SessionHandle`` and ``TurnHandle``: the session tree as a caller holds it.
 
 Handles are cheap and addressable: a handle is a session id, its lineage and the principal it
-speaks for. Reads go to the store; everything that changes a session goes through its actor on
-the host, so a handle behaves the same on any backend.
+speaks for. Reads go to the store; everything that changes a session goes through the runtime's
+``SessionBackend`` (``Runtime.host``) to the session's actor, so a handle behaves the same on any
+backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
-from repertory import errors as errors_module
+from repertory.core.decisions import Approve, Reject, Resume
 from repertory.core.principal import Message, NotificationMessage, Principal, to_model_message
 from repertory.core.result import RunResult
-from repertory.core.state import ErrorInfo, SuspendReason, Usage
-from repertory.core.store import TreeStore
-from repertory.core.tree import Lineage, SessionEvent, SessionMetadata, SessionRecord, TurnStatus
-from repertory.errors import RepertoryError, RunCancelled, RunSuspended
-from repertory.runtime._loop import parse_output
+from repertory.core.state import SuspendReason, Usage
+from repertory.core.tree import Lineage, NewSession, SessionEvent, SessionMetadata, SessionRecord, TurnStatus
+from repertory.errors import RepertoryError, RunSuspended
 from repertory.runtime.actor import IfBusy
+from repertory.runtime.results import turn_result
 
 if TYPE_CHECKING:
     from repertory.tree.runtime import Runtime
@@ -28,40 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["Disposable", "SessionHandle", "TurnHandle"]
 
 M = TypeVar("M", bound=BaseModel)
-
-
-def _raise_turn_error(error: ErrorInfo | None, run_id: str) -> None:
-    """Re-raise a failed turn's error as the repertory error class it was, where there is one."""
-    name = error.type if error is not None else None
-    cls = getattr(errors_module, name, None) if name else None
-    if not (isinstance(cls, type) and issubclass(cls, RepertoryError)):
-        cls = RepertoryError
-    raise cls(error.message if error is not None else "the turn failed", run_id=run_id)
-
-
-async def turn_result(
-    store: TreeStore, host: Any, session_id: str, submission_id: str, output_type: type[BaseModel] | None
-) -> RunResult:
-    """The result of a turn at rest, read from the store (shared by handles and by Ray hosts)."""
-    turn = await store.load_turn(submission_id)
-    if turn is None:
-        raise RepertoryError(f"no turn {submission_id!r}")
-    if turn.status == "error":
-        _raise_turn_error(turn.error, turn.run_id)
-    if turn.status == "cancelled":
-        raise RunCancelled(f"turn {submission_id!r} was cancelled", run_id=turn.run_id)
-    run = await store.load_run(turn.run_id)
-    if run is None:
-        raise RepertoryError(f"turn {submission_id!r} has no run yet (status {turn.status})")
-    if run.status == "cancelled":
-        raise RunCancelled(f"the run of turn {submission_id!r} was cancelled", run_id=run.run_id)
-    text = run.result if run.status == "done" and isinstance(run.result, str) else None
-    kind = output_type
-    if kind is None:
-        record = await store.load_session(session_id)
-        kind = host.output_type_for(turn.output_type, record.agent) if record else None
-    output = parse_output(kind, text) if kind is not None and text is not None else None
-    return RunResult(run_id=run.run_id, status=run.status, state=run, text=text, output=output)
 
 
 class Disposable:
@@ -94,8 +60,15 @@ class TurnHandle:
         A failed turn raises its error (``StepBudgetExceeded``, ``ModelError``, ...); a cancelled
         one raises ``RunCancelled``.
         """
-        await self._rt._host.wait_turn(self.session_id, self.submission_id)
-        return await turn_result(self._rt.store, self._rt._host, self.session_id, self.submission_id, self._output_type)
+        await self.wait()
+        output_type_for = self._rt.host.output_type_for
+        return await turn_result(
+            self._rt.store, output_type_for, self.session_id, self.submission_id, self._output_type
+        )
+
+    async def wait(self) -> None:
+        """Wait until the turn rests (done, error, cancelled or suspended), without reading its result."""
+        await self._rt.host.wait_turn(self.session_id, self.submission_id)
 
     async def status(self) -> TurnStatus:
         """``queued``, ``running``, ``suspended``, ``done``, ``error`` or ``cancelled``."""
@@ -106,11 +79,11 @@ class TurnHandle:
 
     async def cancel(self) -> None:
         """Cancel this turn: queued, it never runs; running, it stops; suspended, it is closed."""
-        await self._rt._host.cancel_turn(self.session_id, self.submission_id)
+        await self._rt.host.cancel_turn(self.session_id, self.submission_id)
 
     async def events(self) -> AsyncIterator[SessionEvent]:
         """This turn's events, stored then live, ending with its ``turn.completed``."""
-        async for event in self._rt._host.events(self.session_id, 0):
+        async for event in self._rt.host.events(self.session_id, 0):
             if event.submission_id != self.submission_id:
                 continue
             yield event
@@ -137,6 +110,11 @@ class SessionHandle:
         return self._record.lineage
 
     @property
+    def record(self) -> SessionRecord:
+        """A copy of the session's stored row as this handle read it (agent, metadata, placement, times)."""
+        return self._record.model_copy(deep=True)
+
+    @property
     def resource(self) -> str:
         """The canonical URI of this session."""
         return f"repertory://sessions/{self.id}"
@@ -156,25 +134,34 @@ class SessionHandle:
         return None if parent_id is None else await self._rt.session(parent_id, principal=self.principal)
 
     async def spawn(
-        self, agent: str | None = None, title: str | None = None, model: str | None = None, cwd: str | None = None
+        self,
+        agent: str | None = None,
+        title: str | None = None,
+        model: str | None = None,
+        cwd: str | None = None,
+        *,
+        metadata: Mapping[str, JsonValue] | None = None,
     ) -> SessionHandle:
         """A child with no history; inherits this session's agent, model and cwd unless given."""
-        record = await self._rt._host.create_session(
+        spec = NewSession(
             agent=agent or self._record.agent,
             title=title,
             model=model if model is not None else self._record.model,
             cwd=cwd if cwd is not None else self._record.cwd,
             lineage=Lineage(kind="spawned", parent_id=self.id),
             root_id=self._record.root_id,
-            head=None,
+            metadata=dict(metadata or {}),
         )
-        return SessionHandle(self._rt, record, self.principal)
+        return SessionHandle(self._rt, await self._rt.host.create_session(spec), self.principal)
 
-    async def fork(self, title: str | None = None) -> SessionHandle:
-        """A child sharing this conversation up to now (no copy); nothing said afterwards crosses."""
+    async def fork(self, title: str | None = None, *, metadata: Mapping[str, JsonValue] | None = None) -> SessionHandle:
+        """A child sharing this conversation up to now (no copy); nothing said afterwards crosses.
+
+        ``metadata`` is the child's (nothing of this session's is copied unless passed).
+        """
         thread = await self._rt.store.load_thread(self.id)
         head = None if thread is None else thread.history_revision_id
-        record = await self._rt._host.create_session(
+        spec = NewSession(
             agent=self._record.agent,
             title=title,
             model=self._record.model,
@@ -182,12 +169,13 @@ class SessionHandle:
             lineage=Lineage(kind="forked", parent_id=self.id, forked_at_revision_id=head),
             root_id=self._record.root_id,
             head=head,
+            metadata=dict(metadata or {}),
         )
-        return SessionHandle(self._rt, record, self.principal)
+        return SessionHandle(self._rt, await self._rt.host.create_session(spec), self.principal)
 
     async def metadata(self) -> SessionMetadata:
         """Title, model, live status, cwd and times."""
-        return await self._rt._host.metadata(self.id)
+        return await self._rt.host.metadata(self.id)
 
     # -- turns --------------------------------------------------------------------------------------
 
@@ -196,7 +184,7 @@ class SessionHandle:
     ) -> TurnHandle:
         """Queue a message as a turn; returns once the turn is durable (it runs exactly once)."""
         model_message, kind = to_model_message(message, self.principal)
-        turn = await self._rt._host.send(self.id, model_message, kind, if_busy, output)
+        turn = await self._rt.host.send(self.id, model_message, kind, if_busy, output)
         return TurnHandle(self._rt, self.id, turn.submission_id, output)
 
     def get_turn(self, submission_id: str) -> TurnHandle:
@@ -218,13 +206,9 @@ class SessionHandle:
         ``OutputValidationError``. A run that suspends raises ``RunSuspended`` when ``output`` is
         given (there is no reply to validate yet); without ``output`` its ``RunResult`` says so.
         """
-        run_turn = getattr(self._rt._host, "run_turn", None)
-        if run_turn is not None:
-            # One round trip where the host is remote: queue, wait and read the result over there.
-            model_message, kind = to_model_message(prompt, self.principal)
-            result: RunResult = await run_turn(self.id, model_message, kind, output)
-        else:
-            result = await (await self.send(prompt, output=output)).result()
+        model_message, kind = to_model_message(prompt, self.principal)
+        # One call: where the backend is remote it queues, waits and reads the result over there.
+        result = await self._rt.host.run_turn(self.id, model_message, kind, output)
         if output is None:
             return result
         if result.status != "done" or result.output is None:
@@ -241,35 +225,33 @@ class SessionHandle:
 
         A listener that raises is logged and skipped; it never stops the session.
         """
-        return Disposable(self._rt._host.listen(self.id, listener))
+        return Disposable(self._rt.host.listen(self.id, listener))
 
     def events(self, after_seq: int = 0) -> AsyncIterator[SessionEvent]:
         """Stored events with ``seq > after_seq``, then live ones; ends only when the caller stops."""
-        return self._rt._host.events(self.id, after_seq)
+        return self._rt.host.events(self.id, after_seq)
 
     # -- approvals and control ----------------------------------------------------------------------
 
     async def pending_approvals(self) -> list[SuspendReason]:
         """The approval the session waits for, with its token (only a handle can see tokens)."""
-        return await self._rt._host.pending_approvals(self.id)
+        return await self._rt.host.pending_approvals(self.id)
 
     async def approve(self, token: str, approval: Any = None, args: dict[str, Any] | None = None) -> RunResult:
         """Approve the pending tool call; it runs exactly once and the run goes on."""
-        return await self._rt._host.decide(
-            self.id, "approve", token, self.principal, {"approval": approval, "args": args}
-        )
+        return await self._rt.host.decide(self.id, Approve(token=token, approval=approval, args=args), self.principal)
 
     async def reject(self, token: str, reason: str = "not approved") -> RunResult:
         """Reject the pending tool call; the model reads ``reason`` as an error result."""
-        return await self._rt._host.decide(self.id, "reject", token, self.principal, {"reason": reason})
+        return await self._rt.host.decide(self.id, Reject(token=token, reason=reason), self.principal)
 
     async def resume(self, token: str, value: Any) -> RunResult:
         """Answer a ``suspend()``: ``value`` arrives as a message from this handle's principal."""
-        return await self._rt._host.decide(self.id, "resume", token, self.principal, {"value": value})
+        return await self._rt.host.decide(self.id, Resume(token=token, value=value), self.principal)
 
     async def cancel(self) -> None:
         """Cancel the running turn, every queued one, and a suspended run."""
-        await self._rt._host.cancel(self.id)
+        await self._rt.host.cancel(self.id)
 
     async def usage(self, tree: bool = False) -> Usage:
         """Token usage of this session's runs; ``tree=True`` adds every descendant's."""

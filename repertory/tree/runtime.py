@@ -1,4 +1,4 @@
-"""``Runtime``: the session tree's entry point, on the local backend (Ray comes as another host).
+"""``Runtime``: the session tree's entry point, on any backend (``local`` by default, ``ray``, or one registered).
 
     async with await Runtime.start(store="sqlite:///runs.db", agents={"assistant": agent}) as rt:
         root = await rt.create_session(agent="assistant")
@@ -6,6 +6,9 @@
 
 Starting a runtime finishes every turn a previous process left queued or running; closing it
 stops work without cancelling anything, so the next start picks up exactly where this one stopped.
+The runtime reads the store itself and sends every change through its ``SessionBackend``
+(``repertory.tree.backend``), found by name in ``repertory.tree.backends``: nothing here knows
+which backend it runs on.
 """
 
 from __future__ import annotations
@@ -13,31 +16,32 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
+
+from pydantic import JsonValue
 
 from repertory.core.ids import new_id
-from repertory.core.messages import ModelMessage
 from repertory.core.principal import Message, Principal, to_model_message
 from repertory.core.store import SessionStore, TreeStore
-from repertory.core.tree import Lineage, Placement, SessionRecord, TurnKind
+from repertory.core.tree import NewSession, Placement
 from repertory.errors import SessionNotFound, StoreError
 from repertory.runtime.agent import Agent
-from repertory.runtime.host import LocalHost, MemoryFactory
+from repertory.runtime.host import MemoryFactory
 from repertory.tree.agent_specs import AgentSpec, resolve_agents
+from repertory.tree.backend import SessionBackend, Submission
+from repertory.tree.backends import BackendConfig, load_backend
 from repertory.tree.handle import SessionHandle, TurnHandle
-
-if TYPE_CHECKING:
-    from repertory.actors.client import RayHostClient
 
 __all__ = ["Backend", "Runtime"]
 
-Backend = Literal["local", "ray"]
+Backend = str
+"""The name of a backend: ``"local"``, ``"ray"``, or any name ``repertory.tree.backends`` knows."""
 
 
 class Runtime:
-    """Sessions, handles and their host; create with ``await Runtime.start(...)``."""
+    """Sessions, handles and their backend; create with ``await Runtime.start(...)``."""
 
-    def __init__(self, store: TreeStore, host: LocalHost | RayHostClient, backend: Backend, owns_store: bool) -> None:
+    def __init__(self, store: TreeStore, host: SessionBackend, backend: Backend, owns_store: bool) -> None:
         self._store = store
         self._host = host
         self.backend: Backend = backend
@@ -61,8 +65,11 @@ class Runtime:
         keep_hosts: bool | None = None,
         memory: MemoryFactory | None = None,
     ) -> Runtime:
-        """Open the store (a URL or an open store), start the host(s), and finish open turns.
+        """Open the store (a URL or an open store), start the backend, and finish open turns.
 
+        ``backend`` names a backend (``repertory.tree.backends``): an unknown name raises
+        ``ValueError`` listing the known ones, and a backend whose extra is not installed raises
+        ``ImportError`` naming it (``pip install 'repertory[ray]'``), both before the store opens.
         ``idle_timeout`` is how long an idle session stays in memory before it is passivated.
         ``backend="ray"``: ``address=None`` starts a local Ray instance (stopped again by
         ``close()``), an address joins a cluster (whose detached hosts outlive this runtime);
@@ -78,10 +85,7 @@ class Runtime:
             raise ValueError("a runtime needs at least one agent: agents={'name': Agent(...)}")
         if idle_timeout <= 0:
             raise ValueError("idle_timeout must be > 0 seconds")
-        if backend not in ("local", "ray"):
-            raise ValueError(f"backend must be 'local' or 'ray', not {backend!r}")
-        if address is not None and backend != "ray":
-            raise ValueError("address is for backend='ray'")
+        factory = load_backend(backend)
         specs = dict(agents)
         resolved = resolve_agents(specs)
         owns = isinstance(store, str)
@@ -96,37 +100,27 @@ class Runtime:
             if owns:
                 await opened.close()
             raise StoreError(f"{type(opened).__name__} does not hold sessions, turns and events (a TreeStore)")
-        if backend == "ray":
-            from repertory.actors.bootstrap import start_ray_client
-
-            try:
-                client = await start_ray_client(
-                    store=opened,
-                    store_url=store if isinstance(store, str) else None,
-                    agents=resolved,
-                    agent_specs=specs,
-                    memory=memory,
-                    address=address,
-                    hosts=hosts,
-                    idle_timeout=idle_timeout,
-                    max_in_flight=max_in_flight,
-                    host_options=host_options,
-                    ray_init=ray_init,
-                    keep_hosts=keep_hosts,
-                )
-            except BaseException:
-                if owns:
-                    await opened.close()
-                raise
-            return cls(opened, client, backend, owns)
-        host = LocalHost(opened, resolved, idle_timeout=idle_timeout, memory=memory)
-        runtime = cls(opened, host, backend, owns)
+        config = BackendConfig(
+            store=opened,
+            store_url=store if isinstance(store, str) else None,
+            agents=resolved,
+            agent_specs=specs,
+            idle_timeout=idle_timeout,
+            memory=memory,
+            address=address,
+            hosts=hosts,
+            max_in_flight=max_in_flight,
+            host_options=host_options,
+            ray_init=ray_init,
+            keep_hosts=keep_hosts,
+        )
         try:
-            await host.start()
+            host = await factory(config)
         except BaseException:
-            await runtime.close()
+            if owns:
+                await opened.close()
             raise
-        return runtime
+        return cls(opened, host, backend, owns)
 
     @property
     def store(self) -> TreeStore:
@@ -139,8 +133,8 @@ class Runtime:
         return dict(self._host.agents)
 
     @property
-    def host(self) -> LocalHost | RayHostClient:
-        """The host of the session actors (passivation knobs, resident count)."""
+    def host(self) -> SessionBackend:
+        """The backend hosting the session actors (what handles call; passivation knobs, resident count)."""
         return self._host
 
     async def create_session(
@@ -152,23 +146,29 @@ class Runtime:
         *,
         principal: Principal | None = None,
         placement: Placement = "shared",
+        metadata: Mapping[str, JsonValue] | None = None,
+        session_id: str | None = None,
     ) -> SessionHandle:
         """A new root session running ``agent`` (a name given to ``Runtime.start``).
 
-        ``placement="dedicated"`` (Ray backend) gives the session a Ray actor of its own.
+        ``metadata`` is free-form JSON kept on the session's record (``handle.record.metadata``;
+        the HTTP server keeps a thread's metadata there). ``session_id`` chooses the id (a client
+        that names its threads); one that a session or thread already has raises
+        ``SessionExists`` and changes nothing. ``placement="dedicated"`` (Ray backend) gives the
+        session a Ray actor of its own.
         """
         if placement == "dedicated" and self.backend != "ray":
             raise ValueError("placement='dedicated' needs backend='ray'")
-        record = await self._host.create_session(
+        spec = NewSession(
+            session_id=session_id if session_id is not None else new_id(),
             agent=agent,
             title=title,
             model=model,
             cwd=cwd,
-            lineage=Lineage(kind="root"),
-            root_id=None,
-            head=None,
             placement=placement,
+            metadata=dict(metadata or {}),
         )
+        record = await self._host.create_session(spec)
         return SessionHandle(self, record, principal or Principal.user())
 
     async def create_sessions(
@@ -184,20 +184,8 @@ class Runtime:
         """``count`` new root sessions at once: on Ray one call per host per 1,000, not one per session."""
         if count < 0:
             raise ValueError("count must be >= 0")
-        specs: list[dict[str, Any]] = [
-            {
-                "agent": agent,
-                "title": title,
-                "model": model,
-                "cwd": cwd,
-                "lineage": Lineage(kind="root"),
-                "root_id": None,
-                "head": None,
-                "session_id": new_id(),
-            }
-            for _ in range(count)
-        ]
-        records: list[SessionRecord] = await self._host.create_sessions(specs)
+        specs = [NewSession(agent=agent, title=title, model=model, cwd=cwd) for _ in range(count)]
+        records = await self._host.create_sessions(specs)
         who = principal or Principal.user()
         return [SessionHandle(self, record, who) for record in records]
 
@@ -207,7 +195,7 @@ class Runtime:
         Each turn is durable when this returns, as with ``send``; on Ray the sends travel in one
         call per host per batch and are deduplicated by their submission ids if retried.
         """
-        batch: list[tuple[str, ModelMessage, TurnKind, str]] = []
+        batch: list[Submission] = []
         for handle, message in items:
             model_message, kind = to_model_message(message, handle.principal)
             batch.append((handle.id, model_message, kind, new_id()))
@@ -222,7 +210,7 @@ class Runtime:
         return SessionHandle(self, record, principal or Principal.user())
 
     async def close(self) -> None:
-        """Stop the host (runs stay as committed) and close the store if this runtime opened it."""
+        """Stop the backend (runs stay as committed) and close the store if this runtime opened it."""
         if self._closed:
             return
         self._closed = True

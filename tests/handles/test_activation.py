@@ -12,7 +12,7 @@ import asyncio
 import pytest
 
 from repertory import Agent
-from repertory.core.tree import Lineage, SessionRecord
+from repertory.core.tree import NewSession, SessionRecord
 from repertory.errors import SessionNotFound
 from repertory.runtime.host import LocalHost
 from repertory.storage.memory.store import InMemorySessionStore
@@ -39,9 +39,7 @@ class _HeldStore(InMemorySessionStore):
 async def _host() -> tuple[LocalHost, _HeldStore, str]:
     store = _HeldStore()
     host = LocalHost(store, {"a": Agent(name="a", model=ScriptedModel([{"text": "hi"}]))})
-    record = await host.create_session(
-        agent="a", title="t", model=None, cwd=None, lineage=Lineage(kind="root"), root_id=None, head=None
-    )
+    record = await host.create_session(NewSession(agent="a", title="t"))
     return host, store, record.session_id
 
 

@@ -109,7 +109,7 @@ async def test_a_host_killed_mid_turn_is_restarted_and_the_run_finishes(ray_runt
     h = await rt.create_session(agent="a")
     turn = await h.send("charge it")
     await _wait_for(lambda: log.exists() and "start" in log.read_text())
-    [host] = rt.host._hosts
+    [host] = rt.host.hosts
     before = await host.ping.remote()
     ray.kill(host, no_restart=False)
     result = await asyncio.wait_for(turn.result(), 60)
@@ -145,7 +145,7 @@ async def test_runs_waiting_on_a_host_that_dies_get_their_results_after_the_rest
     handles = await rt.create_sessions("a", 3)
     runs = [asyncio.ensure_future(h.run(f"card-{i}")) for i, h in enumerate(handles)]
     await _wait_for(lambda: log.exists() and log.read_text().count("start") == 3)
-    [host] = rt.host._hosts
+    [host] = rt.host.hosts
     ray.kill(host, no_restart=False)
     results = await asyncio.wait_for(asyncio.gather(*runs), 60)
     assert [r.status for r in results] == ["done"] * 3
@@ -157,7 +157,7 @@ async def test_killing_the_supervisor_loses_nothing(ray_runtime: Any) -> None:
     rt = await ray_runtime({"a": _echo_agent()})
     first = await rt.create_session(agent="a")
     await first.run("one")
-    ray.kill(rt.host._supervisor, no_restart=False)
+    ray.kill(rt.host.supervisor, no_restart=False)
     second = await rt.create_session(agent="a")  # retried until the supervisor is back
     assert (await second.run("two")).text.endswith("two")
     assert (await first.run("three")).text.endswith("three")
@@ -172,7 +172,7 @@ async def test_a_reader_that_goes_away_leaves_nothing_behind(ray_runtime: Any) -
         async for event in stream:
             if event.type == "turn.completed":
                 break
-    [host] = rt.host._hosts
+    [host] = rt.host.hosts
     facts = await host.ping.remote()
     assert (facts["streams"], facts["subscriptions"]) == (1, 3)  # one stream per client, not per reader
     for stream in readers:
@@ -234,7 +234,7 @@ async def test_a_live_reader_gets_events_as_they_happen(ray_runtime: Any) -> Non
                 return
 
     reader = asyncio.create_task(read())
-    [host] = rt.host._hosts
+    [host] = rt.host.hosts
     deadline = time.monotonic() + 20
     while (await host.ping.remote())["subscriptions"] == 0:  # subscribed before anything happens: all live
         assert time.monotonic() < deadline

@@ -36,7 +36,7 @@ async def test_a_reader_process_killed_mid_stream_leaves_no_stream_behind(ray_ru
     rt = await ray_runtime({"a": "tests.ray.agents:clerk"})
     h = await rt.create_session(agent="a")
     await h.run("hello")
-    [host] = rt.host._hosts
+    [host] = rt.host.hosts
     before = await host.ping.remote()  # this client's own channel (run() results come back on it)
     url = f"sqlite:///{tmp_path / 'ray-0.db'}"  # the store ray_runtime opened: the same hosts
     child = subprocess.Popen(  # noqa: ASYNC220 - returns at once; the output is read in a thread
