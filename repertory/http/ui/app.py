@@ -243,7 +243,7 @@ class WebUI:
             viewer = self.access.anonymous_viewer(request.cookies)
             if not self.access.login_required:
                 return RedirectResponse(request.scope.get("root_path", "") + "/", status_code=303)
-            return self._html(request, viewer, "login.html", next=next or "", error=None)
+            return self._html(request, viewer, "login.html", next=next or "", error=None, anonymous=True)
 
         @app.post("/login")
         async def login(request: Request) -> Response:
@@ -256,7 +256,13 @@ class WebUI:
             except HttpError:
                 viewer = self.access.anonymous_viewer(request.cookies)
                 return self._html(
-                    request, viewer, "login.html", code=403, next=form.get("next", ""), error="That key is not valid."
+                    request,
+                    viewer,
+                    "login.html",
+                    code=403,
+                    next=form.get("next", ""),
+                    error="That key is not valid.",
+                    anonymous=True,
                 )
             response = RedirectResponse(_safe_next(form.get("next"), base), status_code=303)
             self._cookie(response, request, KEY_COOKIE, key)
@@ -355,7 +361,7 @@ class WebUI:
                 notice = "Type a message first."
             else:
                 await handle.send(text)
-                notice = "Sent: it runs after the turns before it."
+                notice = "Sent; it runs after any turn already queued."
             if _is_htmx(request):
                 ctx = await self._session_context(viewer, session_id)
                 return self._html(request, viewer, "_send.html", notice=notice, sent=bool(text), **ctx)

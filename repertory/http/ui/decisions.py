@@ -88,7 +88,7 @@ class Decider:
         run = await self.store.load_run(run_id)
         on = run.suspended_on if run is not None and run.status == "suspended" else None
         if run is None or run.thread_id != handle.id or on is None or on.tool_call_id != tool_call_id:
-            return Outcome("raced", "This call was already decided (elsewhere, or in another tab).")
+            return Outcome("raced", "This call was already decided elsewhere; the list now shows what still waits.")
         wanted = "suspend" if action == "resume" else "approval"
         if on.kind != wanted:
             return Outcome("invalid", f"This call waits for {'an answer' if on.kind == 'suspend' else 'approval'}.")
