@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Page, expect
+from playwright.async_api import Browser, Page, expect
 
 from repertory import Principal
 from tests.ui.agents import gate
@@ -256,3 +256,23 @@ async def test_the_list_filters_and_pages(page: Page, ui_server: UiServer, shots
     await expect(page.get_by_role("link", name="Next page")).to_have_count(0)
     await expect(page.get_by_role("link", name="First page")).to_be_visible()
     assert child.id not in seen
+
+
+async def test_pages_read_and_decide_without_javascript(browser: Browser, ui_server: UiServer, shots: Path) -> None:
+    sid = await _suspended(ui_server, "delete acct-nojs", "No script")
+    context = await browser.new_context(base_url=ui_server.url, java_script_enabled=False)
+    try:
+        page = await context.new_page()
+        await login(page)
+        await page.goto(f"/ui/sessions/{sid}")
+        await expect(page.locator("#conversation article.user")).to_contain_text("delete acct-nojs")
+        await page.get_by_role("region", name="Approval: delete_account").get_by_role("button", name="Approve").click()
+        await expect(page.get_by_role("status").filter(has_text="Approved")).to_be_visible()  # a whole new page
+        [turn] = await ui_server.runtime.store.list_turns(sid)
+        handle = await ui_server.runtime.session(sid)
+        await handle.get_turn(turn.submission_id).result()  # the run goes on after the decision: let it finish
+        await page.reload()
+        await expect(page.locator("#conversation article.assistant").last).to_contain_text("deleted acct-nojs")
+        await page.screenshot(path=shots / "no-javascript.png", full_page=True)
+    finally:
+        await context.close()

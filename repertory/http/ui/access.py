@@ -92,4 +92,6 @@ class Access:
         browser = cookies.get(CSRF_COOKIE, "")
         expected = self.token_for(browser) if browser else ""
         if not token or not expected or not hmac.compare_digest(token, expected):
-            raise HttpError("the form is out of date (or not from this site): reload the page and try again", status=403)
+            raise HttpError(
+                "the form is out of date (or not from this site): reload the page and try again", status=403
+            )

@@ -19,9 +19,11 @@ One concept, the UI's request handling, so one module; what it reads and renders
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from repertory.core.ids import now_ms
+from repertory.core.principal import Principal
 from repertory.core.state import RunState
 from repertory.core.tree import SessionStatus
 from repertory.errors import RepertoryError, SessionNotFound
@@ -41,7 +44,7 @@ from repertory.http.errors import HttpError, status_for
 from repertory.http.ui import plots
 from repertory.http.ui.access import CSRF_COOKIE, KEY_COOKIE, Access, Viewer
 from repertory.http.ui.conversation import MessageView, conversation, origin_label, pretty
-from repertory.http.ui.decisions import Action, Decider, Outcome
+from repertory.http.ui.decisions import RECORD_WAIT_S, Action, Decider, Outcome
 from repertory.http.ui.live import live_events, resume_point
 from repertory.http.ui.reads import (
     ACTIVITY_RUNS,
@@ -56,7 +59,7 @@ from repertory.runtime.session import Session
 from repertory.tree.handle import SessionHandle
 from repertory.tree.runtime import Runtime
 
-__all__ = ["STALE_AFTER_MS", "WebUI"]
+__all__ = ["STALE_AFTER_MS", "WebUI", "ui_only_app"]
 
 _log = logging.getLogger("repertory.http.ui")
 _HERE = Path(__file__).parent
@@ -424,18 +427,14 @@ class WebUI:
             charts = {
                 "tokens": plots.line_chart("Tokens over time", [tokens]),
                 "cost": plots.line_chart("Cost over time (USD)", [cost]),
-                "status": plots.bars(
-                    "Runs by status", [plots.Bar(s, by_status.get(s, 0), f"st-{s}") for s in order]
-                ),
-                "waits": plots.histogram(
-                    "Approval wait times (decided)", decided, plots.WAIT_EDGES, plots.WAIT_LABELS
-                ),
+                "status": plots.bars("Runs by status", [plots.Bar(s, by_status.get(s, 0), f"st-{s}") for s in order]),
+                "waits": plots.histogram("Approval wait times (decided)", decided, plots.WAIT_EDGES, plots.WAIT_LABELS),
                 "open": plots.histogram(
                     "Approvals still waiting, so far", waiting, plots.WAIT_EDGES, plots.WAIT_LABELS
                 ),
             }
             # Every chart is built from escaped labels and numbers formatted here (see plots.py).
-            safe = {k: Markup(v) for k, v in charts.items()}  # noqa: S704
+            safe = {k: Markup(v) for k, v in charts.items()}
             return self._html(request, viewer, "activity.html", charts=safe, runs=len(runs), limit=ACTIVITY_RUNS)
 
         return app
@@ -503,22 +502,28 @@ class WebUI:
         """The answer to a decision: in place with htmx, else the whole page with a notice."""
         session_id = form.get("session_id", "")
         card_id = f"card-{form.get('run_id', '')}-{form.get('tool_call_id', '')}"
+        typed: dict[str, Any] = {}
         if outcome.kind == "invalid":
             # Keep what the person typed, with the reason it does not fit, in the same card.
-            items = [i for i in await inbox(self.runtime.store, session_id) if i.call.tool_call_id == form.get("tool_call_id")]
-            ctx = {"item": items[0] if items else None, "error": outcome.message, "typed": form, "back": back}
+            typed = {"typed": form, "error": outcome.message}
             if _is_htmx(request):
-                response = self._html(request, viewer, "_card.html", **ctx)
+                wanted = form.get("tool_call_id")
+                items = [i for i in await inbox(self.runtime.store, session_id) if i.call.tool_call_id == wanted]
+                response = self._html(
+                    request, viewer, "_card.html", item=items[0] if items else None, back=back, **typed
+                )
                 response.headers["HX-Retarget"] = f"#{card_id}"
                 response.headers["HX-Reswap"] = "outerHTML"
                 return response
         flash = {"kind": outcome.kind, "message": outcome.message}
+        ctx: dict[str, Any]
         if back == "session":
             ctx = await self._session_context(viewer, session_id)
             template = "_panel.html" if _is_htmx(request) else "session.html"
         else:
             ctx = {"items": await inbox(self.runtime.store), "back": "approvals"}
             template = "_inbox.html" if _is_htmx(request) else "approvals.html"
+        ctx.update(typed)
         code = 200 if _is_htmx(request) else {"ok": 200, "raced": 409, "invalid": 422}[outcome.kind]
         return self._html(request, viewer, template, code=code, flash=flash, **ctx)
 
@@ -552,13 +557,41 @@ class WebUI:
         if agent is None:
             return {"kind": "invalid", "message": f"Cannot recover: agent {run.agent!r} is not served here."}
 
-        async def drive() -> None:
+        async def drive() -> str:
             try:
-                await Session.recover(store=store, agent=agent, run_id=run_id)
+                result = await Session.recover(store=store, agent=agent, run_id=run_id)
             except RepertoryError as exc:
                 _log.warning("recovering run %s from the web UI failed: %s", run_id, exc)
+                return f"failed again: {type(exc).__name__}: {exc}"
+            return f"it is {result.status} now"
 
         task = asyncio.get_running_loop().create_task(drive())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        # A short recovery is answered with its outcome; a long one goes on after the page is shown.
+        done, _ = await asyncio.wait({task}, timeout=RECORD_WAIT_S)
+        if done:
+            return {"kind": "ok", "message": f"Recovered run {run_id}: {task.result()}."}
         return {"kind": "ok", "message": f"Recovering run {run_id}: it goes on from its last checkpoint."}
+
+
+def ui_only_app(runtime: Runtime, api_keys: Mapping[str, Principal] | Iterable[str] | None = None) -> Any:
+    """An ASGI app serving the web UI alone at ``/ui`` (what ``repertory ui`` runs), ``/`` redirecting there.
+
+    ``api_keys`` as ``create_app`` takes them; the HTTP API's routes are not served.
+    """
+    ui = WebUI(runtime, ApiKeys(api_keys))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await ui.close()
+
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None, lifespan=lifespan)
+
+    @app.get("/", include_in_schema=False)
+    async def home() -> Response:
+        return RedirectResponse("/ui/", status_code=307)
+
+    app.mount("/ui", ui.app)
+    return app

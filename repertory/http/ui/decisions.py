@@ -32,11 +32,12 @@ from repertory.errors import InvalidResumeToken, RepertoryError, ToolError
 from repertory.tree.handle import SessionHandle
 from repertory.tree.runtime import Runtime
 
-__all__ = ["Action", "Decider", "Outcome"]
+__all__ = ["RECORD_WAIT_S", "Action", "Decider", "Outcome"]
 
 Action = Literal["approve", "reject", "resume"]
 _log = logging.getLogger("repertory.http.ui")
 RECORD_WAIT_S = 10.0
+"""How long a page waits for a decision to be committed before it answers anyway."""
 
 
 @dataclass(frozen=True)
