@@ -276,3 +276,19 @@ async def test_pages_read_and_decide_without_javascript(browser: Browser, ui_ser
         await page.screenshot(path=shots / "no-javascript.png", full_page=True)
     finally:
         await context.close()
+
+
+async def test_attention_and_activity_pages(page: Page, ui_server: UiServer, shots: Path) -> None:
+    broken = await ui_server.runtime.create_session(agent="assistant", title="Broken one", principal=ALICE_P)
+    with pytest.raises(Exception, match="the model is down"):
+        await broken.run("fail")
+    await login(page)
+    await page.goto("/ui/runs")
+    failed = page.get_by_role("region", name="Failed")
+    await expect(failed).to_contain_text("Broken one")
+    await expect(failed).to_contain_text("ModelError: the model is down")
+    await page.screenshot(path=shots / "attention.png", full_page=True)
+    await page.goto("/ui/activity")
+    for name in ("Tokens over time", "Runs by status", "Approval wait times (decided)"):
+        await expect(page.get_by_role("img", name=name)).to_be_visible()
+    await page.screenshot(path=shots / "activity.png", full_page=True)
