@@ -102,21 +102,22 @@ async def test_the_live_stream_resumes_after_the_last_event_id(ui_server: UiServ
 
 
 async def test_two_decisions_of_one_call_decide_it_once(ui_server: UiServer) -> None:
-    handle = await ui_server.runtime.create_session(agent="assistant", title="twice", principal=ALICE_P)
-    result = await handle.run("delete acct-twice")
-    [pending] = await handle.pending_approvals()
-    assert pending.tool_call_id is not None
-    decider = Decider(ui_server.runtime)
-    outcomes = await asyncio.gather(
-        decider.decide(handle, result.run_id, pending.tool_call_id, "approve"),
-        decider.decide(handle, result.run_id, pending.tool_call_id, "reject", reason="no"),
-    )
-    assert sorted(o.kind for o in outcomes) == ["ok", "raced"]
-    await decider.close()
-    run = await ui_server.runtime.store.load_run(result.run_id)
-    assert run is not None
-    [record] = run.approvals
-    assert record.decision == ("approved" if outcomes[0].kind == "ok" else "rejected")
+    decider, other = Decider(ui_server.runtime), Decider(ui_server.runtime)  # another server, say
+    for first, second in ((decider, decider), (decider, other)):
+        handle = await ui_server.runtime.create_session(agent="assistant", title="twice", principal=ALICE_P)
+        result = await handle.run("delete acct-twice")
+        [pending] = await handle.pending_approvals()
+        assert pending.tool_call_id is not None
+        outcomes = await asyncio.gather(
+            first.decide(handle, result.run_id, pending.tool_call_id, "approve"),
+            second.decide(handle, result.run_id, pending.tool_call_id, "reject", reason="no"),
+        )
+        assert sorted(o.kind for o in outcomes) == ["ok", "raced"], outcomes
+        await asyncio.gather(first.settle(), second.settle())  # the loser's token is refused, nothing more
+        run = await ui_server.runtime.store.load_run(result.run_id)
+        assert run is not None and run.status == "done"
+        [record] = run.approvals
+        assert record.decision == ("approved" if outcomes[0].kind == "ok" else "rejected")
 
 
 async def test_a_run_left_running_is_listed_and_recovered(ui_server: UiServer) -> None:
@@ -155,3 +156,25 @@ async def test_without_keys_the_ui_is_open() -> None:
             assert page.status_code == 200 and "open door" in page.text and "Log out" not in page.text
             assert (await client.get("/ui/login")).status_code == 303
             assert (await client.get("/ui")).status_code in (307, 308)
+
+
+async def test_resume_tokens_never_reach_a_page(ui_server: UiServer) -> None:
+    handle = await ui_server.runtime.create_session(agent="assistant", title="secret token", principal=ALICE_P)
+    await handle.run("delete acct-token")
+    [pending] = await handle.pending_approvals()
+    async with _logged_in(ui_server.url) as (client, _):
+        pages = [
+            await client.get(path)
+            for path in (
+                "/ui/approvals",
+                "/ui/approvals/list",
+                f"/ui/sessions/{handle.id}",
+                f"/ui/sessions/{handle.id}/panel",
+                f"/ui/sessions/{handle.id}/conversation",
+                "/ui/?status=suspended&scope=all",
+                "/ui/activity",
+            )
+        ]
+        assert all(p.status_code == 200 for p in pages)
+        assert "acct-token" in pages[0].text
+        assert not [p.url for p in pages if pending.token in p.text]

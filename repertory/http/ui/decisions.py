@@ -19,13 +19,16 @@ shape the HTTP API records too; a resume value is stamped with the decider's ori
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import Coroutine
+import secrets
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from repertory.core.result import RunResult
+from repertory.core.state import RunState
 from repertory.core.store import TreeStore
 from repertory.core.tree import SessionEvent
 from repertory.errors import InvalidResumeToken, RepertoryError, ToolError
@@ -46,6 +49,15 @@ class Outcome:
 
     kind: Literal["ok", "invalid", "raced"]
     message: str
+
+
+def _recorded(run: RunState, tool_call_id: str, field: str, expected: str) -> bool:
+    """True when the run's approval record of the call holds this decision (by its nonce or reason)."""
+    for record in run.approvals:
+        if record.tool_call_id == tool_call_id:
+            got = record.approval.get(field) if field == "nonce" and isinstance(record.approval, dict) else None
+            return bool(got == expected if field == "nonce" else record.reason == expected)
+    return False
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -86,6 +98,31 @@ class Decider:
         key = (run_id, tool_call_id)
         if key in self._claimed:
             return Outcome("raced", "Someone else is deciding this call right now; the page shows what they decided.")
+        # Claimed before the first await, so a second request for the call cannot slip in between.
+        self._claimed.add(key)
+        started = False
+        try:
+            prepared = await self._prepare(handle, run_id, tool_call_id, action, args_text, reason, value)
+            if isinstance(prepared, Outcome):
+                return prepared
+            call, check = prepared
+            started = True
+            return await self._run(handle, key, call, action, check)
+        finally:
+            if not started:
+                self._claimed.discard(key)
+
+    async def _prepare(
+        self,
+        handle: SessionHandle,
+        run_id: str,
+        tool_call_id: str,
+        action: Action,
+        args_text: str | None,
+        reason: str,
+        value: Any,
+    ) -> Outcome | tuple[Coroutine[Any, Any, RunResult], Callable[[RunState], bool]]:
+        """The decision's call and a test that the stored run records it, or why there is none."""
         run = await self.store.load_run(run_id)
         on = run.suspended_on if run is not None and run.status == "suspended" else None
         if run is None or run.thread_id != handle.id or on is None or on.tool_call_id != tool_call_id:
@@ -94,6 +131,7 @@ class Decider:
         if on.kind != wanted:
             return Outcome("invalid", f"This call waits for {'an answer' if on.kind == 'suspend' else 'approval'}.")
         pending = run.pending[0] if run.pending else None
+        nonce = secrets.token_hex(8)  # tells this decision from any other of the same call
         approval = {"type": "approve", "principal": handle.principal.model_dump(mode="json"), "via": "ui"}
         args: dict[str, Any] | None = None
         if action == "approve" and args_text is not None and args_text.strip():
@@ -110,17 +148,24 @@ class Decider:
             except ToolError as exc:
                 name = pending.tool_name if pending is not None else "the tool"
                 return Outcome("invalid", f"The edited arguments do not fit {name}: {exc}")
-        call: Coroutine[Any, Any, RunResult]
         if action == "approve":
-            call = handle.approve(on.token, approval, args)
-        elif action == "reject":
-            call = handle.reject(on.token, reason.strip() or "rejected in the web UI")
-        else:
-            call = handle.resume(on.token, value)
-        return await self._run(handle, key, call, action)
+            approval["nonce"] = nonce
+            return handle.approve(on.token, approval, args), lambda r: _recorded(r, tool_call_id, "nonce", nonce)
+        if action == "reject":
+            text = reason.strip() or "rejected in the web UI"
+            return handle.reject(on.token, text), lambda r: _recorded(r, tool_call_id, "reason", text)
+        # A resume leaves no record of its own: the run having left this suspension is the sign.
+        return handle.resume(
+            on.token, value
+        ), lambda r: not (r.suspended_on is not None and r.suspended_on.token == on.token)
 
     async def _run(
-        self, handle: SessionHandle, key: tuple[str, str], call: Coroutine[Any, Any, RunResult], action: Action
+        self,
+        handle: SessionHandle,
+        key: tuple[str, str],
+        call: Coroutine[Any, Any, RunResult],
+        action: Action,
+        check: Callable[[RunState], bool],
     ) -> Outcome:
         run_id = key[0]
         recorded = asyncio.Event()
@@ -130,7 +175,6 @@ class Decider:
                 recorded.set()
 
         listener = handle.on_progress(listen)
-        self._claimed.add(key)
         task = asyncio.get_running_loop().create_task(call)
         self._tasks.add(task)
 
@@ -149,7 +193,14 @@ class Decider:
         finally:
             waiter.cancel()
             listener.dispose()
-        if task.done() and not task.cancelled() and task.exception() is not None:
+        # Recorded first means decided, whatever the run does next (a model error after an approval
+        # is the run's failure, shown on its page, not the decision's); but the checkpoint may be
+        # another decision's (an API call in this process): the stored run says whose it was.
+        if recorded.is_set():
+            stored = await self.store.load_run(run_id)
+            if stored is not None and not check(stored):
+                return Outcome("raced", "This call was decided elsewhere first; nothing was decided twice.")
+        elif task.done() and not task.cancelled() and task.exception() is not None:
             error = task.exception()
             if isinstance(error, InvalidResumeToken):
                 return Outcome("raced", "This call was decided elsewhere first; nothing was decided twice.")
@@ -161,8 +212,19 @@ class Decider:
         done = {"approve": "Approved", "reject": "Rejected", "resume": "Resumed"}[action]
         return Outcome("ok", f"{done}; the run goes on.")
 
+    async def settle(self) -> None:
+        """Wait until the decisions in flight have finished their drives (bound it with ``asyncio.timeout``)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks))
+
     async def close(self) -> None:
-        """Stop waiting on decisions in flight: each goes on in its session's mailbox regardless."""
+        """Give decisions in flight a moment to finish, then stop waiting on them.
+
+        Stopping only ends this waiter: a decision already in the session's mailbox goes on there.
+        """
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5.0):
+                await self.settle()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
