@@ -71,6 +71,11 @@ async def test_a_session_with_tool_calls_and_a_notification(page: Page, ui_serve
     await expect(tree).to_contain_text("helper child")
     await expect(tree).to_contain_text("with its subtree")
     await page.screenshot(path=shots / "session.png", full_page=True)
+    await tree.get_by_label("Title of the fork").fill("what if")
+    await tree.get_by_role("button", name="Fork").click()
+    await expect(page.get_by_role("heading", name="what if")).to_be_visible()
+    await expect(page.get_by_role("region", name="Session")).to_contain_text("forked of Research trip")
+    await expect(page.locator("#conversation")).to_contain_text("research volcanoes")  # the shared history
 
 
 async def _suspended(ui_server: UiServer, prompt: str, title: str) -> str:
@@ -124,6 +129,7 @@ async def test_approvals_approved_edited_and_rejected(page: Page, ui_server: UiS
         await expect(call).to_contain_text("approved")
         await expect(call).to_contain_text("by user alice")
     await expect(call).to_contain_text("with edited arguments")
+    await expect(call.locator("pre.args").last).to_contain_text('"account_id": "acct-fixed"')  # what it ran with
     await page.screenshot(path=shots / "session-approved-edited.png", full_page=True)
     await page.goto(f"/ui/sessions/{rejected}")
     call = page.get_by_role("region", name="Tool call delete_account")

@@ -67,6 +67,7 @@ class ApprovalView:
     by: str | None = None
     reason: str | None = None
     edited: bool = False
+    ran_with: str | None = None  # the edited arguments the tool ran with
 
     @classmethod
     def of(cls, record: ApprovalRecord) -> ApprovalView:
@@ -78,6 +79,7 @@ class ApprovalView:
             by=_decider(record.approval),
             reason=record.reason,
             edited=record.args_replaced,
+            ran_with=pretty(record.args) if record.args_replaced else None,
         )
 
 
