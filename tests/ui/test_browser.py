@@ -185,10 +185,16 @@ async def test_the_live_stream_of_a_running_turn(page: Page, ui_server: UiServer
     await expect(live).to_contain_text("Streaming the first words")
     await expect(page.locator("#conversation article.user")).to_contain_text("stream live-1")  # from a checkpoint
     await expect(page.locator("#panel")).to_have_attribute("data-status", "running")
+    await page.get_by_label("Message").fill("hello again")  # a follow-up, queued behind the running turn
+    await page.get_by_role("button", name="Send").click()
+    queued = page.get_by_role("region", name="Follow-ups queued")
+    await expect(queued).to_contain_text("hello again")
     await page.screenshot(path=shots / "live-running.png", full_page=True)
     gate("live-1").set()
-    reply = page.locator("#conversation article.assistant").last
-    await expect(reply).to_contain_text("Streaming the first words, and the rest.")
+    replies = page.locator("#conversation article.assistant")
+    await expect(replies.last).to_contain_text("Hello! How can I help?")  # the follow-up ran after it
+    await expect(replies.nth(0)).to_contain_text("Streaming the first words, and the rest.")
+    await expect(queued).to_have_count(0)
     await expect(live).to_be_hidden()
     await expect(page.locator("#panel")).to_have_attribute("data-status", "idle")
     await page.screenshot(path=shots / "live-done.png", full_page=True)

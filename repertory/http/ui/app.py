@@ -367,7 +367,9 @@ class WebUI:
                 notice = "Sent; it runs after any turn already queued."
             if _is_htmx(request):
                 ctx = await self._session_context(viewer, session_id)
-                return self._html(request, viewer, "_send.html", notice=notice, sent=bool(text), **ctx)
+                response = self._html(request, viewer, "_send.html", notice=notice, sent=bool(text), **ctx)
+                response.headers["HX-Trigger"] = "repertory-panel"  # the queue changed: ui.js reloads the panel
+                return response
             return RedirectResponse(f"{base}/sessions/{quote(session_id)}", status_code=303)
 
         @app.post("/sessions/{session_id}/fork")

@@ -25,6 +25,7 @@
       reasoning.parentElement.hidden = true;
       live.hidden = true;
     }
+    document.body.addEventListener("repertory-panel", function () { refresh(box.dataset.panel, "panel"); });
     source.addEventListener("open", function () { state.textContent = "Live."; box.dataset.connected = "1"; });
     source.addEventListener("error", function () { state.textContent = "Reconnecting…"; box.dataset.connected = "0"; });
     source.addEventListener("delta", function (e) {
