@@ -22,7 +22,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "analytics": ("pyarrow", "duckdb"),
     "memory": ("numpy",),
     "openai": ("openai",),
-    "http": ("fastapi", "uvicorn"),
+    "http": ("fastapi", "uvicorn", "jinja2"),
     "mcp": ("mcp",),
     "anthropic": ("anthropic",),
     "otel": ("opentelemetry.trace", "opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http"),

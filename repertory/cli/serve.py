@@ -1,6 +1,7 @@
 """``repertory serve``: a runtime over HTTP, speaking LangGraph's API, so its clients work unchanged.
 
     repertory serve --store sqlite:///runs.db --agents myapp.agents:AGENTS --api-key alice=s3cret
+    repertory ui --store sqlite:///runs.db --agents myapp.agents:AGENTS    # the web UI alone, at /ui
 
 The socket is bound before anything else starts, so a port in use is one ``error:`` line and exit
 code 2, like every other mistake; then the runtime starts (finishing turns a previous process
@@ -24,7 +25,7 @@ from repertory.errors import RepertoryError
 from repertory.runtime.agent import Agent
 from repertory.runtime.gc_tuning import tune_gc
 
-__all__ = ["register", "serve"]
+__all__ = ["register", "serve", "ui"]
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -73,10 +74,12 @@ async def _serve(
     max_body_bytes: int,
     max_streams: int,
     log_level: str,
+    ui_only: bool = False,
 ) -> None:
     import uvicorn
 
     from repertory.http import create_app
+    from repertory.http.ui import ui_only_app
     from repertory.tree.agent_specs import AgentSpec
     from repertory.tree.runtime import Runtime
 
@@ -84,15 +87,19 @@ async def _serve(
     specs: dict[str, AgentSpec] = {name: agents_path for name in agents} if backend == "ray" else dict(agents)
     runtime = await Runtime.start(store=store, backend="ray" if backend == "ray" else "local", agents=specs)
     try:
-        app = create_app(
-            runtime, keys or None, max_body_bytes=max_body_bytes, max_streams_per_key=max_streams, cors_origins=cors
-        )
+        if ui_only:
+            app = ui_only_app(runtime, keys or None)
+        else:
+            app = create_app(
+                runtime, keys or None, max_body_bytes=max_body_bytes, max_streams_per_key=max_streams, cors_origins=cors
+            )
         config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=5, lifespan="on")
         server = uvicorn.Server(config)
         host, port = sock.getsockname()[:2]
+        what = "repertory ui" if ui_only else "repertory serve"
         sys.stderr.write(
-            f"repertory serve: listening on http://{host}:{port} (store {store}, backend {backend}, "
-            f"assistants {', '.join(agents)}, API keys {'required' if keys else 'off'})\n"
+            f"{what}: listening on http://{host}:{port} (store {store}, backend {backend}, "
+            f"assistants {', '.join(agents)}, API keys {'required' if keys else 'off'}; web UI at /ui/)\n"
         )
         sys.stderr.flush()
         await server.serve(sockets=[sock])
@@ -127,7 +134,60 @@ def serve(
     max_streams: Annotated[int, typer.Option("--max-streams", min=1, help="Open SSE streams per key.")] = 16,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn's log level.")] = "info",
 ) -> None:
-    """Serve the runtime over HTTP: LangGraph's API (langgraph-sdk, agent-chat-ui) with OpenAPI at /openapi.json."""
+    """Serve the runtime over HTTP: LangGraph's API (langgraph-sdk, agent-chat-ui) with OpenAPI at /openapi.json.
+
+    The web UI is served beside it at /ui/ (it takes the same API keys).
+    """
+    _run(
+        store,
+        agents,
+        backend,
+        host,
+        port,
+        api_key or [],
+        cors_origin or [],
+        max_body_bytes,
+        max_streams,
+        log_level,
+        ui_only=False,
+    )
+
+
+def ui(
+    store: StoreOption = DEFAULT_STORE,
+    agents: AgentsOption = DEFAULT_AGENTS,
+    backend: Annotated[str, typer.Option("--backend", help="local (this process) or ray.")] = "local",
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on (0: any free one).")] = 8123,
+    api_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--api-key",
+            envvar="REPERTORY_API_KEYS",
+            help="KEY or NAME=KEY, as for serve; with any, the UI asks for one at its login form.",
+        ),
+    ] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn's log level.")] = "info",
+) -> None:
+    """Serve the web UI alone (sessions, approvals, live runs) at /ui/; `serve` has it too, beside the API."""
+    _run(store, agents, backend, host, port, api_key or [], [], 1 << 20, 16, log_level, ui_only=True)
+
+
+def _run(
+    store: str,
+    agents: str,
+    backend: str,
+    host: str,
+    port: int,
+    api_key: list[str],
+    cors: list[str],
+    max_body_bytes: int,
+    max_streams: int,
+    log_level: str,
+    *,
+    ui_only: bool,
+) -> None:
+    """What ``serve`` and ``ui`` share: check, bind, start the runtime, serve until Ctrl-C."""
     if backend not in ("local", "ray"):
         raise RepertoryError(f"--backend must be local or ray, not {backend!r}")
     require("repertory serve", "http")  # before the port is taken; the CLI prints it as one line
@@ -137,9 +197,7 @@ def serve(
     tune_gc()  # a server process holds many sessions (see repertory.runtime.gc_tuning)
     try:
         asyncio.run(
-            _serve(
-                sock, store, backend, registry, agents, keys, cors_origin or [], max_body_bytes, max_streams, log_level
-            )
+            _serve(sock, store, backend, registry, agents, keys, cors, max_body_bytes, max_streams, log_level, ui_only)
         )
     except KeyboardInterrupt:
         pass  # Ctrl-C: uvicorn already shut down gracefully and the runtime closed
@@ -148,5 +206,6 @@ def serve(
 
 
 def register(app: typer.Typer) -> None:
-    """Attach ``serve`` to the ``repertory`` app."""
+    """Attach ``serve`` and ``ui`` to the ``repertory`` app."""
     app.command("serve")(serve)
+    app.command("ui")(ui)

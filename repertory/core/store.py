@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 from repertory.core.history import MessageHistory
 from repertory.core.messages import Role
 from repertory.core.state import RunState, RunStatus, ThreadState
-from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord, TurnStatus
+from repertory.core.tree import SessionEvent, SessionRecord, SessionStatus, TurnRecord, TurnStatus
 
 __all__ = ["SessionStore", "StoreAliases", "TreeStore"]
 
@@ -112,6 +112,29 @@ class TreeStore(SessionStore, Protocol):
 
     async def list_sessions(self, *, roots_only: bool = False, limit: int | None = None) -> list[SessionRecord]:
         """Sessions oldest first (``roots_only``: only roots), at most ``limit``."""
+
+    async def page_sessions(
+        self,
+        *,
+        before: str | None = None,
+        limit: int = 50,
+        roots_only: bool = False,
+        agent: str | None = None,
+        status: SessionStatus | None = None,
+        search: str | None = None,
+    ) -> list[SessionRecord]:
+        """One page of sessions, newest first: at most ``limit`` created before session ``before``.
+
+        Keyset pagination (the next page starts ``before`` the last id of this one), so a page
+        costs the rows it returns and those its filters skip, never an offset into the table; an
+        unknown ``before`` gives an empty page. Filters combine: ``agent`` exactly; ``search`` an
+        id prefix or a title substring, ignoring (at least ASCII) case; ``status`` by the store's rule: ``running``
+        while a turn is queued or running, else ``suspended`` or ``error`` when the thread's latest
+        run is, else ``idle`` (a live host may know a moment sooner).
+        """
+
+    async def session_counts(self) -> dict[SessionStatus, int]:
+        """How many sessions are ``running``, ``suspended`` and ``error`` by ``page_sessions``' rule."""
 
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
         """Queue a turn durably; returns it with its per-session ``seq``. A known id is ``CommitConflict``."""

@@ -28,6 +28,7 @@ from repertory.http.runbook import RunBook
 from repertory.http.runs import Caller, run_routes
 from repertory.http.schemas import AssistantSearch
 from repertory.http.threads import thread_routes
+from repertory.http.ui import WebUI
 from repertory.http.views import assistant_view
 from repertory.tree.runtime import Runtime
 
@@ -74,11 +75,13 @@ def create_app(
     gw = Gateway(runtime)
     runs = RunBook(gw)
     slots = StreamSlots(max_streams_per_key)
+    ui = WebUI(runtime, keys)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         await gw.close()
+        await ui.close()
 
     app = FastAPI(
         title="repertory",
@@ -154,6 +157,7 @@ def create_app(
 
     app.include_router(thread_routes(gw, auth))
     app.include_router(run_routes(gw, runs, slots, auth))
+    app.mount("/ui", ui.app)  # the web UI (repertory.http.ui): its own pages, login and CSRF checks
     origins = list(cors_origins or ())
     if origins:
         # Preflights are answered before any route (so before the key check); the SDK reads the

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from repertory.core.state import ThreadState
-from repertory.core.tree import OPEN_TURN_STATUSES, SessionEvent, SessionRecord, TurnRecord, TurnStatus
+from repertory.core.tree import (
+    OPEN_TURN_STATUSES,
+    SessionEvent,
+    SessionRecord,
+    SessionStatus,
+    TurnRecord,
+    TurnStatus,
+)
 from repertory.errors import CommitConflict, StoreError
 
 __all__ = ["MemoryTreeTables"]
@@ -20,6 +28,7 @@ class MemoryTreeTables:
     """Mixin: the tree half of the in-memory store. Writes happen after every check passes."""
 
     _threads: dict[str, str]
+    _runs: dict[str, tuple[int, int, str, str]]  # run_id -> (updated_at, write seq, thread_id, json)
     _closed: bool
 
     def _init_tree(self) -> None:
@@ -83,6 +92,66 @@ class MemoryTreeTables:
             if limit is not None and len(out) >= limit:
                 break
         return out
+
+    def _statuses(self) -> dict[str, SessionStatus]:
+        """Every session that is not idle, with its status (the rule of ``TreeStore.page_sessions``)."""
+        latest: dict[str, tuple[int, int, str]] = {}
+        for updated_at, seq, thread_id, raw in self._runs.values():
+            if thread_id not in latest or (updated_at, seq) > latest[thread_id][:2]:
+                latest[thread_id] = (updated_at, seq, raw)
+        out: dict[str, SessionStatus] = {}
+        for thread_id, (_, _, raw) in latest.items():
+            status = json.loads(raw)["status"]
+            if thread_id in self._sessions and status in ("suspended", "error"):
+                out[thread_id] = status
+        for raw in self._turns.values():
+            turn = TurnRecord.model_validate_json(raw)
+            if turn.status in OPEN_TURN_STATUSES:
+                out[turn.session_id] = "running"
+        return out
+
+    async def page_sessions(
+        self,
+        *,
+        before: str | None = None,
+        limit: int = 50,
+        roots_only: bool = False,
+        agent: str | None = None,
+        status: SessionStatus | None = None,
+        search: str | None = None,
+    ) -> list[SessionRecord]:
+        """Newest first (reversed insertion order) from the session before ``before``."""
+        self._tree_open()
+        ids = list(self._sessions)
+        if before is not None:
+            if before not in self._sessions:
+                return []
+            ids = ids[: ids.index(before)]
+        statuses = self._statuses() if status is not None else {}
+        needle = search.lower() if search else None
+        out: list[SessionRecord] = []
+        for sid in reversed(ids):
+            if len(out) >= limit:
+                break
+            if status is not None and statuses.get(sid, "idle") != status:
+                continue
+            record = SessionRecord.model_validate_json(self._sessions[sid])
+            if roots_only and record.lineage.parent_id is not None:
+                continue
+            if agent is not None and record.agent != agent:
+                continue
+            if needle and not (sid.lower().startswith(needle) or needle in (record.title or "").lower()):
+                continue
+            out.append(record)
+        return out
+
+    async def session_counts(self) -> dict[SessionStatus, int]:
+        """Running, suspended and error counts."""
+        self._tree_open()
+        counts: dict[SessionStatus, int] = {"running": 0, "suspended": 0, "error": 0}
+        for status in self._statuses().values():
+            counts[status] += 1
+        return counts
 
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
         """Queue a turn with the next per-session seq."""

@@ -6,9 +6,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from repertory.core.tree import OPEN_TURN_STATUSES, SessionEvent, SessionRecord, TurnRecord, TurnStatus
+from repertory.core.tree import (
+    OPEN_TURN_STATUSES,
+    SessionEvent,
+    SessionRecord,
+    SessionStatus,
+    TurnRecord,
+    TurnStatus,
+)
 from repertory.errors import CommitConflict, StoreError
 from repertory.storage.postgres.connection import PgBase
+from repertory.storage.queries import SqlDialect, session_counts_query, session_page_query
 
 __all__ = ["PgTreeTables", "event_arrays"]
 
@@ -17,6 +25,10 @@ __all__ = ["PgTreeTables", "event_arrays"]
 # Merged here rather than with jsonb: jsonb refuses the NUL character a message may hold.
 _SESSION_MUTABLE = ("title", "model", "cwd", "updated_at")
 _TURN_MUTABLE = ("status", "error", "created_at", "updated_at")
+
+
+# Records are text, not jsonb (jsonb refuses NUL), so a field is read through a json cast.
+_DIALECT = SqlDialect(mark="%s", prefix="repertory.", order="ord", field="(({col})::json ->> '{key}')", find="strpos")
 
 
 def event_arrays(events: Sequence[SessionEvent], session_id: str) -> list[list[Any]]:
@@ -97,6 +109,33 @@ class PgTreeTables(PgBase):
             cur = await conn.execute(sql, (limit,))
             rows = await cur.fetchall()
         return [SessionRecord.model_validate_json(r[0]) for r in rows]
+
+    async def page_sessions(
+        self,
+        *,
+        before: str | None = None,
+        limit: int = 50,
+        roots_only: bool = False,
+        agent: str | None = None,
+        status: SessionStatus | None = None,
+        search: str | None = None,
+    ) -> list[SessionRecord]:
+        """Newest first from the ``ord`` before ``before``'s (a backward scan of its index, no offset)."""
+        sql, params = session_page_query(
+            _DIALECT, before=before, limit=limit, roots_only=roots_only, agent=agent, status=status, search=search
+        )
+        async with self.connection("page_sessions") as conn:
+            cur = await conn.execute(sql, params)
+            rows = await cur.fetchall()
+        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+
+    async def session_counts(self) -> dict[SessionStatus, int]:
+        """Running, suspended and error counts from the open-turn and resting-run partial indexes."""
+        async with self.connection("session_counts") as conn:
+            cur = await conn.execute(session_counts_query(_DIALECT))
+            row = await cur.fetchone()
+        assert row is not None
+        return {"running": int(row[0]), "suspended": int(row[1]), "error": int(row[2])}
 
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
         """Queue a turn with the next per-session seq (racing adders serialise on the session row)."""

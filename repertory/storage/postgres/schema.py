@@ -20,7 +20,7 @@ from __future__ import annotations
 __all__ = ["CONFLICT_SQLSTATE", "TOKEN_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
 
 SCHEMA = "repertory"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 CONFLICT_SQLSTATE = "RP001"
 TOKEN_SQLSTATE = "RP002"  # a conflict whose cause is a resume token that is no longer live
 MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
@@ -245,4 +245,11 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # Group commit: several commits in one transaction and one round trip, a savepoint each.
     4: [_COMMIT_BATCH_FUNCTION],
+    # The web UI's session listing (``page_sessions``, ``session_counts``): pages walk sessions
+    # newest first by ``ord``, and ask which threads rest suspended or failed. The runs index is
+    # partial, so the row rewritten every step of a ``running`` run never touches it.
+    5: [
+        "CREATE INDEX sessions_by_ord ON repertory.sessions (ord)",
+        "CREATE INDEX runs_resting ON repertory.runs (status, thread_id) WHERE status IN ('suspended', 'error')",
+    ],
 }

@@ -12,8 +12,16 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from repertory.core.tree import OPEN_TURN_STATUSES, SessionEvent, SessionRecord, TurnRecord, TurnStatus
+from repertory.core.tree import (
+    OPEN_TURN_STATUSES,
+    SessionEvent,
+    SessionRecord,
+    SessionStatus,
+    TurnRecord,
+    TurnStatus,
+)
 from repertory.errors import CommitConflict, StoreError
+from repertory.storage.queries import SqlDialect, session_counts_query, session_page_query
 from repertory.storage.sqlite.connection import SqliteBase, db_errors
 
 __all__ = ["SqliteTreeTables", "insert_events"]
@@ -22,6 +30,9 @@ __all__ = ["SqliteTreeTables", "insert_events"]
 # place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
 _SESSION_MUTABLE = ("title", "model", "cwd", "updated_at")
 _TURN_MUTABLE = ("status", "error", "created_at", "updated_at")
+
+
+_DIALECT = SqlDialect(mark="?", prefix="", order="rowid", field="json_extract({col}, '$.{key}')", find="instr")
 
 
 def insert_events(conn: sqlite3.Connection, events: Sequence[SessionEvent]) -> None:
@@ -115,6 +126,29 @@ class SqliteTreeTables(SqliteBase):
             sql += f" LIMIT {int(limit)}"
         rows = await self.read("list_sessions", lambda c: c.execute(sql).fetchall())
         return [SessionRecord.model_validate_json(r[0]) for r in rows]
+
+    async def page_sessions(
+        self,
+        *,
+        before: str | None = None,
+        limit: int = 50,
+        roots_only: bool = False,
+        agent: str | None = None,
+        status: SessionStatus | None = None,
+        search: str | None = None,
+    ) -> list[SessionRecord]:
+        """Newest first from the rowid before ``before``'s (a rowid range scan: no sort, no offset)."""
+        sql, params = session_page_query(
+            _DIALECT, before=before, limit=limit, roots_only=roots_only, agent=agent, status=status, search=search
+        )
+        rows = await self.read("page_sessions", lambda c: c.execute(sql, params).fetchall())
+        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+
+    async def session_counts(self) -> dict[SessionStatus, int]:
+        """Running, suspended and error counts from the open-turn and resting-run partial indexes."""
+        sql = session_counts_query(_DIALECT)
+        row = await self.read("session_counts", lambda c: c.execute(sql).fetchone())
+        return {"running": int(row[0]), "suspended": int(row[1]), "error": int(row[2])}
 
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
         """Queue a turn with the next per-session seq, in one transaction."""

@@ -14,7 +14,7 @@ from repertory.errors import StoreError
 
 __all__ = ["SCHEMA_VERSION", "ensure_schema", "check_file"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Entries carry whole messages (often KBs), so they live in a rowid table: WITHOUT ROWID tables
 # spill rows over ~1 KB to overflow pages. Revisions, threads and runs are small and keyed by id.
@@ -92,6 +92,12 @@ _MIGRATIONS: dict[int, list[str]] = {
                resource TEXT PRIMARY KEY,
                doc TEXT NOT NULL,
                updated_at INTEGER NOT NULL)""",
+    ],
+    # The web UI's session listing (``page_sessions``, ``session_counts``) asks which threads rest
+    # suspended or failed. Partial: a run row is rewritten every step while ``running``, and those
+    # writes never touch this index; only the rare moves into and out of these two statuses do.
+    4: [
+        """CREATE INDEX runs_resting ON runs (status, thread_id) WHERE status IN ('suspended', 'error')""",
     ],
 }
 

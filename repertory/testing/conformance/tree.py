@@ -20,65 +20,14 @@ from repertory.core.history import MessageHistory
 from repertory.core.messages import ModelMessage
 from repertory.core.state import ErrorInfo, RunState
 from repertory.core.store import TreeStore
-from repertory.core.tree import Lineage, LineageKind, SessionEvent, SessionRecord, TurnRecord, TurnStatus
+from repertory.core.tree import LineageKind, SessionEvent, SessionRecord, TurnRecord, TurnStatus
 from repertory.errors import CommitConflict, StoreError
 from repertory.testing.conformance._looks import Conformance, Looks
+from repertory.testing.conformance.listing import SessionListingConformance
 from repertory.testing.conformance.records import commit, history_of, pointers, rich_messages
+from repertory.testing.conformance.tree_records import event, events, session_record, turn_record
 
 __all__ = ["TreeConformance", "event", "events", "session_record", "turn_record"]
-
-
-# -- builders -------------------------------------------------------------------------------------
-
-
-def session_record(
-    session_id: str,
-    *,
-    parent: str | None = None,
-    kind: LineageKind = "root",
-    root: str | None = None,
-    forked_at: str | None = None,
-    created_at: int = 1_000,
-    **fields: Any,
-) -> SessionRecord:
-    """A session row; a child's ``root_id`` defaults to its parent's id."""
-    return SessionRecord(
-        session_id=session_id,
-        agent=fields.pop("agent", "assistant"),
-        lineage=Lineage(kind=kind, parent_id=parent, forked_at_revision_id=forked_at),
-        root_id=root or parent or session_id,
-        created_at=created_at,
-        updated_at=fields.pop("updated_at", created_at),
-        **fields,
-    )
-
-
-def turn_record(session_id: str, submission_id: str, text: str = "hello", **fields: Any) -> TurnRecord:
-    """A queued turn carrying a user message; its ``run_id`` defaults to ``run-<submission_id>``."""
-    return TurnRecord(
-        submission_id=submission_id,
-        session_id=session_id,
-        message=ModelMessage.user(text),
-        run_id=fields.pop("run_id", f"run-{submission_id}"),
-        **fields,
-    )
-
-
-def event(session_id: str, seq: int | None, kind: str = "tool.call", **data: Any) -> SessionEvent:
-    """An event whose data and time derive from its seq, so two builds of the same seq are equal."""
-    return SessionEvent(
-        session_id=session_id,
-        seq=seq,
-        submission_id=f"sub-{session_id}",
-        type=kind,
-        data={"n": seq, **data},
-        at=10_000 + (seq or 0),
-    )
-
-
-def events(session_id: str, *seqs: int) -> list[SessionEvent]:
-    """``event(session_id, seq)`` for each seq."""
-    return [event(session_id, seq) for seq in seqs]
 
 
 def _dumps(records: list[Any]) -> list[dict[str, Any]]:
@@ -180,10 +129,12 @@ CLOSED_CALLS: dict[str, Callable[[TreeStore], Awaitable[object]]] = {
     "load_events": lambda s: s.load_events("s"),
     "load_events_after": lambda s: s.load_events("s", after_seq=1, limit=1),
     "last_event_seq": lambda s: s.last_event_seq("s"),
+    "page_sessions": lambda s: s.page_sessions(status="idle"),
+    "session_counts": lambda s: s.session_counts(),
 }
 
 
-class TreeConformance(Conformance):
+class TreeConformance(SessionListingConformance, Conformance):
     """Subclass with a ``store`` fixture (an open, empty ``TreeStore``) and optionally a ``probe``.
 
     ``TreeStore`` extends ``SessionStore``: a tree store's test class usually lists

@@ -1,0 +1,599 @@
+"""``WebUI``: the pages under ``/ui`` (sessions, a session, approvals, runs needing attention, activity).
+
+Server-rendered Jinja2 templates with htmx (vendored under ``static/``) for the few actions that
+update a part of a page, and server-sent events for a running turn. Every page reads without
+JavaScript; with it, a decision or a message updates its panel in place. Templates autoescape
+everything (a message holding ``<script>`` shows as text) and the Content-Security-Policy allows
+scripts and styles from this server only.
+
+Routes, relative to where the app is mounted (``/ui``): ``/`` sessions, ``/sessions/{id}`` (plus
+``/conversation`` and ``/panel`` fragments and the ``/live`` stream), ``/approvals`` (and its
+``/list`` fragment), ``/runs`` runs needing attention, ``/activity`` plots, ``/login``; posts:
+``/login``, ``/logout``, ``/decide``, ``/sessions/{id}/send``, ``/sessions/{id}/fork``,
+``/runs/{run_id}/recover``.
+
+One concept, the UI's request handling, so one module; what it reads and renders lives beside it
+(``reads``, ``conversation``, ``decisions``, ``live``, ``plots``, ``access``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode
+
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response, StreamingResponse
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+
+from repertory.core.ids import now_ms
+from repertory.core.principal import Principal
+from repertory.core.state import RunState
+from repertory.core.tree import SessionStatus
+from repertory.errors import RepertoryError, SessionNotFound
+from repertory.http.auth import ApiKeys
+from repertory.http.errors import HttpError, status_for
+from repertory.http.ui import plots
+from repertory.http.ui.access import CSRF_COOKIE, KEY_COOKIE, Access, Viewer
+from repertory.http.ui.conversation import MessageView, conversation, origin_label, pretty
+from repertory.http.ui.decisions import RECORD_WAIT_S, Action, Decider, Outcome
+from repertory.http.ui.live import live_events, resume_point
+from repertory.http.ui.reads import (
+    ACTIVITY_RUNS,
+    inbox,
+    session_row,
+    session_rows,
+    session_tree,
+    stale_runs,
+    thread_history,
+)
+from repertory.runtime.session import Session
+from repertory.tree.handle import SessionHandle
+from repertory.tree.runtime import Runtime
+
+__all__ = ["STALE_AFTER_MS", "WebUI", "ui_only_app"]
+
+_log = logging.getLogger("repertory.http.ui")
+_HERE = Path(__file__).parent
+_STATIC = {
+    "htmx.min.js": "text/javascript",
+    "ui.js": "text/javascript",
+    "ui.css": "text/css",
+    "htmx-LICENSE.txt": "text/plain",
+}
+STALE_AFTER_MS = 60_000
+"""A ``running`` run without a checkpoint for this long, and driven by no session here, needs attention."""
+_STATUSES: tuple[SessionStatus, ...] = ("running", "suspended", "error", "idle")
+_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
+    "base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _iso(ms: int | None) -> str:
+    return "" if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat()
+
+
+def _tokens(n: int) -> str:
+    return f"{n:,}"
+
+
+def _cost(c: float | None) -> str:
+    return "" if c is None else f"${c:,.4f}"
+
+
+def _ago(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    s = max(now_ms() - ms, 0) // 1000
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= size:
+            return f"{s // size} {unit} ago"
+    return f"{s} s ago"
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("repertory.http.ui", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(when=_when, iso=_iso, tokens=_tokens, cost=_cost, ago=_ago, pretty=pretty)
+    env.globals.update(origin_label=origin_label, statuses=_STATUSES)
+    return env
+
+
+def _is_htmx(request: Request) -> bool:
+    return request.headers.get("hx-request") == "true"
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The posted form (``application/x-www-form-urlencoded``, what every form here sends)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip()
+    if kind not in ("application/x-www-form-urlencoded", ""):
+        raise HttpError("forms are posted as application/x-www-form-urlencoded", status=415)
+    body = (await request.body()).decode("utf-8", errors="replace")
+    return dict(parse_qsl(body, keep_blank_values=True))
+
+
+def _safe_next(target: str | None, base: str) -> str:
+    """Only a path of this UI (never another site) is a place to go after login."""
+    if target and target.startswith(base + "/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return base + "/"
+
+
+class _LoginNeeded(Exception):
+    pass
+
+
+class WebUI:
+    """The web UI over one runtime; ``app`` is the ASGI app to mount (``create_app`` mounts it at ``/ui``)."""
+
+    def __init__(self, runtime: Runtime, keys: ApiKeys) -> None:
+        self.runtime = runtime
+        self.access = Access(keys)
+        self.decider = Decider(runtime)
+        self.env = _environment()
+        self._background: set[asyncio.Task[Any]] = set()
+        fork = inspect.signature(SessionHandle.fork).parameters
+        self.fork_at_revision = "at_revision" in fork  # "fork here" on a message, once forks at a revision exist
+        self.app = self._build()
+
+    async def close(self) -> None:
+        """Stop waiting on decisions and recoveries in flight (they go on in their sessions)."""
+        await self.decider.close()
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+
+    # -- rendering ------------------------------------------------------------------------------------
+
+    def _html(self, request: Request, viewer: Viewer | None, template: str, code: int = 200, **ctx: Any) -> Response:
+        base = request.scope.get("root_path", "")
+        page = self.env.get_template(template).render(
+            base=base, viewer=viewer, login_required=self.access.login_required, request_path=request.url.path, **ctx
+        )
+        response = HTMLResponse(page, status_code=code)
+        self._headers(response, request, viewer)
+        return response
+
+    def _headers(self, response: Response, request: Request, viewer: Viewer | None) -> None:
+        response.headers["Content-Security-Policy"] = _CSP
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "same-origin"
+        response.headers["Cache-Control"] = "no-store"
+        if viewer is not None and viewer.new_csrf_cookie is not None:
+            self._cookie(response, request, CSRF_COOKIE, viewer.new_csrf_cookie)
+
+    def _cookie(self, response: Response, request: Request, name: str, value: str) -> None:
+        response.set_cookie(
+            name,
+            value,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path=request.scope.get("root_path", "") or "/",
+        )
+
+    def _items_html(self, items: list[MessageView]) -> str:
+        return self.env.get_template("_items.html").render(items=items, fork_at_revision=self.fork_at_revision)
+
+    # -- who is asking --------------------------------------------------------------------------------
+
+    def _viewer(self, request: Request) -> Viewer:
+        viewer = self.access.viewer(request.cookies)
+        if viewer is None:
+            raise _LoginNeeded
+        return viewer
+
+    async def _posted(self, request: Request) -> tuple[Viewer, dict[str, str]]:
+        form = await _form(request)
+        self.access.check_post(request.cookies, request.headers, form.get("csrf"))
+        return self._viewer(request), form
+
+    async def _handle(self, viewer: Viewer, session_id: str) -> SessionHandle:
+        return await self.runtime.session(session_id, principal=viewer.principal)
+
+    # -- the app --------------------------------------------------------------------------------------
+
+    def _build(self) -> FastAPI:
+        app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+
+        @app.exception_handler(_LoginNeeded)
+        async def login_needed(request: Request, _: _LoginNeeded) -> Response:
+            base = request.scope.get("root_path", "")
+            if _is_htmx(request) or request.method != "GET" or request.url.path.endswith("/live"):
+                response: Response = Response("log in again", status_code=401, headers={"HX-Redirect": base + "/login"})
+            else:
+                here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                response = RedirectResponse(f"{base}/login?{urlencode({'next': here})}", status_code=303)
+            return response
+
+        @app.exception_handler(RepertoryError)
+        async def failed(request: Request, exc: RepertoryError) -> Response:
+            status = status_for(exc)
+            if isinstance(exc, SessionNotFound):
+                status = 404
+            viewer = self.access.viewer(request.cookies)
+            return self._html(request, viewer, "error.html", code=status, message=str(exc) or type(exc).__name__)
+
+        @app.get("/static/{name}", include_in_schema=False)
+        async def static(name: str) -> Response:
+            if name not in _STATIC:
+                return Response("not found", status_code=404)
+            return FileResponse(
+                _HERE / "static" / name, media_type=_STATIC[name], headers={"Cache-Control": "max-age=3600"}
+            )
+
+        @app.get("/login")
+        async def login_form(request: Request, next: str | None = None) -> Response:
+            viewer = self.access.anonymous_viewer(request.cookies)
+            if not self.access.login_required:
+                return RedirectResponse(request.scope.get("root_path", "") + "/", status_code=303)
+            return self._html(request, viewer, "login.html", next=next or "", error=None, anonymous=True)
+
+        @app.post("/login")
+        async def login(request: Request) -> Response:
+            form = await _form(request)
+            self.access.check_post(request.cookies, request.headers, form.get("csrf"))
+            base = request.scope.get("root_path", "")
+            key = form.get("key", "").strip()
+            try:
+                self.access.principal_for_key(key)
+            except HttpError:
+                viewer = self.access.anonymous_viewer(request.cookies)
+                return self._html(
+                    request,
+                    viewer,
+                    "login.html",
+                    code=403,
+                    next=form.get("next", ""),
+                    error="That key is not valid.",
+                    anonymous=True,
+                )
+            response = RedirectResponse(_safe_next(form.get("next"), base), status_code=303)
+            self._cookie(response, request, KEY_COOKIE, key)
+            return response
+
+        @app.post("/logout")
+        async def logout(request: Request) -> Response:
+            form = await _form(request)
+            self.access.check_post(request.cookies, request.headers, form.get("csrf"))
+            base = request.scope.get("root_path", "")
+            response = RedirectResponse(f"{base}/login", status_code=303)
+            response.delete_cookie(KEY_COOKIE, path=base or "/", httponly=True, samesite="strict")
+            return response
+
+        @app.get("/")
+        async def sessions(
+            request: Request,
+            scope: str = "roots",
+            status: str = "",
+            agent: str = "",
+            q: str = "",
+            before: str | None = None,
+            limit: int = 50,
+        ) -> Response:
+            viewer = self._viewer(request)
+            store = self.runtime.store
+            limit = min(max(limit, 1), 200)
+            wanted: SessionStatus | None = next((s for s in _STATUSES if s == status), None)
+            records = await store.page_sessions(
+                before=before or None,
+                limit=limit + 1,
+                roots_only=scope != "all",
+                agent=agent or None,
+                status=wanted,
+                search=q.strip() or None,
+            )
+            more = len(records) > limit
+            records = records[:limit]
+            rows, counts = await asyncio.gather(session_rows(store, records), store.session_counts())
+            query = {"scope": scope, "status": status, "agent": agent, "q": q, "limit": str(limit)}
+            query = {k: v for k, v in query.items() if v and not (k == "limit" and v == "50")}
+            next_url = f"?{urlencode({**query, 'before': records[-1].session_id})}" if more and records else None
+            return self._html(
+                request,
+                viewer,
+                "sessions.html",
+                rows=rows,
+                counts=counts,
+                agents=sorted(self.runtime.agents),
+                scope=scope,
+                status=status,
+                agent=agent,
+                q=q,
+                before=before,
+                next_url=next_url,
+                first_url=f"?{urlencode(query)}" if before else None,
+            )
+
+        @app.get("/sessions/{session_id}")
+        async def session_page(request: Request, session_id: str) -> Response:
+            viewer = self._viewer(request)
+            return self._html(request, viewer, "session.html", **await self._session_context(viewer, session_id))
+
+        @app.get("/sessions/{session_id}/conversation")
+        async def conversation_fragment(request: Request, session_id: str) -> Response:
+            viewer = self._viewer(request)
+            ctx = await self._session_context(viewer, session_id)
+            return self._html(request, viewer, "_conversation.html", **ctx)
+
+        @app.get("/sessions/{session_id}/panel")
+        async def panel_fragment(request: Request, session_id: str) -> Response:
+            viewer = self._viewer(request)
+            ctx = await self._session_context(viewer, session_id)
+            return self._html(request, viewer, "_panel.html", **ctx)
+
+        @app.get("/sessions/{session_id}/live")
+        async def live(request: Request, session_id: str, after: int = 0) -> Response:
+            viewer = self._viewer(request)
+            handle = await self._handle(viewer, session_id)
+            start = resume_point(request.headers.get("last-event-id"), after)
+            stream = live_events(handle, self.runtime.store, start, self._items_html)
+            response = StreamingResponse(
+                stream,
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            )
+            return response
+
+        @app.post("/sessions/{session_id}/send")
+        async def send(request: Request, session_id: str) -> Response:
+            viewer, form = await self._posted(request)
+            handle = await self._handle(viewer, session_id)
+            text = form.get("message", "").strip()
+            base = request.scope.get("root_path", "")
+            if not text:
+                notice = "Type a message first."
+            else:
+                await handle.send(text)
+                notice = "Sent; it runs after any turn already queued."
+            if _is_htmx(request):
+                ctx = await self._session_context(viewer, session_id)
+                response = self._html(request, viewer, "_send.html", notice=notice, sent=bool(text), **ctx)
+                response.headers["HX-Trigger"] = "repertory-panel"  # the queue changed: ui.js reloads the panel
+                return response
+            return RedirectResponse(f"{base}/sessions/{quote(session_id)}", status_code=303)
+
+        @app.post("/sessions/{session_id}/fork")
+        async def fork(request: Request, session_id: str) -> Response:
+            viewer, form = await self._posted(request)
+            handle = await self._handle(viewer, session_id)
+            title = form.get("title", "").strip() or None
+            revision = form.get("revision") or None
+            if revision is not None and self.fork_at_revision:
+                child = await handle.fork(title=title, at_revision=revision)  # type: ignore[call-arg, unused-ignore]
+            else:
+                child = await handle.fork(title=title)
+            base = request.scope.get("root_path", "")
+            target = f"{base}/sessions/{quote(child.id)}"
+            if _is_htmx(request):
+                return Response(status_code=204, headers={"HX-Redirect": target})
+            return RedirectResponse(target, status_code=303)
+
+        @app.get("/approvals")
+        async def approvals(request: Request) -> Response:
+            viewer = self._viewer(request)
+            items = await inbox(self.runtime.store)
+            return self._html(request, viewer, "approvals.html", items=items, flash=None)
+
+        @app.get("/approvals/list")
+        async def approvals_list(request: Request) -> Response:
+            viewer = self._viewer(request)
+            items = await inbox(self.runtime.store)
+            return self._html(request, viewer, "_inbox.html", items=items, back="approvals")
+
+        @app.post("/decide")
+        async def decide(request: Request) -> Response:
+            viewer, form = await self._posted(request)
+            return await self._decide(request, viewer, form)
+
+        @app.get("/runs")
+        async def attention(request: Request) -> Response:
+            viewer = self._viewer(request)
+            return self._html(request, viewer, "runs.html", flash=None, **await self._attention())
+
+        @app.post("/runs/{run_id}/recover")
+        async def recover(request: Request, run_id: str) -> Response:
+            viewer, _ = await self._posted(request)
+            flash = await self._recover(run_id)
+            return self._html(request, viewer, "runs.html", flash=flash, **await self._attention())
+
+        @app.get("/activity")
+        async def activity(request: Request) -> Response:
+            viewer = self._viewer(request)
+            runs = await self.runtime.store.list_runs(limit=ACTIVITY_RUNS)
+            tokens, cost = plots.usage_series(runs)
+            by_status: dict[str, int] = {}
+            for run in runs:
+                by_status[run.status] = by_status.get(run.status, 0) + 1
+            order = ("running", "suspended", "done", "error", "cancelled")
+            decided, waiting = plots.wait_times(runs, now_ms())
+            charts = {
+                "tokens": plots.line_chart("Tokens over time", [tokens]),
+                "cost": plots.line_chart("Cost over time (USD)", [cost]),
+                "status": plots.bars("Runs by status", [plots.Bar(s, by_status.get(s, 0), f"st-{s}") for s in order]),
+                "waits": plots.histogram("Approval wait times (decided)", decided, plots.WAIT_EDGES, plots.WAIT_LABELS),
+                "open": plots.histogram(
+                    "Approvals still waiting, so far", waiting, plots.WAIT_EDGES, plots.WAIT_LABELS
+                ),
+            }
+            # Every chart is built from escaped labels and numbers formatted here (see plots.py).
+            safe = {k: Markup(v) for k, v in charts.items()}
+            return self._html(request, viewer, "activity.html", charts=safe, runs=len(runs), limit=ACTIVITY_RUNS)
+
+        return app
+
+    # -- page data ------------------------------------------------------------------------------------
+
+    async def _session_context(self, viewer: Viewer, session_id: str) -> dict[str, Any]:
+        store = self.runtime.store
+        record = await store.load_session(session_id)
+        if record is None:
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        row, history, pending, queued, last_seq = await asyncio.gather(
+            session_row(store, record),
+            thread_history(store, session_id),
+            inbox(store, session_id),
+            store.list_turns(session_id, ["queued"]),
+            store.last_event_seq(session_id),
+        )
+        tree, cut = await session_tree(store, record.root_id)
+        parent = await store.load_session(record.lineage.parent_id) if record.lineage.parent_id else None
+        return {
+            "record": record,
+            "row": row,
+            "items": conversation(history, row.runs),
+            "pending": pending,
+            "queued": queued,
+            "tree": tree,
+            "tree_cut": cut,
+            "parent": parent,
+            "last_seq": last_seq,
+            "fork_at_revision": self.fork_at_revision,
+            "back": "session",
+        }
+
+    async def _decide(self, request: Request, viewer: Viewer, form: dict[str, str]) -> Response:
+        session_id = form.get("session_id", "")
+        run_id, call_id = form.get("run_id", ""), form.get("tool_call_id", "")
+        action = form.get("action", "")
+        back = "session" if form.get("back") == "session" else "approvals"
+        if action not in ("approve", "reject", "resume"):
+            raise HttpError("the form names no decision (approve, reject or resume)", status=422)
+        chosen: Action = "approve" if action == "approve" else "reject" if action == "reject" else "resume"
+        handle = await self._handle(viewer, session_id)
+        value: Any = form.get("value", "")
+        if chosen == "resume" and form.get("value_json"):
+            try:
+                value = json.loads(str(value))
+            except json.JSONDecodeError as exc:
+                outcome = Outcome("invalid", f"The value is not JSON: {exc.msg}")
+                return await self._decided(request, viewer, form, back, outcome)
+        outcome = await self.decider.decide(
+            handle,
+            run_id,
+            call_id,
+            chosen,
+            args_text=form.get("args") if chosen == "approve" else None,
+            reason=form.get("reason", ""),
+            value=value,
+        )
+        return await self._decided(request, viewer, form, back, outcome)
+
+    async def _decided(
+        self, request: Request, viewer: Viewer, form: dict[str, str], back: str, outcome: Outcome
+    ) -> Response:
+        """The answer to a decision: in place with htmx, else the whole page with a notice."""
+        session_id = form.get("session_id", "")
+        card_id = f"card-{form.get('run_id', '')}-{form.get('tool_call_id', '')}"
+        typed: dict[str, Any] = {}
+        if outcome.kind == "invalid":
+            # Keep what the person typed, with the reason it does not fit, in the same card.
+            typed = {"typed": form, "error": outcome.message}
+            if _is_htmx(request):
+                wanted = form.get("tool_call_id")
+                items = [i for i in await inbox(self.runtime.store, session_id) if i.call.tool_call_id == wanted]
+                response = self._html(
+                    request, viewer, "_card.html", item=items[0] if items else None, back=back, **typed
+                )
+                response.headers["HX-Retarget"] = f"#{card_id}"
+                response.headers["HX-Reswap"] = "outerHTML"
+                return response
+        flash = {"kind": outcome.kind, "message": outcome.message}
+        ctx: dict[str, Any]
+        if back == "session":
+            ctx = await self._session_context(viewer, session_id)
+            template = "_panel.html" if _is_htmx(request) else "session.html"
+        else:
+            ctx = {"items": await inbox(self.runtime.store), "back": "approvals"}
+            template = "_inbox.html" if _is_htmx(request) else "approvals.html"
+        ctx.update(typed)
+        code = 200 if _is_htmx(request) else {"ok": 200, "raced": 409, "invalid": 422}[outcome.kind]
+        return self._html(request, viewer, template, code=code, flash=flash, **ctx)
+
+    async def _attention(self) -> dict[str, Any]:
+        store = self.runtime.store
+        failed = await store.page_sessions(status="error", limit=100)
+        rows = await session_rows(store, failed)
+        stale: list[tuple[RunState, str]] = []
+        for run in await stale_runs(store, STALE_AFTER_MS, now_ms()):
+            if await self._driven_here(run):
+                continue
+            stale.append((run, "" if run.agent in self.runtime.agents else f"agent {run.agent!r} is not served here"))
+        return {"failed": rows, "stale": stale, "stale_after_s": STALE_AFTER_MS // 1000}
+
+    async def _driven_here(self, run: RunState) -> bool:
+        """True when a session of this runtime is driving ``run`` right now (so it is not stale)."""
+        if await self.runtime.store.load_session(run.thread_id) is None:
+            return False
+        handle = await self.runtime.session(run.thread_id)
+        return (await handle.metadata()).status == "running"
+
+    async def _recover(self, run_id: str) -> dict[str, str]:
+        store = self.runtime.store
+        run = await store.load_run(run_id)
+        now = now_ms()
+        if run is None or run.status != "running" or now - run.updated_at < STALE_AFTER_MS:
+            return {"kind": "raced", "message": "That run is no longer stale: nothing to recover."}
+        if await self._driven_here(run):
+            return {"kind": "raced", "message": "A session here is driving that run again."}
+        agent = self.runtime.agents.get(run.agent or "")
+        if agent is None:
+            return {"kind": "invalid", "message": f"Cannot recover: agent {run.agent!r} is not served here."}
+
+        async def drive() -> str:
+            try:
+                result = await Session.recover(store=store, agent=agent, run_id=run_id)
+            except RepertoryError as exc:
+                _log.warning("recovering run %s from the web UI failed: %s", run_id, exc)
+                return f"failed again: {type(exc).__name__}: {exc}"
+            return f"it is {result.status} now"
+
+        task = asyncio.get_running_loop().create_task(drive())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        # A short recovery is answered with its outcome; a long one goes on after the page is shown.
+        done, _ = await asyncio.wait({task}, timeout=RECORD_WAIT_S)
+        if done:
+            return {"kind": "ok", "message": f"Recovered run {run_id}: {task.result()}."}
+        return {"kind": "ok", "message": f"Recovering run {run_id}: it goes on from its last checkpoint."}
+
+
+def ui_only_app(runtime: Runtime, api_keys: Mapping[str, Principal] | Iterable[str] | None = None) -> Any:
+    """An ASGI app serving the web UI alone at ``/ui`` (what ``repertory ui`` runs), ``/`` redirecting there.
+
+    ``api_keys`` as ``create_app`` takes them; the HTTP API's routes are not served.
+    """
+    ui = WebUI(runtime, ApiKeys(api_keys))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await ui.close()
+
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None, lifespan=lifespan)
+
+    @app.get("/", include_in_schema=False)
+    async def home() -> Response:
+        return RedirectResponse("/ui/", status_code=307)
+
+    app.mount("/ui", ui.app)
+    return app

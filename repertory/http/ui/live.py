@@ -1,0 +1,91 @@
+"""The session page's live feed: its events as server-sent events, resumable after a reconnect.
+
+A page is rendered at the session's last event seq ``n`` and opens ``live?after=n``. Durable
+events carry ``id: <seq>``, so when the connection drops the browser's ``EventSource`` reconnects
+with ``Last-Event-ID`` and the stream goes on after the last event it had, read back from the
+store (``EventFeed``: nothing lost, nothing repeated). Deltas are live-only and carry no id; text
+lost in a reconnect arrives whole with the next checkpoint.
+
+What the page receives (each ``data`` one line of JSON):
+
+- ``delta`` / ``reasoning``: ``{"text": ...}`` as the model writes;
+- ``items``: ``{"html": ...}``, the messages a checkpoint added, rendered like the page renders
+  them (the page skips those it already shows, by element id);
+- ``status``: ``{"type": ..., "rest": bool}``; at rest (a turn completed, the run suspended) the
+  page reloads the conversation and its panels, so results sit with their calls again.
+
+A comment line every ``HEARTBEAT_S`` keeps proxies from closing an idle stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from repertory.core.store import TreeStore
+from repertory.core.tree import SessionEvent
+from repertory.http.sse import EventFeed
+from repertory.http.ui.conversation import conversation
+from repertory.tree.handle import SessionHandle
+
+__all__ = ["HEARTBEAT_S", "live_events", "resume_point"]
+
+HEARTBEAT_S = 15.0
+_REST = {"turn.completed", "run.suspended"}
+
+
+def resume_point(last_event_id: str | None, after: int) -> int:
+    """Where a stream starts: after the ``Last-Event-ID`` a reconnecting browser sends, else after ``after``."""
+    if last_event_id is not None and last_event_id.strip().isdigit():
+        return int(last_event_id.strip())
+    return max(after, 0)
+
+
+def _frame(event: str, data: Any, seq: int | None = None) -> bytes:
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return (f"event: {event}\ndata: {body}\n" + (f"id: {seq}\n" if seq is not None else "") + "\n").encode()
+
+
+async def live_events(
+    handle: SessionHandle, store: TreeStore, after: int, render_items: Callable[[list[Any]], str]
+) -> AsyncIterator[bytes]:
+    """The page's event stream from ``after`` on, until the browser goes away."""
+    feed = await EventFeed(handle, store, after).open()
+    try:
+        yield b"retry: 1000\n\n"
+        while True:
+            try:
+                event = await asyncio.wait_for(feed.get(), timeout=HEARTBEAT_S)
+            except TimeoutError:
+                yield b": heartbeat\n\n"
+                continue
+            for chunk in await _convert(event, store, handle.id, render_items):
+                yield chunk
+    finally:
+        feed.close()
+
+
+async def _convert(
+    event: SessionEvent, store: TreeStore, session_id: str, render_items: Callable[[list[Any]], str]
+) -> list[bytes]:
+    if event.type == "text.delta":
+        return [_frame("delta", {"text": event.data.get("text", "")})]
+    if event.type == "reasoning.delta":
+        return [_frame("reasoning", {"text": event.data.get("text", "")})]
+    out: list[bytes] = []
+    if event.type == "checkpoint":
+        head = event.data.get("history_revision_id")
+        base = event.data.get("base_revision_id")
+        history = await store.load_history(head) if isinstance(head, str) else None
+        if history is not None and head != base:
+            runs = await store.list_runs(session_id, limit=1)
+            items = conversation(history, runs, since_revision=base if isinstance(base, str) else None)
+            if items:
+                out.append(_frame("items", {"html": render_items(items)}, event.seq))
+    if not out:
+        out.append(_frame("status", {"type": event.type, "rest": event.type in _REST}, event.seq))
+    elif event.type in _REST:
+        out.append(_frame("status", {"type": event.type, "rest": True}))
+    return out

@@ -1,0 +1,177 @@
+"""What the pages show, read from the store: session rows, a session's runs and tree, the inbox, attention.
+
+Every read is bounded: the sessions list is one keyset page (``TreeStore.page_sessions``) plus a
+few indexed reads per row; the tree around a session stops at ``TREE_LIMIT`` sessions; the inbox
+reads the suspended runs (each is a human's to-do, so there are as many as people can act on);
+plots read the latest ``ACTIVITY_RUNS`` runs. Resume tokens are read (the server holds the store)
+but never leave this process: pages name a call by its run and tool call id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from repertory.core.history import MessageHistory
+from repertory.core.state import PendingCall, RunState, Usage
+from repertory.core.store import TreeStore
+from repertory.core.tree import SessionRecord, SessionStatus, TurnRecord
+
+__all__ = [
+    "ACTIVITY_RUNS",
+    "TREE_LIMIT",
+    "InboxItem",
+    "SessionRow",
+    "TreeNode",
+    "inbox",
+    "session_row",
+    "session_rows",
+    "session_tree",
+    "stale_runs",
+    "thread_history",
+]
+
+TREE_LIMIT = 200
+ACTIVITY_RUNS = 2000
+
+
+@dataclass
+class SessionRow:
+    """One session as a list row: its record, status, latest run and usage over all its runs."""
+
+    record: SessionRecord
+    status: SessionStatus
+    latest: RunState | None
+    usage: Usage
+    cost: float | None
+    runs: list[RunState] = field(default_factory=list)  # newest first
+
+
+def _status(runs: list[RunState], open_turns: list[TurnRecord]) -> SessionStatus:
+    """The store's rule (``TreeStore.page_sessions``) applied to one session's rows."""
+    if open_turns:
+        return "running"
+    latest = runs[0] if runs else None
+    if latest is not None and latest.status in ("suspended", "error"):
+        return latest.status
+    return "idle"
+
+
+def _cost(runs: list[RunState]) -> float | None:
+    costs = [r.cost for r in runs if r.cost is not None]
+    return sum(costs) if costs else None
+
+
+async def session_row(store: TreeStore, record: SessionRecord) -> SessionRow:
+    """A session's row: its runs (newest first) and whether a turn is open."""
+    runs, open_turns = await asyncio.gather(
+        store.list_runs(record.session_id), store.list_turns(record.session_id, ["queued", "running"])
+    )
+    usage = sum((r.usage for r in runs), Usage())
+    return SessionRow(record, _status(runs, open_turns), runs[0] if runs else None, usage, _cost(runs), runs)
+
+
+async def session_rows(store: TreeStore, records: list[SessionRecord]) -> list[SessionRow]:
+    """Rows for a page of sessions, read concurrently."""
+    return list(await asyncio.gather(*(session_row(store, r) for r in records)))
+
+
+async def thread_history(store: TreeStore, session_id: str) -> MessageHistory | None:
+    """The session's history at its head, or ``None`` while it is empty."""
+    thread = await store.load_thread(session_id)
+    head = None if thread is None else thread.history_revision_id
+    return None if head is None else await store.load_history(head)
+
+
+@dataclass
+class TreeNode:
+    """A session in the spawn/fork tree, with its own usage and its subtree's."""
+
+    row: SessionRow
+    depth: int
+    children: list[TreeNode] = field(default_factory=list)
+    tree_usage: Usage = field(default_factory=Usage)
+    tree_cost: float | None = None
+
+
+async def session_tree(store: TreeStore, root_id: str) -> tuple[list[TreeNode], bool]:
+    """The tree under ``root_id`` in display order (depth first), and whether it was cut at ``TREE_LIMIT``."""
+    root = await store.load_session(root_id)
+    if root is None:
+        return [], False
+    top = TreeNode(await session_row(store, root), 0)
+    order = [top]
+    frontier = [top]
+    cut = False
+    while frontier and not cut:
+        nxt: list[TreeNode] = []
+        children = await asyncio.gather(*(store.list_children(n.row.record.session_id) for n in frontier))
+        for node, kids in zip(frontier, children, strict=True):
+            room = TREE_LIMIT - len(order)
+            if len(kids) > room:
+                kids, cut = kids[: max(room, 0)], True
+            rows = await session_rows(store, kids)
+            node.children = [TreeNode(row, node.depth + 1) for row in rows]
+            order.extend(node.children)
+            nxt.extend(node.children)
+        frontier = nxt
+
+    def roll(node: TreeNode) -> tuple[Usage, float | None]:
+        usage, cost = node.row.usage, node.row.cost
+        for child in node.children:
+            u, c = roll(child)
+            usage = usage + u
+            cost = c if cost is None else cost + (c or 0.0)
+        node.tree_usage, node.tree_cost = usage, cost
+        return usage, cost
+
+    roll(top)
+    shown: list[TreeNode] = []
+
+    def walk(node: TreeNode) -> None:
+        shown.append(node)
+        for child in node.children:
+            walk(child)
+
+    walk(top)
+    return shown, cut
+
+
+@dataclass
+class InboxItem:
+    """A pending approval or suspension: the call, its run, its session and that session's root."""
+
+    run: RunState
+    call: PendingCall
+    live: bool  # the call the run's token decides now (others of the step wait their turn)
+    session: SessionRecord
+    root: SessionRecord | None
+
+
+async def inbox(store: TreeStore, session_id: str | None = None) -> list[InboxItem]:
+    """Every pending approval and suspension (of one session, or of all), oldest request first."""
+    runs = await store.list_runs(session_id, statuses=["suspended"])
+    records: dict[str, SessionRecord | None] = {}
+
+    async def record(sid: str) -> SessionRecord | None:
+        if sid not in records:
+            records[sid] = await store.load_session(sid)
+        return records[sid]
+
+    items: list[InboxItem] = []
+    for run in runs:
+        session = await record(run.thread_id)
+        if session is None or run.suspended_on is None:
+            continue  # a bare Session's run: no session, so no handle to decide it with
+        root = session if session.root_id == session.session_id else await record(session.root_id)
+        live = run.suspended_on.tool_call_id
+        for call in run.pending:
+            items.append(InboxItem(run, call, call.tool_call_id == live, session, root))
+    items.sort(key=lambda i: (i.call.requested_at, i.run.run_id, not i.live))
+    return items
+
+
+async def stale_runs(store: TreeStore, older_than_ms: int, now: int) -> list[RunState]:
+    """Runs still ``running`` whose last checkpoint is older than ``older_than_ms`` (oldest first)."""
+    runs = await store.list_runs(statuses=["running"])
+    return sorted((r for r in runs if now - r.updated_at >= older_than_ms), key=lambda r: r.updated_at)

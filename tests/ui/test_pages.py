@@ -1,0 +1,180 @@
+"""The web UI over plain HTTP: CSRF, login redirects, the live stream's resume point, races, attention, plots."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from repertory import Principal, Runtime
+from repertory.core.ids import now_ms
+from repertory.http import create_app
+from repertory.http.ui.decisions import Decider
+from repertory.http.ui.plots import Bar, bars
+from tests.ui.agents import make_agents
+from tests.ui.conftest import ALICE, UiServer
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+ALICE_P = Principal.user("alice")
+
+
+def _csrf(page: str) -> str:
+    match = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert match is not None, "the page has no form token"
+    return match[1]
+
+
+@contextlib.asynccontextmanager
+async def _logged_in(url: str) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+    """A client logged in as alice through the form, and the token of the forms it is shown."""
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        token = _csrf((await client.get("/ui/login")).text)
+        answer = await client.post("/ui/login", data={"csrf": token, "key": ALICE, "next": "/ui/"})
+        assert answer.status_code == 303 and answer.headers["location"] == "/ui/"
+        page = await client.get("/ui/")
+        assert page.status_code == 200
+        yield client, _csrf(page.text)
+
+
+async def test_every_form_post_needs_the_pages_token_and_origin(ui_server: UiServer) -> None:
+    handle = await ui_server.runtime.create_session(agent="assistant", title="csrf", principal=ALICE_P)
+    async with _logged_in(ui_server.url) as (client, token):
+        send = f"/ui/sessions/{handle.id}/send"
+        assert (await client.post(send, data={"message": "hi"})).status_code == 403
+        assert (await client.post(send, data={"message": "hi", "csrf": "forged"})).status_code == 403
+        other = await client.post(send, data={"message": "hi", "csrf": token}, headers={"Origin": "https://evil.test"})
+        assert other.status_code == 403
+        assert await ui_server.runtime.store.list_turns(handle.id) == []  # nothing was sent
+        sent = await client.post(send, data={"message": "hello", "csrf": token})
+        assert sent.status_code == 303
+        assert len(await ui_server.runtime.store.list_turns(handle.id)) == 1
+        # Another browser (no CSRF cookie of its own) cannot reuse this one's token.
+        async with httpx.AsyncClient(base_url=ui_server.url, cookies={"repertory_key": ALICE}) as stranger:
+            assert (await stranger.post(send, data={"message": "hi", "csrf": token})).status_code == 403
+
+
+async def test_pages_need_a_login_and_login_goes_back_only_to_this_ui(ui_server: UiServer) -> None:
+    async with httpx.AsyncClient(base_url=ui_server.url) as client:
+        answer = await client.get("/ui/runs")
+        assert answer.status_code == 303 and answer.headers["location"] == "/ui/login?next=%2Fui%2Fruns"
+        live = await client.get("/ui/sessions/x/live")
+        assert live.status_code == 401
+        token = _csrf((await client.get("/ui/login")).text)
+        answer = await client.post("/ui/login", data={"csrf": token, "key": ALICE, "next": "https://evil.test/"})
+        assert answer.headers["location"] == "/ui/"
+        cookie = answer.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie and "path=/ui" in cookie
+        page = await client.get("/ui/")
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        missing = await client.get("/ui/sessions/<nope>")
+        assert missing.status_code == 404 and "&lt;nope&gt;" in missing.text and "<nope>" not in missing.text
+
+
+async def test_the_live_stream_resumes_after_the_last_event_id(ui_server: UiServer) -> None:
+    handle = await ui_server.runtime.create_session(agent="assistant", title="resume", principal=ALICE_P)
+    await handle.run("research lava")
+    last = await ui_server.runtime.store.last_event_seq(handle.id)
+    assert last > 4
+    async with _logged_in(ui_server.url) as (client, _):
+
+        async def first_id(**kw: object) -> tuple[int, str]:
+            async with client.stream("GET", f"/ui/sessions/{handle.id}/live", **kw) as stream:  # type: ignore[arg-type]
+                assert stream.headers["content-type"].startswith("text/event-stream")
+                event = ""
+                async for line in stream.aiter_lines():
+                    if line.startswith("event: "):
+                        event = line.removeprefix("event: ")
+                    if line.startswith("id: "):
+                        return int(line.removeprefix("id: ")), event
+            raise AssertionError("the stream ended without an event id")
+
+        assert (await first_id(params={"after": 0}))[0] == 1
+        assert (await first_id(params={"after": 0}, headers={"Last-Event-ID": "3"}))[0] == 4
+        stored = await ui_server.runtime.store.load_events(handle.id, after_seq=3)
+        checkpoint = next(e for e in stored if e.type == "checkpoint")
+        assert checkpoint.seq is not None
+        seq, event = await first_id(headers={"Last-Event-ID": str(checkpoint.seq - 1)})
+        assert (seq, event) == (checkpoint.seq, "items")  # a checkpoint arrives as rendered messages
+
+
+async def test_two_decisions_of_one_call_decide_it_once(ui_server: UiServer) -> None:
+    decider, other = Decider(ui_server.runtime), Decider(ui_server.runtime)  # another server, say
+    for first, second in ((decider, decider), (decider, other)):
+        handle = await ui_server.runtime.create_session(agent="assistant", title="twice", principal=ALICE_P)
+        result = await handle.run("delete acct-twice")
+        [pending] = await handle.pending_approvals()
+        assert pending.tool_call_id is not None
+        outcomes = await asyncio.gather(
+            first.decide(handle, result.run_id, pending.tool_call_id, "approve"),
+            second.decide(handle, result.run_id, pending.tool_call_id, "reject", reason="no"),
+        )
+        assert sorted(o.kind for o in outcomes) == ["ok", "raced"], outcomes
+        await asyncio.gather(first.settle(), second.settle())  # the loser's token is refused, nothing more
+        run = await ui_server.runtime.store.load_run(result.run_id)
+        assert run is not None and run.status == "done"
+        [record] = run.approvals
+        assert record.decision == ("approved" if outcomes[0].kind == "ok" else "rejected")
+
+
+async def test_a_run_left_running_is_listed_and_recovered(ui_server: UiServer) -> None:
+    store = ui_server.runtime.store
+    handle = await ui_server.runtime.create_session(agent="assistant", title="crashed", principal=ALICE_P)
+    done = await handle.run("hello")
+    # What a process that died mid-run leaves behind: the run still 'running', its last checkpoint old.
+    stale = done.state.model_copy(update={"status": "running", "result": None, "updated_at": now_ms() - 120_000})
+    await store.save(stale)
+    async with _logged_in(ui_server.url) as (client, token):
+        page = await client.get("/ui/runs")
+        assert done.run_id[:12] in page.text and "Recover" in page.text
+        recovered = await client.post(f"/ui/runs/{done.run_id}/recover", data={"csrf": token})
+        assert recovered.status_code == 200 and f"Recovered run {done.run_id}: it is done now." in recovered.text
+        run = await store.load_run(done.run_id)
+        assert run is not None and run.status == "done"
+        again = await client.post(f"/ui/runs/{done.run_id}/recover", data={"csrf": token})
+        assert "no longer stale" in again.text
+
+
+async def test_activity_plots_are_inline_svg_with_escaped_labels(ui_server: UiServer) -> None:
+    handle = await ui_server.runtime.create_session(agent="assistant", title="plots", principal=ALICE_P)
+    await handle.run("hello")
+    async with _logged_in(ui_server.url) as (client, _):
+        page = await client.get("/ui/activity")
+    assert page.status_code == 200 and page.text.count("<svg") == 5
+    assert "&lt;b&gt;" in bars("t", [Bar("<b>", 3)]) and "<b>" not in bars("t", [Bar("<b>", 3)])
+
+
+async def test_without_keys_the_ui_is_open() -> None:
+    async with await Runtime.start(store="memory://", agents=make_agents()) as rt:
+        await rt.create_session(agent="helper", title="open door")
+        app = create_app(rt)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ui.test") as client:
+            page = await client.get("/ui/")
+            assert page.status_code == 200 and "open door" in page.text and "Log out" not in page.text
+            assert (await client.get("/ui/login")).status_code == 303
+            assert (await client.get("/ui")).status_code in (307, 308)
+
+
+async def test_resume_tokens_never_reach_a_page(ui_server: UiServer) -> None:
+    handle = await ui_server.runtime.create_session(agent="assistant", title="secret token", principal=ALICE_P)
+    await handle.run("delete acct-token")
+    [pending] = await handle.pending_approvals()
+    async with _logged_in(ui_server.url) as (client, _):
+        pages = [
+            await client.get(path)
+            for path in (
+                "/ui/approvals",
+                "/ui/approvals/list",
+                f"/ui/sessions/{handle.id}",
+                f"/ui/sessions/{handle.id}/panel",
+                f"/ui/sessions/{handle.id}/conversation",
+                "/ui/?status=suspended&scope=all",
+                "/ui/activity",
+            )
+        ]
+        assert all(p.status_code == 200 for p in pages)
+        assert "acct-token" in pages[0].text
+        assert not [p.url for p in pages if pending.token in p.text]
