@@ -277,7 +277,8 @@ class SessionActor:
             return
         if turn is not None:
             await self._finish(turn, _turn_status(result.status))
-        job.future.set_result(result)
+        if not job.future.done():  # a caller cancelled while it waited: the decision stands, nobody hears it
+            job.future.set_result(result)
 
     async def _suspended_turns(self) -> list[TurnRecord]:
         if self._suspended is None:
