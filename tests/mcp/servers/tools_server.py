@@ -58,19 +58,22 @@ def build(log: str | None) -> MCPServer:
         return text
 
     @app.tool(annotations=IDEMPOTENT, structured_output=False)
-    def put(key: str, value: str) -> str:
-        """Set a key (idempotent, not destructive)."""
-        logged("put", {"key": key, "value": value})
-        answered("put", {"key": key, "value": value})
+    async def put(key: str, value: str, delay: float = 0.0) -> str:
+        """Set a key (idempotent, not destructive); slow by ``delay`` only the first time a key is put."""
+        first = not any(e.get("args", {}).get("key") == key for e in _log.read(log)) if log else True
+        logged("put", {"key": key, "value": value, "delay": delay})
+        if delay and first:
+            await asyncio.sleep(delay)
+        answered("put", {"key": key, "value": value, "delay": delay})
         return f"{key}={value}"
 
     @app.tool(structured_output=False)
-    async def charge(amount: int, delay: float = 0.0) -> str:
+    async def charge(amount: int, delay: float = 0.0, ref: str = "") -> str:
         """Charge an amount (no annotations: not idempotent, destructive by the MCP defaults)."""
-        logged("charge", {"amount": amount, "delay": delay})
+        logged("charge", {"amount": amount, "delay": delay, "ref": ref})
         if delay:
             await asyncio.sleep(delay)
-        answered("charge", {"amount": amount, "delay": delay})
+        answered("charge", {"amount": amount, "delay": delay, "ref": ref})
         return f"charged {amount}"
 
     @app.tool(annotations=DESTRUCTIVE, structured_output=False)
@@ -129,9 +132,9 @@ def build(log: str | None) -> MCPServer:
 
     @app.tool(annotations=READ_ONLY, structured_output=False)
     def whoami() -> str:
-        """This server's process id (a restarted server answers with another)."""
+        """This server's process id and its parent's (the process that started it)."""
         logged("whoami", {})
-        return str(os.getpid())
+        return f"{os.getpid()} {os.getppid()}"
 
     @app.tool(structured_output=False)
     async def grow(name: str, ctx: Context) -> str:
