@@ -122,7 +122,7 @@ class Connection:
         stderr = StderrTail() if isinstance(self.transport, StdioTransport) else None
         errlog = None if stderr is None else await stderr.open()
         ready: asyncio.Future[Client] = loop.create_future()
-        owner = loop.create_task(self._own(ready, ended, errlog, within), name=f"repertory {self.label}")
+        owner = loop.create_task(self._own(ready, ended, stderr, errlog, within), name=f"repertory {self.label}")
         waiting: set[asyncio.Future[Any]] = {ready, owner}
         try:
             done, _ = await asyncio.wait(waiting, timeout=within, return_when=asyncio.FIRST_COMPLETED)
@@ -152,8 +152,19 @@ class Connection:
             message += f"\nits stderr ended with:\n{tail}"
         raise ToolError(message)
 
-    async def _own(self, ready: asyncio.Future[Client], ended: asyncio.Event, errlog: Any, within: float) -> None:
-        """Hold the client open until the connection ends; never raises once it was ready."""
+    async def _own(
+        self,
+        ready: asyncio.Future[Client],
+        ended: asyncio.Event,
+        stderr: StderrTail | None,
+        errlog: Any,
+        within: float,
+    ) -> None:
+        """Hold the client open until the connection ends; never raises once it was ready.
+
+        Until it is ready the connecting caller owns ``stderr`` (it reads the tail on failure);
+        from then on this task closes it when the connection ends, also when the loop shuts down.
+        """
         client = Client(
             watch_end(self.transport.open(errlog), ended.set),
             mode="auto",  # the 2026 protocol where the server speaks it, else the initialize handshake
@@ -176,6 +187,8 @@ class Connection:
             _log.debug("%s: the connection ended", self.label, exc_info=True)
         finally:
             ended.set()
+            if stderr is not None and ready.done():
+                stderr.close()
 
     async def _on_message(self, message: Any) -> None:
         """Server notifications on a 2025-era connection: a changed tool list is read again on next use."""
