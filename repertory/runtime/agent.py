@@ -80,7 +80,12 @@ class Agent:
         """
         if not self.tool_sources:
             return
-        listings = tuple(await asyncio.gather(*(s.list_tools() for s in self.tool_sources)))
+        sources = self.tool_sources
+        # Listing is a cached lookup after the first time: only several sources are worth a gather.
+        if len(sources) == 1:
+            listings: tuple[Sequence[Tool], ...] = (await sources[0].list_tools(),)
+        else:
+            listings = tuple(await asyncio.gather(*(s.list_tools() for s in sources)))
         if self._listings is not None and all(a is b for a, b in zip(listings, self._listings, strict=True)):
             return
         tools = dict(self._own_tools)

@@ -88,6 +88,7 @@ async def test_idempotent_from_annotations_and_overrides(log: Path) -> None:
         "document",
         "echo",
         "fail",
+        "header",
         "picture",
         "put",
         "slow",

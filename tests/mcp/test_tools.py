@@ -278,6 +278,29 @@ async def test_an_http_server_down_then_back_gives_error_results_then_answers(ht
     assert (answered.result, answered.is_error) == ("x", False)
 
 
+async def test_http_headers_reach_the_server_and_stay_out_of_reprs(http: Any) -> None:
+    server = http.server(headers={"X-Team-Token": "s3cret"})
+    agent = Agent(name="a", model=_then({"tool": "header", "args": {"name": "x-team-token"}}), tools=[server])
+    messages, _ = await _run(agent)
+    assert result_parts(messages)[0].result == "s3cret"
+    assert "s3cret" not in repr(server) and "X-Team-Token" in repr(server)
+
+
+async def test_a_protocol_error_from_the_server_is_an_error_result(log: Path) -> None:
+    import mcp_types
+
+    server = paged_server(log)
+    await server.list_tools()
+    ghost = MCPTool(server, mcp_types.Tool(name="ghost", input_schema={"type": "object"}), name="ghost",
+                    requires_approval=False, idempotent=True)  # fmt: skip
+    agent = Agent(name="a", model=_then({"tool": "ghost", "args": {}}), tools=[ghost])
+    messages, _ = await _run(agent)
+    [failed] = result_parts(messages)
+    assert failed.is_error
+    assert "MCP server 'paged', tool 'ghost': the server answered with an error" in str(failed.result)
+    assert "no tool 'ghost'" in str(failed.result)
+
+
 async def test_a_bad_command_fails_the_start_with_the_command_and_nothing_is_written() -> None:
     store = InMemorySessionStore()
     missing = MCPServer.stdio("/no/such/mcp-server", ["--flag"], name="ghost")

@@ -136,6 +136,13 @@ def build(log: str | None) -> MCPServer:
         logged("whoami", {})
         return f"{os.getpid()} {os.getppid()}"
 
+    @app.tool(annotations=READ_ONLY, structured_output=False)
+    def header(name: str, ctx: Context) -> str:
+        """The value of one HTTP header of this request (empty over stdio)."""
+        logged("header", {"name": name})
+        headers = getattr(ctx.request_context.request, "headers", None)
+        return "" if headers is None else str(headers.get(name, ""))
+
     @app.tool(structured_output=False)
     async def grow(name: str, ctx: Context) -> str:
         """Add a tool called ``name`` and announce that the tool list changed."""
