@@ -7,6 +7,7 @@ every call it receives, so a test counts what reached the server, whatever proce
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -27,6 +28,7 @@ __all__ = [
     "ROOT",
     "HttpServer",
     "calls",
+    "died",
     "http_server",
     "paged_server",
     "process_alive",
@@ -70,6 +72,23 @@ def wait_until(predicate: Any, within: float = 30.0, what: str = "condition") ->
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {within} s")
         time.sleep(0.02)
+
+
+async def died(pid: int, within: float = 30.0) -> None:
+    """Wait, with the event loop running, until a killed process is gone.
+
+    The loop keeps turning meanwhile, so a connection to that process sees its end (the stdout
+    EOF) as it would in a running program, instead of after the test's next call is already out.
+    """
+    deadline = time.monotonic() + within
+    for _ in range(1_000_000):  # polling another process's state: there is nothing to await
+        if not process_alive(pid):
+            await asyncio.sleep(0.05)  # and the loop reads the end of its stream
+            return
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"process {pid} still runs after {within} s")
 
 
 def process_alive(pid: int) -> bool:

@@ -20,7 +20,16 @@ from repertory import Agent, ModelMessage, Runtime, ToolSpec
 from repertory.errors import ToolError
 from repertory.testing import ScriptedModel
 from tests.engine.helpers import assert_paired
-from tests.mcp.helpers import HttpServer, calls, process_alive, result_parts, run_messages, tools_server, wait_until
+from tests.mcp.helpers import (
+    HttpServer,
+    calls,
+    died,
+    process_alive,
+    result_parts,
+    run_messages,
+    tools_server,
+    wait_until,
+)
 
 Start = Callable[[dict[str, Agent]], Awaitable[Runtime]]
 
@@ -106,7 +115,7 @@ async def test_a_killed_server_a_slow_call_and_a_changed_list(start: Start, log:
     first = await h.run(json.dumps([["whoami", {}]]))
     pid = int(first.text.split()[1]) if first.text else 0
     os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: not process_alive(pid), what="the server's death")
+    await died(pid)
     second = await h.run(json.dumps([["whoami", {}], ["slow", {"seconds": 30}], ["grow", {"name": "fresh"}]]))
     messages = await run_messages(rt.store, second.run_id)
     whoami, slow, grow = result_parts(messages)[-3:]

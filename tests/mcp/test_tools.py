@@ -26,12 +26,12 @@ from repertory.testing import ScriptedModel
 from tests.engine.helpers import assert_paired
 from tests.mcp.helpers import (
     calls,
+    died,
     paged_server,
     process_alive,
     result_parts,
     run_messages,
     tools_server,
-    wait_until,
 )
 
 ServerFactory = Callable[..., MCPServer]
@@ -237,7 +237,7 @@ async def test_a_server_killed_between_calls_is_restarted_on_the_next_call(log: 
     pid = int(str(before.result).split()[0])
     assert int(str(before.result).split()[1]) == os.getpid()  # this process started it
     os.kill(pid, 9)
-    wait_until(lambda: not process_alive(pid), what="the server's death")
+    await died(pid)
     second = await sess.start("who now?")
     after = result_parts(await run_messages(store, second.run_id))[-1]
     assert not after.is_error and int(str(after.result).split()[0]) != pid
