@@ -86,10 +86,32 @@ def analyst_step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[st
 
 
 def figures_server() -> Any:
-    """The demo's MCP server as an ``MCPServer`` (stdio); destructive tools need approval."""
-    from repertory.mcp import MCPServer  # the mcp extra (in .[dev], which `make demo` installs)
+    """The demo's MCP server as an ``MCPServer`` (stdio); destructive tools need approval.
+
+    ``ImportError`` without the ``mcp`` extra (``.[dev]``, which ``make demo`` installs, has it).
+    """
+    from repertory.mcp import MCPServer
 
     return MCPServer.stdio(sys.executable, ["-m", "repertory.demo.mcp_server"], name="figures", approval="destructive")
+
+
+def _analyst_tools() -> list[Any]:
+    """The figures server; without the ``mcp`` extra, local stand-ins with the same names and policies."""
+    try:
+        return [figures_server()]
+    except ImportError:
+
+        @tool(idempotent=True)
+        def lookup_figures(topic: str) -> str:
+            """Look up the key figures for a topic (a local stand-in for the demo's MCP server)."""
+            return f"{topic}: figures unavailable without the mcp extra"
+
+        @tool(requires_approval=True)
+        def publish_figures(topic: str, summary: str) -> str:
+            """Publish checked figures (a local stand-in for the demo's MCP server)."""
+            return f"published {len(summary)} characters about {topic!r}"
+
+        return [lookup_figures, publish_figures]
 
 
 def make_agents(delay: float = 0.05, model: Model | None = None) -> dict[str, Agent]:
@@ -114,7 +136,7 @@ def make_agents(delay: float = 0.05, model: Model | None = None) -> dict[str, Ag
         "analyst": Agent(
             name="analyst",
             model=model or Delayed(analyst_step),
-            tools=[figures_server()],
+            tools=_analyst_tools(),
             instructions="Check the figures with the figures server; publishing needs approval.",
         ),
     }
