@@ -194,11 +194,16 @@ async def _transport(transport: str, size: dict[str, int], url: str | None) -> d
         session = client.session
         await session.call_tool("echo", ARGS)  # warm both connections before timing anything
         await mcp_echo.invoke(ARGS, ctx)
-        for _ in range(size["blocks"]):
-            direct += await _timed(size["calls"], lambda: session.call_tool("echo", ARGS))
-            via_tool += await _timed(size["calls"], lambda: mcp_echo.invoke(ARGS, ctx))
-            step += await _steps([server], size["runs"], size["steps"])
-            local += await _steps([local_echo], size["runs"], size["steps"])
+        for block in range(size["blocks"]):
+            # Every other block runs the other way round, so no kind always follows the same one.
+            kinds: list[tuple[list[float], Callable[[], Awaitable[list[float]]]]] = [
+                (direct, lambda: _timed(size["calls"], lambda: session.call_tool("echo", ARGS))),
+                (via_tool, lambda: _timed(size["calls"], lambda: mcp_echo.invoke(ARGS, ctx))),
+                (step, lambda: _steps([server], size["runs"], size["steps"])),
+                (local, lambda: _steps([local_echo], size["runs"], size["steps"])),
+            ]
+            for into, run in kinds if block % 2 == 0 else reversed(kinds):
+                into += await run()
     await server.aclose()
     d, t, s, lo = _dist_ms(direct), _dist_ms(via_tool), _dist_ms(step), _dist_ms(local)
     return {
