@@ -23,7 +23,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "memory": ("numpy",),
     "openai": ("openai",),
     "http": ("fastapi", "uvicorn", "jinja2"),
-    "mcp": ("mcp",),
+    "mcp": ("mcp", "jsonschema", "httpx2"),
     "anthropic": ("anthropic",),
     "otel": ("opentelemetry.trace", "opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http"),
 }

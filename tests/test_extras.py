@@ -35,6 +35,7 @@ PARTS = {
     "repertory.memory": "memory",
     "repertory.models": "openai",
     "repertory.http": "http",
+    "repertory.mcp": "mcp",
 }
 
 HOOK = """

@@ -2,6 +2,9 @@
 
 An orchestrator plans sub-tasks and later summarises what its children reported. A worker
 searches (an idempotent tool), and for some tasks writes a file, which needs a human's approval.
+The analyst (the worker for "check the numbers") takes its tools from an MCP server shipped with
+the demo (``repertory.demo.mcp_server``, started over stdio once per process): it looks figures up
+(read-only, so idempotent and never asked) and publishes them (destructive, so a human approves).
 The models are ``ScriptedModel`` step functions, so the demo needs no network and no keys; pass an
 OpenAI-compatible model (``--model``) to put a real one in the workers' place.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from typing import Any
 
 from repertory.core.messages import ModelMessage
@@ -18,9 +22,11 @@ from repertory.runtime.agent import Agent
 from repertory.runtime.tools import tool
 from repertory.testing.scripted import ScriptedModel
 
-__all__ = ["SUBTASKS", "make_agents", "orchestrator_step", "worker_step"]
+__all__ = ["AGENT_FOR", "SUBTASKS", "analyst_step", "figures_server", "make_agents", "orchestrator_step", "worker_step"]
 
 SUBTASKS = ("collect sources", "check the numbers", "draft the section")
+AGENT_FOR = {"check the numbers": "analyst"}
+"""The agent a sub-task's child session runs (``worker`` unless named here)."""
 
 
 def _jitter(text: str, low: float, high: float) -> float:
@@ -65,6 +71,49 @@ def worker_step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str
     return {"text": f"{task}: done ({json.dumps(outcome)[:60]})", "usage": usage}
 
 
+def analyst_step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
+    """Look the figures up on the MCP server, publish them (approval), then report."""
+    task = next((m.text for m in messages if m.role == "user"), "")
+    calls = sum(1 for m in messages if m.role == "assistant")
+    usage = {"input_tokens": 30 * len(messages), "output_tokens": 40}
+    if calls == 0:
+        return {"tool": "lookup_figures", "args": {"topic": task}, "usage": usage}
+    if calls == 1:
+        found = str(messages[-1].tool_results[0].result) if messages[-1].tool_results else task
+        return {"tool": "publish_figures", "args": {"topic": task, "summary": found}, "usage": usage}
+    outcome = messages[-1].tool_results[0].result if messages[-1].tool_results else "nothing"
+    return {"text": f"{task}: checked ({json.dumps(outcome)[:60]})", "usage": usage}
+
+
+def figures_server() -> Any:
+    """The demo's MCP server as an ``MCPServer`` (stdio); destructive tools need approval.
+
+    ``ImportError`` without the ``mcp`` extra (``.[dev]``, which ``make demo`` installs, has it).
+    """
+    from repertory.mcp import MCPServer
+
+    return MCPServer.stdio(sys.executable, ["-m", "repertory.demo.mcp_server"], name="figures", approval="destructive")
+
+
+def _analyst_tools() -> list[Any]:
+    """The figures server; without the ``mcp`` extra, local stand-ins with the same names and policies."""
+    try:
+        return [figures_server()]
+    except ImportError:
+
+        @tool(idempotent=True)
+        def lookup_figures(topic: str) -> str:
+            """Look up the key figures for a topic (a local stand-in for the demo's MCP server)."""
+            return f"{topic}: figures unavailable without the mcp extra"
+
+        @tool(requires_approval=True)
+        def publish_figures(topic: str, summary: str) -> str:
+            """Publish checked figures (a local stand-in for the demo's MCP server)."""
+            return f"published {len(summary)} characters about {topic!r}"
+
+        return [lookup_figures, publish_figures]
+
+
 def make_agents(delay: float = 0.05, model: Model | None = None) -> dict[str, Agent]:
     """The orchestrator and worker agents, with per-request delays around ``delay`` seconds."""
 
@@ -83,5 +132,11 @@ def make_agents(delay: float = 0.05, model: Model | None = None) -> dict[str, Ag
             model=model or Delayed(worker_step),
             tools=[search, write_file],
             instructions="Do the sub-task; ask before writing.",
+        ),
+        "analyst": Agent(
+            name="analyst",
+            model=model or Delayed(analyst_step),
+            tools=_analyst_tools(),
+            instructions="Check the figures with the figures server; publishing needs approval.",
         ),
     }

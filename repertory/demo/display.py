@@ -47,6 +47,7 @@ def summary_table(stats: FleetStats, backend: str, store: str) -> Table:
         ("tokens in / out", f"{stats.input_tokens:,} / {stats.output_tokens:,}"),
         ("approvals approved / rejected", f"{stats.approved} / {stats.rejected}"),
         ("forks / follow-ups", f"{stats.forks} / {stats.follow_ups}"),
+        ("MCP tool calls (the analysts, figures server)", f"{stats.mcp_calls}"),
         ("hosts killed and recovered", f"{stats.host_kills}"),
         ("calls retried while a host restarted", f"{stats.retries}"),
         ("wall time", f"{stats.wall:.2f} s"),

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from repertory.core.result import RunResult
+from repertory.demo.agents import AGENT_FOR
 from repertory.errors import InvalidResumeToken, RepertoryError
 from repertory.tree.handle import SessionHandle
 from repertory.tree.runtime import Runtime
@@ -37,6 +38,7 @@ class FleetStats:
     rejected: int = 0
     forks: int = 0
     follow_ups: int = 0
+    mcp_calls: int = 0
     host_kills: int = 0
     retries: int = 0
     errors: list[str] = field(default_factory=list)
@@ -75,8 +77,9 @@ async def _review(child: SessionHandle, stats: FleetStats, decision_index: int) 
     return None
 
 
-async def _worker(orch: SessionHandle, subtask: str, project: int, stats: FleetStats, index: int) -> str:
-    child = await orch.spawn(agent="worker", title=subtask)
+async def _worker(rt: Runtime, orch: SessionHandle, subtask: str, project: int, stats: FleetStats, index: int) -> str:
+    agent = AGENT_FOR.get(subtask, "worker")
+    child = await orch.spawn(agent=agent, title=subtask)
     stats.sessions += 1
     turn = await child.send(f"{subtask} for project {project}")
     stats.turns += 1
@@ -84,7 +87,18 @@ async def _worker(orch: SessionHandle, subtask: str, project: int, stats: FleetS
     while result.status == "suspended":
         decided = await _review(child, stats, project * 3 + index)
         result = decided if decided is not None else await turn.result()
+    if agent == "analyst":
+        made = await _tool_calls(rt, child.id)  # awaited first: `x += await f()` reads x before the await
+        stats.mcp_calls += made
     return result.text or ""
+
+
+async def _tool_calls(rt: Runtime, session_id: str) -> int:
+    """How many tool calls a session's conversation holds (an analyst's all went to the demo's MCP server)."""
+    thread = await rt.store.load_thread(session_id)  # a session's thread id is its id
+    revision = None if thread is None else thread.history_revision_id
+    history = None if revision is None else await rt.store.load_history(revision)
+    return 0 if history is None else sum(len(m.tool_calls) for m in history.messages)
 
 
 async def _project(rt: Runtime, i: int, stats: FleetStats) -> None:
@@ -101,7 +115,7 @@ async def _project(rt: Runtime, i: int, stats: FleetStats) -> None:
         await follow.result()
     plan = await plan_turn.result()
     subtasks: list[str] = json.loads(plan.text or "{}").get("subtasks", [])
-    reports = await asyncio.gather(*(_worker(orch, s, i, stats, k) for k, s in enumerate(subtasks)))
+    reports = await asyncio.gather(*(_worker(rt, orch, s, i, stats, k) for k, s in enumerate(subtasks)))
     for subtask, report in zip(subtasks, reports, strict=True):
         await orch.notify(title=f"{subtask} finished", body=report)
         stats.turns += 1

@@ -10,6 +10,7 @@ import json
 import re
 from typing import Any
 
+from repertory.core.content import readable
 from repertory.core.messages import ModelMessage, ToolCallPart, ToolResultPart
 from repertory.core.model import ToolSpec
 
@@ -57,7 +58,8 @@ def _tool_call(call: ToolCallPart) -> dict[str, Any]:
 
 
 def _tool_result(part: ToolResultPart) -> dict[str, Any]:
-    content = part.result if isinstance(part.result, str) else json.dumps(part.result)
+    # Base64 payloads (an MCP tool's image) are described, not sent: see repertory.core.content.
+    content = part.result if isinstance(part.result, str) else json.dumps(readable(part.result))
     if part.is_error:
         content = ERROR_PREFIX + content
     return {"role": "tool", "tool_call_id": part.tool_call_id, "content": content}

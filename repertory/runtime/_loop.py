@@ -78,6 +78,7 @@ class Drive:
         self.memory = memory
         # A memory may contribute tools (``Memory``'s docstring): they join the agent's for this drive.
         self.tools, self.tool_specs = agent.with_tools(getattr(memory, "tools", None) or ())
+        self._agent_tools = agent.tools  # what ``tools`` was built from (see ``_sync_tools``)
         self.output_type = output_type
         self.on_commit = on_commit
         self.outbox = outbox
@@ -185,6 +186,15 @@ class Drive:
             )
         return msgs
 
+    async def _sync_tools(self) -> None:
+        """Take up a change in the agent's tool sources (an MCP server's list changed) before a request."""
+        if not self.agent.tool_sources:
+            return
+        await self.agent.refresh_tools()
+        if self.agent.tools is not self._agent_tools:
+            self.tools, self.tool_specs = self.agent.with_tools(getattr(self.memory, "tools", None) or ())
+            self._agent_tools = self.agent.tools
+
     async def request(self) -> ModelResponse:
         """One model request; deltas go to the listener, the final response comes back."""
         response: ModelResponse | None = None
@@ -265,6 +275,7 @@ class Drive:
                     f"run {run.run_id!r} reached max_steps={self.agent.max_steps} model requests",
                     run_id=run.run_id,
                 )
+            await self._sync_tools()
             response = await self.request()
             run.step_index += 1
             run.usage = run.usage + response.usage
@@ -281,15 +292,15 @@ class Drive:
                 self.emit(
                     "tool.call", {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name, "args": call.args}
                 )
-            if any(self._needs_early_commit(self.tools.get(c.tool_name)) for c in calls):
+            if any(self._needs_early_commit(self.tools.get(c.tool_name), c.args) for c in calls):
                 await self.commit()  # a non-idempotent tool must never run before its call is durable
             if await settle_calls(self, fresh=True):
                 return self.result()
             await self.commit()
 
     @staticmethod
-    def _needs_early_commit(tool: Tool | None) -> bool:
-        return tool is not None and (tool.requires_approval or not tool.idempotent)
+    def _needs_early_commit(tool: Tool | None, args: dict[str, Any]) -> bool:
+        return tool is not None and (not tool.idempotent or tool.needs_approval(args))
 
     async def _finish(self, message: ModelMessage) -> bool:
         """Handle a final reply; False when it failed output validation and the model gets another try."""

@@ -68,7 +68,7 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
             continue
         decision = decided.get(cid)
         args: dict[str, Any] = decision.args if decision is not None else call.args
-        if tool.requires_approval and decision is None:
+        if decision is None and tool.needs_approval(args):  # a policy callable decides per call
             try:
                 tool.validate(args)  # never ask a human to approve a call that cannot run
             except Exception as exc:

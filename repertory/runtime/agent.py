@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
 from repertory.core.model import Model, ModelSettings, ToolSpec
-from repertory.runtime.tools import Tool, tool
+from repertory.runtime.tools import Tool, ToolSource, tool
 
 __all__ = ["Agent"]
 
@@ -21,6 +22,8 @@ class Agent:
     sending validation errors back to the model at most twice before ``OutputValidationError``.
     Instructions are sent with each request and never written into the history. ``model`` may
     be a ``"provider:model"`` string such as ``"openai:gpt-4o-mini"`` (see ``repertory.models.infer_model``).
+    ``tools`` may also hold ``ToolSource``s (an MCP server): their tools join ``tools`` once listed,
+    before the first drive that needs them (``refresh_tools``).
     """
 
     def __init__(
@@ -48,17 +51,60 @@ class Agent:
         self.output_type = output_type
         self.settings = settings or ModelSettings()
         self.tools: dict[str, Tool] = {}
+        sources: list[ToolSource] = []
         for t in tools:
+            if not isinstance(t, Tool) and isinstance(t, ToolSource):
+                sources.append(t)
+                continue
             t = t if isinstance(t, Tool) else tool(t)
             if t.name in self.tools:
                 raise ValueError(f"agent {name!r} has two tools named {t.name!r}")
             self.tools[t.name] = t
         self._specs = [t.spec() for t in self.tools.values()]
+        # Tool sources (MCP servers): ``tools`` is rebuilt from ``_own_tools`` and their listings
+        # whenever one of those listings is a new object (see ``ToolSource``).
+        self.tool_sources: tuple[ToolSource, ...] = tuple(sources)
+        self._own_tools = dict(self.tools)
+        self._listings: tuple[Sequence[Tool], ...] | None = None
 
     @property
     def tool_specs(self) -> list[ToolSpec]:
         """The tools as the model sees them (computed once)."""
         return self._specs
+
+    async def refresh_tools(self) -> None:
+        """Bring ``tools`` up to date with the tool sources' listings (each source caches its own).
+
+        Costs one cached lookup per source when nothing changed. Two tools of one name raise
+        ``ValueError`` naming both sources; a source that cannot list raises its own error.
+        """
+        if not self.tool_sources:
+            return
+        sources = self.tool_sources
+        # Listing is a cached lookup after the first time: only several sources are worth a gather.
+        if len(sources) == 1:
+            listings: tuple[Sequence[Tool], ...] = (await sources[0].list_tools(),)
+        else:
+            listings = tuple(await asyncio.gather(*(s.list_tools() for s in sources)))
+        if self._listings is not None and all(a is b for a, b in zip(listings, self._listings, strict=True)):
+            return
+        tools = dict(self._own_tools)
+        owners = {n: f"the agent's own tool {n!r}" for n in tools}
+        for source, listing in zip(self.tool_sources, listings, strict=True):
+            where = f"{type(source).__name__} {source.name!r}"
+            for t in listing:
+                if t.name in tools:
+                    raise ValueError(
+                        f"agent {self.name!r} has two tools named {t.name!r}: {owners[t.name]} and one from {where} "
+                        "(give a server a prefix= or an include= list)"
+                    )
+                tools[t.name] = t
+                owners[t.name] = f"one from {where}"
+        self.tools, self._specs, self._listings = tools, [t.spec() for t in tools.values()], listings
+
+    async def aclose(self) -> None:
+        """Close what the tool sources hold open (MCP connections); they reopen on next use."""
+        await asyncio.gather(*(s.aclose() for s in self.tool_sources))
 
     def with_tools(self, extra: Sequence[Tool]) -> tuple[dict[str, Tool], list[ToolSpec]]:
         """The tools and specs of one run: the agent's plus ``extra`` (those its memory contributes).

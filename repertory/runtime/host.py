@@ -138,6 +138,9 @@ class LocalHost:
                 await self._reaper
         await asyncio.gather(*(a.detach() for a in self._actors.values()), return_exceptions=True)
         self._actors.clear()
+        # The agents' tool sources (MCP connections, started on first use) close with the host.
+        unique = {id(a): a for a in self.agents.values()}.values()
+        await asyncio.gather(*(a.aclose() for a in unique), return_exceptions=True)
 
     async def _reap(self) -> None:
         interval = min(self.idle_timeout / 2, 30.0)

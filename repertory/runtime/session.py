@@ -186,6 +186,8 @@ class Session:
         just_decided: tuple[str, ...] = (),
     ) -> Drive:
         """A drive of a stored run, from the thread head it must still own."""
+        # Before a decision is recorded: approving with edited arguments validates them with the tool.
+        await self.agent.refresh_tools()
         thread = await self.store.load_thread(run.thread_id)
         head = None if thread is None else thread.history_revision_id
         if head != run.history_revision_id:
@@ -265,6 +267,9 @@ class Session:
         messages = input_messages(input, self.origin)
         self._claim()
         try:
+            # Tool sources (MCP servers) list their tools before anything is written: a server that
+            # cannot start fails the start with nothing superseded.
+            await self.agent.refresh_tools()
             run_id = run_id or new_id()
             if await self.store.load_run(run_id) is not None:
                 raise CommitConflict(f"a run with id {run_id!r} already exists", run_id=run_id)

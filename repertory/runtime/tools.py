@@ -3,15 +3,19 @@
 Arguments are validated by pydantic from the function's signature, so a model's malformed call
 becomes an error result it can read and correct, not a crash. A tool is run at most once per call
 unless it says it is ``idempotent``: after a crash the engine re-runs only those.
+
+Tools may also come from a ``ToolSource`` (an MCP server, for one): the agent lists its tools when
+they are first needed, so the engine never imports what provides them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, cast, get_type_hints, overload
+from typing import Any, NoReturn, Protocol, cast, get_type_hints, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, create_model
 from pydantic_core import to_jsonable_python
@@ -19,7 +23,12 @@ from pydantic_core import to_jsonable_python
 from repertory.core.model import ToolSpec
 from repertory.errors import SuspendSignal, ToolError
 
-__all__ = ["Tool", "ToolContext", "suspend", "tool"]
+__all__ = ["ApprovalPolicy", "Tool", "ToolContext", "ToolSource", "suspend", "tool"]
+
+ApprovalPolicy = bool | Callable[[dict[str, Any]], bool]
+"""``requires_approval``: always (``True``), never (``False``), or decided per call from its arguments."""
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -51,7 +60,7 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
-        requires_approval: bool = False,
+        requires_approval: ApprovalPolicy = False,
         idempotent: bool = False,
     ) -> None:
         self.fn = fn
@@ -61,6 +70,21 @@ class Tool:
         self.idempotent = idempotent
         self.is_async = inspect.iscoroutinefunction(fn)
         self._ctx_param, self.args_model = _args_model(fn, self.name)
+
+    def needs_approval(self, args: dict[str, Any]) -> bool:
+        """Whether this call waits for a human: the flag, or the policy's verdict on these arguments.
+
+        A policy that raises asks (it fails closed): a call nobody could clear is put to a human,
+        who may still reject it, rather than run unasked.
+        """
+        policy = self.requires_approval
+        if not callable(policy):
+            return bool(policy)
+        try:
+            return bool(policy(dict(args)))
+        except Exception:
+            _log.warning("the approval policy of tool %r raised; the call is put to a human", self.name, exc_info=True)
+            return True
 
     def spec(self) -> ToolSpec:
         """The tool as the model sees it."""
@@ -119,6 +143,28 @@ def _args_model(fn: Callable[..., Any], name: str) -> tuple[str | None, type[Bas
     return ctx_param, cast(type[BaseModel], model)
 
 
+@runtime_checkable
+class ToolSource(Protocol):
+    """Something in an agent's ``tools`` that contributes several tools, listed when first needed.
+
+    ``repertory.mcp.MCPServer`` is one. The agent calls ``list_tools()`` before each drive and each
+    model request, so a source answers from its own cache and returns the *same* sequence object
+    while its listing has not changed (the agent then skips rebuilding its tools). ``aclose()``
+    releases what the source holds open (a connection, a child process); the next ``list_tools()``
+    may open it again. ``name`` names the source in errors (a clash of tool names, for one).
+    """
+
+    name: str
+
+    async def list_tools(self) -> Sequence[Tool]:
+        """The tools this source offers now."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the source holds open."""
+        ...
+
+
 @overload
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
@@ -126,7 +172,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    requires_approval: bool = False,
+    requires_approval: ApprovalPolicy = False,
     idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
@@ -135,12 +181,13 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    requires_approval: bool = False,
+    requires_approval: ApprovalPolicy = False,
     idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function (sync or async) a tool; use bare or with options.
 
-    ``requires_approval`` pauses the run for a human decision before the tool runs; ``idempotent``
+    ``requires_approval`` pauses the run for a human decision before the tool runs: ``True``, or a
+    callable that gets the call's arguments (a dict) and decides for that call alone; ``idempotent``
     allows a re-run after a crash (otherwise an interrupted call gets an "outcome unknown" result).
     """
 
