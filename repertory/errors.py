@@ -20,6 +20,7 @@
     └── ToolError                  raised by a tool to choose the message the model reads
 
     SuspendSignal                  control flow: a tool called suspend(); not a fault
+    └── SleepSignal                control flow: a tool called sleep(); the runtime wakes the run
     MissingExtra (an ImportError)  a part was imported without its extra's packages; not a fault
 
 Every error pickles with its message and attributes intact, because errors cross Ray actor and
@@ -47,6 +48,7 @@ __all__ = [
     "SessionNotFound",
     "StepBudgetExceeded",
     "StoreError",
+    "SleepSignal",
     "SuspendSignal",
     "ToolError",
     "WrongSuspensionKind",
@@ -151,6 +153,22 @@ class SuspendSignal(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (SuspendSignal, (self.reason, self.payload))
+
+
+class SleepSignal(SuspendSignal):
+    """Raised by ``sleep()`` inside a tool: suspend the run on a timer, for ``seconds`` or until ``until_ms``.
+
+    Exactly one of the two is set; the engine turns it into a ``timer`` suspension whose
+    ``wake_at`` it computes from its clock (so a test's clock decides what "in an hour" means).
+    """
+
+    def __init__(self, seconds: float | None = None, until_ms: int | None = None, reason: str | None = None) -> None:
+        super().__init__(reason=reason)
+        self.seconds = seconds
+        self.until_ms = until_ms
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SleepSignal, (self.seconds, self.until_ms, self.reason))
 
 
 class MissingExtra(ImportError):
