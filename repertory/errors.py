@@ -8,6 +8,7 @@
     │       └── SessionExists      a new session's id is already a session's (or a thread's)
     ├── RunNotFound                no run with that id
     ├── SessionNotFound            no session with that id
+    ├── ScheduleNotFound           no schedule with that id (cancelled, or never was)
     ├── InvalidResumeToken         not the run's live token (wrong, used, expired)
     ├── WrongSuspensionKind        the token is live but the decision is of the other kind
     ├── NotSuspended               the run is not waiting for anything
@@ -45,6 +46,7 @@ __all__ = [
     "RunSuspended",
     "SessionBusy",
     "SessionExists",
+    "ScheduleNotFound",
     "SessionNotFound",
     "StepBudgetExceeded",
     "StoreError",
@@ -101,6 +103,10 @@ class RunNotFound(RepertoryError):
 
 class SessionNotFound(RepertoryError):
     """No session with that id exists in the store."""
+
+
+class ScheduleNotFound(RepertoryError):
+    """No schedule with that id exists (it was cancelled, or never was)."""
 
 
 class InvalidResumeToken(RepertoryError):

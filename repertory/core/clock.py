@@ -9,11 +9,17 @@ clock a test moves by hand, so an hour passes in a microsecond and no test sleep
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 from repertory.core.ids import now_ms
 
-__all__ = ["Clock", "SystemClock"]
+__all__ = ["Clock", "SystemClock", "iso_ms"]
+
+
+def iso_ms(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 in UTC with milliseconds: ``2026-03-01T10:00:00.000Z``."""
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @runtime_checkable

@@ -21,11 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from repertory.core.ids import Id, now_ms
 from repertory.core.messages import ModelMessage
+from repertory.core.store import TreeStore
 from repertory.core.tree import TurnKind
 
 __all__ = [
     "ScheduleRecord",
     "TimeStore",
+    "TimedStore",
     "TimerRecord",
     "WebhookRecord",
     "WebhookStatus",
@@ -178,3 +180,7 @@ class TimeStore(Protocol):
     ) -> None:
         """Record an attempt's outcome: ``delivered``, ``failed``, or ``pending`` again from ``due_at``."""
 
+
+@runtime_checkable
+class TimedStore(TreeStore, TimeStore, Protocol):
+    """A ``TreeStore`` that keeps time too: what a runtime with timers and schedules runs on (every built-in store)."""

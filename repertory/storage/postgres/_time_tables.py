@@ -187,7 +187,9 @@ class PgTimeTables(PgBase):
             row = await cur.fetchone()
             if row is None:
                 return False
-            moved = ScheduleRecord.model_validate_json(row[0]).model_copy(update={"next_at": to, "updated_at": updated_at})
+            moved = ScheduleRecord.model_validate_json(row[0]).model_copy(
+                update={"next_at": to, "updated_at": updated_at}
+            )
             await conn.execute(
                 "UPDATE repertory.schedules SET next_at = %s, record = %s WHERE schedule_id = %s",
                 (to, moved.model_dump_json(), schedule_id),
@@ -223,7 +225,8 @@ class PgTimeTables(PgBase):
         self, status: WebhookStatus | None = None, submission_id: str | None = None
     ) -> list[WebhookRecord]:
         """Oldest first, filtered."""
-        where, params = [], []
+        where: list[str] = []
+        params: list[str] = []
         if status is not None:
             where.append("status = %s")
             params.append(status)

@@ -25,11 +25,11 @@ def _timer(row: tuple[str, str, str, int, int]) -> TimerRecord:
 class SqliteTimeTables(SqliteBase):
     """Timers, schedules and webhooks; connection plumbing comes from ``SqliteBase``."""
 
-    def _changed(self, action: str, sql: str, params: tuple[object, ...]) -> object:
+    async def _changed(self, action: str, sql: str, params: tuple[object, ...]) -> bool:
         def write(conn: sqlite3.Connection) -> bool:
             return conn.execute(sql, params).rowcount > 0
 
-        return self._write(action, write, atomic=False)
+        return await self._write(action, write, atomic=False)
 
     # -- timers -------------------------------------------------------------------------------------
 
@@ -112,8 +112,9 @@ class SqliteTimeTables(SqliteBase):
 
     async def list_schedules(self, session_id: str | None = None) -> list[ScheduleRecord]:
         """Oldest first."""
+        params: tuple[str, ...] = ()
         if session_id is None:
-            sql, params = "SELECT record FROM schedules ORDER BY rowid", ()
+            sql = "SELECT record FROM schedules ORDER BY rowid"
         else:
             sql, params = "SELECT record FROM schedules WHERE session_id = ? ORDER BY rowid", (session_id,)
         rows = await self.read("list_schedules", lambda c: c.execute(sql, params).fetchall())
@@ -136,9 +137,7 @@ class SqliteTimeTables(SqliteBase):
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         """Remove; whether it existed."""
-        changed = await self._changed(
-            "delete_schedule", "DELETE FROM schedules WHERE schedule_id = ?", (schedule_id,)
-        )
+        changed = await self._changed("delete_schedule", "DELETE FROM schedules WHERE schedule_id = ?", (schedule_id,))
         return bool(changed)
 
     async def due_schedules(self, now: int, limit: int) -> list[ScheduleRecord]:
@@ -170,7 +169,9 @@ class SqliteTimeTables(SqliteBase):
             ).fetchone()
             if row is None:
                 return False
-            moved = ScheduleRecord.model_validate_json(row[0]).model_copy(update={"next_at": to, "updated_at": updated_at})
+            moved = ScheduleRecord.model_validate_json(row[0]).model_copy(
+                update={"next_at": to, "updated_at": updated_at}
+            )
             conn.execute(
                 "UPDATE schedules SET next_at = ?, record = ? WHERE schedule_id = ?",
                 (to, moved.model_dump_json(), schedule_id),
@@ -214,7 +215,8 @@ class SqliteTimeTables(SqliteBase):
         self, status: WebhookStatus | None = None, submission_id: str | None = None
     ) -> list[WebhookRecord]:
         """Oldest first, filtered."""
-        where, params = [], []
+        where: list[str] = []
+        params: list[str] = []
         if status is not None:
             where.append("status = ?")
             params.append(status)
