@@ -43,8 +43,9 @@ class SystemClock:
         return now_ms()
 
     async def sleep_until(self, at_ms: int) -> None:
-        """Sleep until the wall clock reaches ``at_ms`` (rechecked, since sleeps may end a little early)."""
-        while (delay := at_ms - now_ms()) > 0:
+        """Sleep until the wall clock reaches ``at_ms`` (a caller that must be sure reads ``now_ms()`` again)."""
+        delay = at_ms - now_ms()
+        if delay > 0:
             await asyncio.sleep(delay / 1000)
 
     def __repr__(self) -> str:
