@@ -87,8 +87,9 @@ class TimeKeeper:
         self._deadline: int | None = None
         self._held: dict[str, int] = {}  # schedule id -> until when a failed firing is not retried
         self._inflight: set[asyncio.Task[None]] = set()
-        self.woken = 0
-        self.fired = 0
+        self.woken = 0  # timers taken and tried by this keeper
+        self.fired = 0  # schedule firings queued by this keeper
+        self.passes = 0  # finished passes over the due rows (tests wait for one after moving a clock)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -131,6 +132,7 @@ class TimeKeeper:
             except Exception:  # a store hiccup: try again at the next poll, never stop keeping time
                 log.exception("the scheduler's pass failed; retrying at the next poll")
                 more = False
+            self.passes += 1
             if more:
                 await asyncio.sleep(0)
                 continue

@@ -14,7 +14,18 @@ from repertory import Agent, ModelMessage, Runtime, SessionEvent, SessionHandle,
 from repertory.core.timing import TimedStore
 from repertory.testing import ScriptedModel
 
-__all__ = ["HOUR", "WAIT", "after_event", "messages_of", "nap_agent", "timed", "tool_results", "until", "within"]
+__all__ = [
+    "HOUR",
+    "WAIT",
+    "after_event",
+    "messages_of",
+    "nap_agent",
+    "quiet_after",
+    "timed",
+    "tool_results",
+    "until",
+    "within",
+]
 
 WAIT = 10.0
 HOUR = 3600.0
@@ -83,6 +94,17 @@ async def until(check: Callable[[], Any], seconds: float = WAIT) -> None:
             await asyncio.sleep(0.001)
 
     await within(poll(), seconds)
+
+
+async def quiet_after(rt: Runtime, move: Callable[[], object]) -> None:
+    """Move the clock with ``move()``, then wait for the scheduler's next full pass and its wakes to end.
+
+    What "nothing more happens" is checked against: a pass that saw the new time has finished.
+    """
+    keeper = rt.host.timekeeper  # type: ignore[attr-defined]
+    before = keeper.passes
+    move()
+    await until(lambda: keeper.passes > before and keeper.idle)
 
 
 def tool_results(history: list[ModelMessage]) -> list[Any]:

@@ -31,7 +31,17 @@ from repertory import (
     tool,
 )
 from repertory.testing import ManualClock, ScriptedModel
-from tests.time.helpers import HOUR, after_event, messages_of, nap_agent, timed, tool_results, until, within
+from tests.time.helpers import (
+    HOUR,
+    after_event,
+    messages_of,
+    nap_agent,
+    quiet_after,
+    timed,
+    tool_results,
+    until,
+    within,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,8 +79,7 @@ async def test_a_timer_wakes_its_run_once_at_wake_at(store_url: str) -> None:
         # While it sleeps, the call has no result: it is answered when it wakes.
         assert tool_results(await messages_of(rt, h.id)) == []
         seq = await rt.store.last_event_seq(h.id)
-        clock.advance(HOUR - 0.001)
-        await asyncio.sleep(0.01)  # let the loop run: nothing is due a millisecond early
+        await quiet_after(rt, lambda: clock.advance(HOUR - 0.001))  # a millisecond early: not due
         assert (await rt.store.load_run(result.run_id)).status == "suspended"  # type: ignore[union-attr]
         clock.advance(0.001)
         await after_event(h, seq, completed)
@@ -80,7 +89,7 @@ async def test_a_timer_wakes_its_run_once_at_wake_at(store_url: str) -> None:
         run = await rt.store.load_run(result.run_id)
         assert run is not None and run.status == "done" and run.suspended_on is None
         await until(lambda: _no_timers(rt))
-        clock.advance(10 * HOUR)  # nothing more happens
+        await quiet_after(rt, lambda: clock.advance(10 * HOUR))  # nothing more happens
         assert (await messages_of(rt, h.id))[-1].text == "awake"
 
 
@@ -168,8 +177,8 @@ async def test_a_human_may_wake_a_timer_early_with_its_token(store_url: str) -> 
             "the build is green"
         ]
         seq = await rt.store.last_event_seq(h.id)
-        clock.advance(2 * HOUR)  # the timer comes due, finds its token used, and is dropped
-        await until(lambda: _no_timers(rt))
+        await quiet_after(rt, lambda: clock.advance(2 * HOUR))  # due, its token used: dropped
+        assert await _no_timers(rt)
         assert await rt.store.last_event_seq(h.id) == seq
         assert len(tool_results(await messages_of(rt, h.id))) == 1
 
@@ -197,8 +206,8 @@ async def test_cancelling_a_sleeping_run_closes_it_and_the_timer_does_nothing(st
         (result_part,) = [p for m in await messages_of(rt, h.id) for p in m.tool_results]
         assert result_part.is_error and "cancelled" in str(result_part.result)
         seq = await rt.store.last_event_seq(h.id)
-        clock.advance(HOUR)
-        await until(lambda: _no_timers(rt))
+        await quiet_after(rt, lambda: clock.advance(HOUR))
+        assert await _no_timers(rt)
         assert await rt.store.last_event_seq(h.id) == seq
         assert (await rt.store.load_run(result.run_id)).status == "cancelled"  # type: ignore[union-attr]
 
@@ -212,8 +221,8 @@ async def test_a_new_turn_supersedes_a_sleeping_run(store_url: str) -> None:
         later = await h.run("hello")
         assert later.text == "heard: hello"
         assert (await rt.store.load_run(slept.run_id)).status == "cancelled"  # type: ignore[union-attr]
-        clock.advance(HOUR)
-        await until(lambda: _no_timers(rt))
+        await quiet_after(rt, lambda: clock.advance(HOUR))
+        assert await _no_timers(rt)
         messages = await messages_of(rt, h.id)
         assert messages[-1].text == "heard: hello"
         assert [p.is_error for m in messages for p in m.tool_results] == [True]
