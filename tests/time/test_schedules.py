@@ -21,8 +21,8 @@ from tests.time.helpers import HOUR, nap_agent, quiet_after, timed, until
 AGENTS = {"napper": nap_agent()}
 
 
-def ms(*args: int) -> int:
-    return int(datetime(*args, tzinfo=UTC).timestamp() * 1000)  # type: ignore[misc]
+def ms(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> int:
+    return int(datetime(year, month, day, hour, minute, tzinfo=UTC).timestamp() * 1000)
 
 
 async def _turns(rt: Runtime, session_id: str) -> list[str]:
