@@ -22,7 +22,6 @@ Exactly once, with any number of hosts on one store:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -87,6 +86,7 @@ class TimeKeeper:
         self._deadline: int | None = None
         self._held: dict[str, int] = {}  # schedule id -> until when a failed firing is not retried
         self._inflight: set[asyncio.Task[None]] = set()
+        self._closing = False
         self.woken = 0  # timers taken and tried by this keeper
         self.fired = 0  # schedule firings queued by this keeper
         self.passes = 0  # finished passes over the due rows (tests wait for one after moving a clock)
@@ -101,6 +101,7 @@ class TimeKeeper:
 
     async def close(self) -> None:
         """Stop the task and the wakes in flight; nothing durable changes (leases simply run out)."""
+        self._closing = True
         tasks = [t for t in (self._task, *self._inflight) if t is not None]
         for task in tasks:
             task.cancel()
@@ -122,14 +123,22 @@ class TimeKeeper:
     def _mine(self, key: str) -> bool:
         return self._owns is None or self._owns(key)
 
+    def _stopping(self) -> bool:
+        # A driver may turn a cancelled query into its own error (psycopg: "query canceled"), which
+        # the handlers below would take for a store hiccup: closing wins over keeping time.
+        task = asyncio.current_task()
+        return self._closing or (task is not None and task.cancelling() > 0)
+
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             self._kick.clear()
             try:
                 more = await self.tick()
             except asyncio.CancelledError:
                 raise
             except Exception:  # a store hiccup: try again at the next poll, never stop keeping time
+                if self._stopping():
+                    raise asyncio.CancelledError from None
                 log.exception("the scheduler's pass failed; retrying at the next poll")
                 more = False
             self.passes += 1
@@ -155,6 +164,8 @@ class TimeKeeper:
         try:
             times = [await self.store.next_timer_due(), await self.store.next_schedule_due()]
         except Exception:
+            if self._stopping():
+                raise asyncio.CancelledError from None
             log.exception("reading the next due time failed")
             return None
         return min((t for t in times if t is not None), default=None)
@@ -195,6 +206,8 @@ class TimeKeeper:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if self._stopping():
+                    raise asyncio.CancelledError from None
                 # Most often the token was already used (a human resumed early, the run was
                 # cancelled or superseded, another host won): the row tells which below.
                 log.debug("waking run %s: %s", timer.run_id, exc)
@@ -222,9 +235,16 @@ class TimeKeeper:
             except asyncio.CancelledError:
                 raise
             except Exception:
+                if self._stopping():
+                    raise asyncio.CancelledError from None
                 log.exception("firing schedule %s failed; retrying at the next poll", schedule.schedule_id)
                 self._held[schedule.schedule_id] = now + self.poll_ms
                 return
             self.fired += 1
-        with contextlib.suppress(Exception):
+        try:
             await self.store.advance_schedule(schedule.schedule_id, fire_at, following, now)
+        except Exception:
+            if self._stopping():
+                raise asyncio.CancelledError from None
+            # Left due: the next pass queues the same submission id again (a no-op) and retries this.
+            log.exception("advancing schedule %s failed", schedule.schedule_id)
