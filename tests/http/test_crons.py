@@ -121,12 +121,13 @@ async def test_crons_are_their_creators_and_bad_ones_are_refused(alice: LangGrap
     async with get_client(url=cron_server.url, api_key=BOB) as bob:
         assert await bob.crons.search() == []
         assert (await refused(bob.crons.delete(cron["cron_id"])))[0] == 404
-    for kwargs, needle in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"schedule": "not a cron"}, "invalid cron"),
         ({"schedule": "* * * * *", "timezone": "Mars/Base"}, "unknown time zone"),
         ({"schedule": "* * * * *", "webhook": "http://127.0.0.1:1/x"}, "webhooks on crons"),
         ({"schedule": "* * * * *", "on_run_completed": "delete"}, "keeps every"),
-    ]:
+    ]
+    for kwargs, needle in cases:
         status, detail = await refused(alice.crons.create("assistant", input=human("hello"), **kwargs))
         assert status == 422 and needle in detail, detail
     assert (await refused(alice.crons.create("nobody", schedule="* * * * *", input=human("x"))))[0] == 404
