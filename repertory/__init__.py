@@ -4,6 +4,7 @@ Checkpoints after every step, an immutable history graph that makes forks free, 
 tokens, and stores from in-memory to SQLite to PostgreSQL. See README.md for a tour.
 """
 
+from repertory.core.clock import Clock
 from repertory.core.principal import NotificationMessage, Principal, UserMessage
 from repertory.core.tree import Lineage, SessionEvent, SessionMetadata, TurnRecord
 from repertory.errors import (
@@ -16,8 +17,10 @@ from repertory.errors import (
     RunCancelled,
     RunNotFound,
     RunSuspended,
+    ScheduleNotFound,
     SessionBusy,
     SessionNotFound,
+    SleepSignal,
     StepBudgetExceeded,
     StoreError,
     SuspendSignal,
@@ -59,12 +62,14 @@ from repertory.runtime import (
     ToolResultPart,
     ToolSpec,
     Usage,
+    sleep,
     suspend,
     tool,
 )
 from repertory.storage import InMemorySessionStore, SessionStore, SqliteSessionStore, TreeStore, open_store
 from repertory.tree.handle import Disposable, SessionHandle, TurnHandle
 from repertory.tree.runtime import Runtime
+from repertory.tree.schedules import Schedule
 
 __version__ = "0.1.0"
 
@@ -72,6 +77,7 @@ __all__ = [
     "AbortSignal",
     "Agent",
     "ApprovalRecord",
+    "Clock",
     "CommitConflict",
     "Disposable",
     "ErrorInfo",
@@ -106,6 +112,8 @@ __all__ = [
     "RunStatus",
     "RunSuspended",
     "Runtime",
+    "Schedule",
+    "ScheduleNotFound",
     "Session",
     "SessionBusy",
     "SessionEvent",
@@ -114,6 +122,7 @@ __all__ = [
     "SessionNotFound",
     "SessionStore",
     "Signal",
+    "SleepSignal",
     "SqliteSessionStore",
     "StepBudgetExceeded",
     "StoreError",
@@ -135,6 +144,7 @@ __all__ = [
     "UserMessage",
     "WrongSuspensionKind",
     "open_store",
+    "sleep",
     "suspend",
     "tool",
 ]

@@ -8,6 +8,7 @@
     │       └── SessionExists      a new session's id is already a session's (or a thread's)
     ├── RunNotFound                no run with that id
     ├── SessionNotFound            no session with that id
+    ├── ScheduleNotFound           no schedule with that id (cancelled, or never was)
     ├── InvalidResumeToken         not the run's live token (wrong, used, expired)
     ├── WrongSuspensionKind        the token is live but the decision is of the other kind
     ├── NotSuspended               the run is not waiting for anything
@@ -20,6 +21,7 @@
     └── ToolError                  raised by a tool to choose the message the model reads
 
     SuspendSignal                  control flow: a tool called suspend(); not a fault
+    └── SleepSignal                control flow: a tool called sleep(); the runtime wakes the run
     MissingExtra (an ImportError)  a part was imported without its extra's packages; not a fault
 
 Every error pickles with its message and attributes intact, because errors cross Ray actor and
@@ -44,9 +46,11 @@ __all__ = [
     "RunSuspended",
     "SessionBusy",
     "SessionExists",
+    "ScheduleNotFound",
     "SessionNotFound",
     "StepBudgetExceeded",
     "StoreError",
+    "SleepSignal",
     "SuspendSignal",
     "ToolError",
     "WrongSuspensionKind",
@@ -101,6 +105,10 @@ class SessionNotFound(RepertoryError):
     """No session with that id exists in the store."""
 
 
+class ScheduleNotFound(RepertoryError):
+    """No schedule with that id exists (it was cancelled, or never was)."""
+
+
 class InvalidResumeToken(RepertoryError):
     """The token is not the run's live token: wrong, already used, or from an older suspension."""
 
@@ -151,6 +159,22 @@ class SuspendSignal(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (SuspendSignal, (self.reason, self.payload))
+
+
+class SleepSignal(SuspendSignal):
+    """Raised by ``sleep()`` inside a tool: suspend the run on a timer, for ``seconds`` or until ``until_ms``.
+
+    Exactly one of the two is set; the engine turns it into a ``timer`` suspension whose
+    ``wake_at`` it computes from its clock (so a test's clock decides what "in an hour" means).
+    """
+
+    def __init__(self, seconds: float | None = None, until_ms: int | None = None, reason: str | None = None) -> None:
+        super().__init__(reason=reason)
+        self.seconds = seconds
+        self.until_ms = until_ms
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SleepSignal, (self.seconds, self.until_ms, self.reason))
 
 
 class MissingExtra(ImportError):

@@ -68,6 +68,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("ray_failover", "a node of a three-node Ray cluster dies; its sessions are served elsewhere",
               quick_skip="starts a three-node Ray cluster; `python -m benchmarks.ray_failover --quick` runs it"),
     Benchmark("http", "repertory serve through langgraph-sdk: create + wait, stream, concurrent clients"),
+    Benchmark("timers", "100,000 armed timers: memory per timer, the scheduler's queries, wake latency"),
 )  # fmt: skip
 
 Entry = Callable[[bool, Path, bool], Report]

@@ -125,7 +125,13 @@ async def start_ray_client(
 
 
 async def start_ray_backend(config: BackendConfig) -> SessionBackend:
-    """The ``ray`` backend: a ``RayHostClient`` to this store's hosts, started or joined (``start_ray_client``)."""
+    """The ``ray`` backend: a ``RayHostClient`` to this store's hosts, started or joined (``start_ray_client``).
+
+    Hosts keep time on their own wall clocks (each host's scheduler wakes the timers of the
+    sessions it owns), so a ``clock`` is refused: it could not be shared with their processes.
+    """
+    if config.clock is not None:
+        raise ValueError("clock= is for backend='local': Ray hosts keep the wall clock")
     return await start_ray_client(
         store=config.store,
         store_url=config.store_url,

@@ -416,6 +416,13 @@ class RayHostClient:
         self._feeds.clear()
         self._batchers.clear()
 
+    # -- time ---------------------------------------------------------------------------------------
+
+    def nudge_timers(self, session_id: str | None) -> None:
+        """Tell every host to look at its schedules now (fire and forget; each still polls on its own)."""
+        for host in self._all_hosts():
+            host.nudge_timers.remote(session_id)
+
     # -- administration -----------------------------------------------------------------------------
 
     def _all_hosts(self) -> list[Any]:

@@ -289,6 +289,11 @@ class SessionHost:
         host = await self._ready()
         return host.resident
 
+    async def nudge_timers(self, session_id: str | None) -> None:
+        """A schedule changed: this host's scheduler looks again now (``LocalHost.nudge_timers``)."""
+        host = await self._ready()
+        host.nudge_timers(session_id)
+
     async def close(self) -> None:
         """Detach every session (runs stay as committed) and close the store."""
         host = await self._ready()

@@ -117,6 +117,13 @@ def _register_session_commands() -> None:
     register(app)
 
 
+def _register_schedule_commands() -> None:
+    """schedules (list, cancel, timers) live in their own module."""
+    from repertory.cli.schedules import register
+
+    register(app)
+
+
 def _register_serve_command() -> None:
     """serve (the HTTP server) lives in its own module; FastAPI is imported only when it runs."""
     from repertory.cli.serve import register
@@ -125,4 +132,5 @@ def _register_serve_command() -> None:
 
 
 _register_session_commands()
+_register_schedule_commands()
 _register_serve_command()

@@ -12,6 +12,7 @@ come from ``REPERTORY_API_KEYS`` (whitespace-separated), which keeps them out of
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import sys
 from typing import Annotated
@@ -133,6 +134,14 @@ def serve(
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", min=1, help="Largest request body.")] = 1 << 20,
     max_streams: Annotated[int, typer.Option("--max-streams", min=1, help="Open SSE streams per key.")] = 16,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn's log level.")] = "info",
+    webhook_secret: Annotated[
+        str | None,
+        typer.Option(
+            "--webhook-secret",
+            envvar="REPERTORY_WEBHOOK_SECRET",
+            help="Signs run webhooks (X-Repertory-Signature, HMAC-SHA256); without it, runs asking for one get 422.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the runtime over HTTP: LangGraph's API (langgraph-sdk, agent-chat-ui) with OpenAPI at /openapi.json.
 
@@ -150,6 +159,7 @@ def serve(
         max_streams,
         log_level,
         ui_only=False,
+        webhook_secret=webhook_secret,
     )
 
 
@@ -186,12 +196,15 @@ def _run(
     log_level: str,
     *,
     ui_only: bool,
+    webhook_secret: str | None = None,
 ) -> None:
     """What ``serve`` and ``ui`` share: check, bind, start the runtime, serve until Ctrl-C."""
     if backend not in ("local", "ray"):
         raise RepertoryError(f"--backend must be local or ray, not {backend!r}")
     require("repertory serve", "http")  # before the port is taken; the CLI prints it as one line
     keys = _keys(api_key or [])
+    if webhook_secret:  # read by repertory.http.webhooks.WebhookSettings in this process
+        os.environ["REPERTORY_WEBHOOK_SECRET"] = webhook_secret
     registry = load_agents(agents)  # a bad --agents fails before the port is taken
     sock = _listen(host, port)
     tune_gc()  # a server process holds many sessions (see repertory.runtime.gc_tuning)

@@ -36,7 +36,12 @@ SCHEMA_VERSION = 1
 _M = TypeVar("_M", bound=BaseModel)
 
 RunStatus = Literal["running", "suspended", "done", "error", "cancelled"]
-SuspendKind = Literal["suspend", "approval"]
+SuspendKind = Literal["suspend", "approval", "timer"]
+"""``suspend``: a tool's ``suspend()``; ``approval``: a tool that needs one; ``timer``: a tool's ``sleep()``."""
+
+
+def _is_none(value: object) -> bool:
+    return value is None
 
 
 def _check_version(value: int) -> int:
@@ -80,7 +85,11 @@ class Usage(BaseModel):
 
 
 class SuspendReason(BaseModel):
-    """Why a run is paused and the single-use token that continues it."""
+    """Why a run is paused and the single-use token that continues it.
+
+    ``wake_at`` (epoch ms) is set for a ``timer``: when the runtime redeems the token itself. It is
+    left out of the JSON form when ``None``, so records written before timers existed read the same.
+    """
 
     model_config = ConfigDict(extra="forbid")
     token: str
@@ -88,6 +97,7 @@ class SuspendReason(BaseModel):
     reason: str | None = None
     payload: JsonValue | None = None
     tool_call_id: str | None = None
+    wake_at: int | None = Field(default=None, exclude_if=_is_none)
 
 
 class ErrorInfo(BaseModel):
@@ -110,6 +120,7 @@ class PendingCall(BaseModel):
     reason: str | None = None
     payload: JsonValue | None = None
     requested_at: int = Field(default_factory=now_ms)
+    wake_at: int | None = Field(default=None, exclude_if=_is_none)  # a timer's due time (epoch ms)
 
 
 class ApprovalRecord(BaseModel):

@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse
 from repertory.core.principal import Principal
 from repertory.errors import RepertoryError
 from repertory.http.auth import ApiKeys, BodyLimit, StreamSlots
+from repertory.http.crons import cron_routes
 from repertory.http.docs import AssistantOut, responses
 from repertory.http.errors import status_for
 from repertory.http.gateway import Gateway, contains
@@ -30,6 +31,7 @@ from repertory.http.schemas import AssistantSearch
 from repertory.http.threads import thread_routes
 from repertory.http.ui import WebUI
 from repertory.http.views import assistant_view
+from repertory.http.webhooks import Webhooks, WebhookSettings
 from repertory.tree.runtime import Runtime
 
 __all__ = ["create_app"]
@@ -61,6 +63,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_streams_per_key: int = 16,
     cors_origins: Iterable[str] | None = None,
+    webhooks: WebhookSettings | None = None,
 ) -> Any:
     """An ASGI app serving ``runtime`` as LangGraph's API (threads, runs, SSE streams, interrupts).
 
@@ -70,18 +73,23 @@ def create_app(
     (429 above it; without keys every caller shares one count). ``cors_origins`` lets browsers on
     those origins (``"*"`` for any) call the API directly, as agent-chat-ui does when it is given
     the server's URL; keys travel in headers, never cookies, so no credentials mode is needed.
+    ``webhooks`` sets how run webhooks are signed and retried (default: the secret from
+    ``REPERTORY_WEBHOOK_SECRET``; without a secret, a run asking for a webhook is refused).
     """
     keys = ApiKeys(api_keys)
     gw = Gateway(runtime)
     runs = RunBook(gw)
     slots = StreamSlots(max_streams_per_key)
     ui = WebUI(runtime, keys)
+    hooks = runs.webhooks = Webhooks(gw, webhooks)  # -- durable time: completion webhooks
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await hooks.start()
         yield
         await gw.close()
         await ui.close()
+        await hooks.close()
 
     app = FastAPI(
         title="repertory",
@@ -116,7 +124,7 @@ def create_app(
             "server": "repertory",
             "backend": runtime.backend,
             "auth": keys.enabled,
-            "flags": {"assistants": True, "crons": False, "langsmith": False, "strict_resume": True},
+            "flags": {"assistants": True, "crons": True, "langsmith": False, "strict_resume": True},
             "assistants": list(gw.agents),
         }
 
@@ -156,6 +164,7 @@ def create_app(
         return JSONResponse(assistant_view(assistant_id, gw.agent(assistant_id), gw.started_at))
 
     app.include_router(thread_routes(gw, auth))
+    app.include_router(cron_routes(gw, auth))  # -- durable time: LangGraph's cron routes
     app.include_router(run_routes(gw, runs, slots, auth))
     app.mount("/ui", ui.app)  # the web UI (repertory.http.ui): its own pages, login and CSRF checks
     origins = list(cors_origins or ())

@@ -104,7 +104,7 @@ def parse_resume(resume: JsonValue, run: RunState, agent: Agent, by: dict[str, A
     on = run.suspended_on
     if run.status != "suspended" or on is None:
         raise HttpError("the thread has no interrupt waiting for command.resume", status=409)
-    if on.kind == "suspend":
+    if on.kind in ("suspend", "timer"):  # a timer's token: a resume wakes it early
         return [Decision("resume", on.tool_call_id, value=resume)]
     calls = [p for p in run.pending if p.kind == "approval"]
     items = _items(resume)

@@ -30,6 +30,7 @@ from repertory.http.gateway import Gateway
 from repertory.http.hitl import apply_decisions, parse_resume
 from repertory.http.schemas import RunCreate
 from repertory.http.views import run_status, run_view, thread_status
+from repertory.http.webhooks import Webhooks
 from repertory.runtime.actor import IfBusy
 from repertory.tree.handle import TurnHandle
 
@@ -76,6 +77,7 @@ class RunBook:
         self.gw = gateway
         self.capacity = capacity
         self._runs: collections.OrderedDict[str, HttpRun] = collections.OrderedDict()
+        self.webhooks: Webhooks | None = None  # set by create_app: keeps the runs' ``webhook`` promises
 
     def _remember(self, run: HttpRun) -> None:
         self._runs[run.run_id] = run
@@ -175,6 +177,10 @@ class RunBook:
             assert queued is not None
             run = make(queued.run_id, queued.submission_id)
         self._remember(run)
+        if body.webhook and self.webhooks is not None:
+            await self.webhooks.promise(body.webhook, thread_id=tid, submission_id=run.submission_id, run_id=run.run_id,
+                                        assistant_id=record.agent, metadata=run.metadata,
+                                        wait=lambda: self.wait_rest(run))  # fmt: skip
         return run
 
     # -- finding ------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Request bodies, as ``langgraph-sdk`` sends them, validated before anything runs.
 
-Fields the LangGraph API defines and repertory does not serve (webhooks, delayed runs,
+Fields the LangGraph API defines and repertory does not serve (delayed runs,
 ``interrupt_before``, supersteps, TTLs) are declared, so a request that uses one is answered 422
 with a sentence saying so instead of being half-obeyed. Unknown fields are ignored, as the
 LangGraph server does, so a newer client keeps working. Strings with lone surrogates (valid JSON
@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from repertory.http.convert import input_text
 from repertory.http.errors import HttpError
+from repertory.http.webhooks import check_webhook_url
 
 __all__ = [
     "STREAM_MODES",
@@ -199,7 +200,7 @@ class RunCreate(_Body):
                 "@tool(requires_approval=True) or suspend()"
             )
         if self.webhook:
-            raise ValueError("webhooks are not supported by repertory")
+            check_webhook_url(self.webhook)  # repertory.http.webhooks POSTs the run's end there
         if self.after_seconds:
             raise ValueError("delayed runs (after_seconds) are not supported by repertory")
         if self.feedback_keys:

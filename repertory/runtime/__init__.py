@@ -34,7 +34,7 @@ from repertory.core.state import (
 from repertory.runtime.agent import Agent
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal, Signal
-from repertory.runtime.tools import Tool, ToolContext, suspend, tool
+from repertory.runtime.tools import Tool, ToolContext, sleep, suspend, tool
 
 __all__ = [
     "AbortSignal",
@@ -55,6 +55,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolSpec",
+    "sleep",
     "suspend",
     "tool",
     "ErrorInfo",

@@ -15,8 +15,9 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from repertory.core.clock import iso_ms
 from repertory.core.ids import now_ms
-from repertory.core.messages import ModelMessage, Origin
+from repertory.core.messages import ModelMessage, Origin, ToolResultPart
 from repertory.core.state import RunState, SuspendKind, snapshot
 from repertory.core.store import SessionStore
 from repertory.errors import (
@@ -24,12 +25,15 @@ from repertory.errors import (
     RunNotFound,
     WrongSuspensionKind,
 )
+from repertory.runtime._calls import tool_message
 from repertory.runtime._loop import Drive
 
 __all__ = [
     "SessionInput",
+    "SuspendKinds",
     "approve",
     "checked_run",
+    "wake_timer",
     "held_run",
     "input_messages",
     "reject",
@@ -99,12 +103,43 @@ def reject(reason: str) -> Callable[[Drive], tuple[str, ...]]:
     return decide
 
 
+def wake_timer(at: int, early: bool, value: Any = None) -> Callable[[Drive], tuple[str, ...]]:
+    """Answer the live timer's call with when it woke (``early``: a human resumed it, with ``value``)."""
+
+    def decide(drive: Drive) -> tuple[str, ...]:
+        pending = drive.run_state.pending[0]
+        planned = "" if pending.wake_at is None else f" (it was set for {iso_ms(pending.wake_at)})"
+        if early:
+            text = f"woken early at {iso_ms(at)} by a resume{planned}"
+            if value is not None:
+                text += f": {value_text(value)}"
+        else:
+            text = f"woke at {iso_ms(at)}{planned}"
+        part = ToolResultPart(tool_call_id=pending.tool_call_id, tool_name=pending.tool_name, result=text)
+        drive.append(tool_message([part]))
+        drive.emit(
+            "tool.result",
+            {"tool_call_id": part.tool_call_id, "tool_name": part.tool_name, "result": text, "is_error": False},
+        )
+        return ()
+
+    return decide
+
+
+SuspendKinds = SuspendKind | tuple[SuspendKind, ...]
+"""The suspension kind(s) a decision may redeem: ``resume()`` answers a ``suspend`` or wakes a ``timer``."""
+
+
+def _kinds(kind: SuspendKinds) -> tuple[SuspendKind, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
 def _live_token_matches(run: RunState, token: str) -> bool:
     live = run.suspended_on.token if run.status == "suspended" and run.suspended_on is not None else None
     return live is not None and isinstance(token, str) and secrets.compare_digest(live.encode(), token.encode())
 
 
-def held_run(held: RunState | None, run_id: str, token: str, kind: SuspendKind) -> RunState | None:
+def held_run(held: RunState | None, run_id: str, token: str, kind: SuspendKinds) -> RunState | None:
     """A copy of the session's own state of the run when it waits on exactly this token and kind.
 
     It saves reading the run again (the actor read it when it activated, or committed it itself).
@@ -115,10 +150,10 @@ def held_run(held: RunState | None, run_id: str, token: str, kind: SuspendKind) 
     if held is None or held.run_id != run_id or not _live_token_matches(held, token):
         return None
     assert held.suspended_on is not None
-    return snapshot(held) if held.suspended_on.kind == kind else None
+    return snapshot(held) if held.suspended_on.kind in _kinds(kind) else None
 
 
-async def checked_run(store: SessionStore, run_id: str, token: str, kind: SuspendKind) -> RunState:
+async def checked_run(store: SessionStore, run_id: str, token: str, kind: SuspendKinds) -> RunState:
     """The stored run, checked in the documented order: it exists, the token is live, the kind matches."""
     run = await store.load_run(run_id)
     if run is None:
@@ -126,8 +161,8 @@ async def checked_run(store: SessionStore, run_id: str, token: str, kind: Suspen
     if not _live_token_matches(run, token):
         raise InvalidResumeToken(f"not the live resume token of run {run_id!r}", run_id=run_id)
     assert run.suspended_on is not None
-    if run.suspended_on.kind != kind:
-        use = "resume()" if run.suspended_on.kind == "suspend" else "approve_tool() or reject_tool()"
+    if run.suspended_on.kind not in _kinds(kind):
+        use = "approve_tool() or reject_tool()" if run.suspended_on.kind == "approval" else "resume()"
         raise WrongSuspensionKind(
             f"run {run_id!r} is suspended for {run.suspended_on.kind!r}; use {use}", run_id=run_id
         )

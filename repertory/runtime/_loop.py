@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from repertory.core.clock import Clock, SystemClock
 from repertory.core.history import MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.memory import Memory
@@ -41,6 +42,7 @@ from repertory.runtime.agent import Agent
 from repertory.runtime.events import Outbox
 from repertory.runtime.output import parse_output
 from repertory.runtime.signals import AbortSignal
+from repertory.runtime.timekeeper import TimerArm
 from repertory.runtime.tools import Tool
 
 __all__ = ["Drive", "OUTPUT_RETRIES", "parse_output"]  # parse_output: its home is repertory.runtime.output
@@ -48,6 +50,7 @@ __all__ = ["Drive", "OUTPUT_RETRIES", "parse_output"]  # parse_output: its home 
 MODEL_ORIGIN = Origin(kind="model")
 FEEDBACK_ORIGIN = Origin(kind="system", id="output-validation")
 OUTPUT_RETRIES = 2
+_SYSTEM_CLOCK = SystemClock()
 
 
 class Drive:
@@ -88,6 +91,9 @@ class Drive:
         self.signal = signal
         self.just_decided = set(just_decided)
         self.messages = history.messages
+        # Durable time (set by the session): the clock a sleep() reads, and who arms its timer.
+        self.clock: Clock = _SYSTEM_CLOCK
+        self.timers: TimerArm | None = None
         self.cancel_requested = False
         self.output: BaseModel | None = None
         settings = agent.settings

@@ -4,19 +4,28 @@
 what it gets: an approval request, a rejection, the tool's real result, a suspension, or (after a
 crash, for a tool that is not idempotent) "outcome unknown". It queues approvals before suspends so
 a human is asked one thing at a time, in call order, and suspends on the first with a fresh token.
+
+A call that went to ``sleep()`` gets no result yet: it waits, like an approval, until its timer is
+woken (or a human resumes it early), and the wake writes its result, which says when it woke. Its
+timer row is armed before the suspension is committed, so a crash in between leaves a timer for a
+token that never became live (woken, it fails redemption and is dropped), never a suspension
+without a timer.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
+from repertory.core.clock import iso_ms
 from repertory.core.ids import new_token
 from repertory.core.messages import ToolResultPart
 from repertory.core.state import ApprovalRecord, PendingCall, SuspendReason
+from repertory.errors import SleepSignal
 from repertory.runtime._calls import error_result, run_calls, tool_message, unanswered_calls
 from repertory.runtime.tools import Tool, ToolContext
 
@@ -111,6 +120,9 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
             names = ", ".join(sorted({t.name for t, *_ in jobs}))
             raise ValueError(f"a tool ({names}) put a value into ctx.scratch that is not JSON: {exc}") from None
         for (tool, call, args, _), outcome in zip(jobs, outcomes, strict=True):
+            if isinstance(outcome.suspend, SleepSignal):
+                suspends.append(_timer_call(drive, tool.name, call.tool_call_id, args, outcome.suspend))
+                continue  # answered when it wakes
             results[call.tool_call_id] = outcome.result
             if outcome.suspend is not None:
                 payload: JsonValue = json.loads(json.dumps(outcome.suspend.payload, default=str))
@@ -142,24 +154,47 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
             ApprovalRecord(tool_call_id=p.tool_call_id, tool_name=p.tool_name, args=p.args, requested_at=p.requested_at)
         )
     waiting = [p for p in run.pending if p.kind == "approval"] + approvals
-    run.pending = waiting + [p for p in run.pending if p.kind == "suspend"] + suspends
+    run.pending = waiting + [p for p in run.pending if p.kind != "approval"] + suspends
     if run.pending:
         await suspend_on_first(drive)
         return True
     return False
 
 
+def _timer_call(drive: Drive, tool_name: str, call_id: str, args: dict[str, Any], signal: SleepSignal) -> PendingCall:
+    """The pending timer of a call that slept; its due time is read from the drive's clock now."""
+    if signal.until_ms is not None:
+        wake_at = signal.until_ms
+    else:
+        wake_at = drive.clock.now_ms() + math.ceil((signal.seconds or 0) * 1000)
+    return PendingCall(
+        kind="timer",
+        tool_call_id=call_id,
+        tool_name=tool_name,
+        args=args,
+        reason=signal.reason or f"sleeping until {iso_ms(wake_at)}",
+        wake_at=wake_at,
+    )
+
+
 async def suspend_on_first(drive: Drive) -> None:
-    """Suspend on the first pending call with a fresh token, and commit."""
+    """Suspend on the first pending call with a fresh token, and commit (a timer is armed first)."""
     run = drive.run_state
     first = run.pending[0]
     payload: JsonValue = first.payload
     if first.kind == "approval":
         payload = {"tool_name": first.tool_name, "args": first.args, "tool_call_id": first.tool_call_id}
     run.suspended_on = SuspendReason(
-        token=new_token(), kind=first.kind, reason=first.reason, payload=payload, tool_call_id=first.tool_call_id
+        token=new_token(),
+        kind=first.kind,
+        reason=first.reason,
+        payload=payload,
+        tool_call_id=first.tool_call_id,
+        wake_at=first.wake_at,
     )
     run.status = "suspended"
+    if first.kind == "timer" and first.wake_at is not None and drive.timers is not None:
+        await drive.timers.arm(run.run_id, run.thread_id, run.suspended_on.token, first.wake_at)
     # Emitted before the commit so they are durable with the suspension itself: emitted after it,
     # they waited in the buffer for the next commit (the decision), so nobody saw the request in time.
     data = {
@@ -169,6 +204,8 @@ async def suspend_on_first(drive: Drive) -> None:
         "payload": payload,
         "tool_call_id": first.tool_call_id,
     }
+    if first.wake_at is not None:
+        data["wake_at"] = first.wake_at
     if first.kind == "approval":
         drive.emit("approval.requested", data)
     drive.emit("run.suspended", data)

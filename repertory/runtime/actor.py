@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from repertory.core.clock import Clock
 from repertory.core.ids import new_id, now_ms
 from repertory.core.memory import Memory
 from repertory.core.messages import ModelMessage
@@ -34,6 +35,7 @@ from repertory.runtime.agent import Agent
 from repertory.runtime.events import EventBus
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal
+from repertory.runtime.timekeeper import TimerArm
 
 __all__ = ["IfBusy", "SessionActor"]
 
@@ -71,12 +73,23 @@ class SessionActor:
         resolve_output: Callable[[str | None], type[BaseModel] | None],
         listeners: list[Callable[[SessionEvent], None]] | None = None,
         memory: Memory | None = None,
+        clock: Clock | None = None,
+        timers: TimerArm | None = None,
     ) -> None:
         self.id = record.session_id
         self.record = record
         self.store = store
         self.bus = EventBus(self.id, last_seq, listeners)
-        self.session = Session(store=store, agent=agent, memory=memory, thread_id=self.id, outbox=self.bus, origin=None)
+        self.session = Session(
+            store=store,
+            agent=agent,
+            memory=memory,
+            thread_id=self.id,
+            outbox=self.bus,
+            origin=None,
+            clock=clock,
+            timers=timers,
+        )
         self.session.adopt_state(last_run)
         self._resolve_output = resolve_output
         self._jobs: collections.deque[_Job] = collections.deque()

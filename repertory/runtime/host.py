@@ -6,6 +6,10 @@ a million rows, not a million objects. On start the host finishes every turn a p
 left ``queued`` or ``running``; on close it detaches (runs stay as last committed, as after a
 crash) instead of cancelling anything.
 
+Time: when the store keeps time (every built-in store does, ``TimedStore``), the host runs one
+``TimeKeeper`` task that wakes the timers and fires the schedules of the sessions it owns; timers
+are armed by its actors' drives through ``_TimerRows``, and an overdue timer fires at start.
+
 ``LocalHost`` is one implementation of ``repertory.tree.backend.SessionBackend``, the one written
 statement of what a backend does (it conforms structurally: the engine cannot import the tree
 package above it, and mypy checks the fit where ``repertory.tree.local`` returns it). A Ray
@@ -24,6 +28,7 @@ from typing import Any, assert_never
 
 from pydantic import BaseModel
 
+from repertory.core.clock import Clock, SystemClock
 from repertory.core.decisions import Approve, Decision, Reject, Resume
 from repertory.core.ids import now_ms
 from repertory.core.memory import Memory
@@ -32,6 +37,7 @@ from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
 from repertory.core.store import TreeStore
+from repertory.core.timing import ScheduleRecord, TimedStore, TimerRecord, firing_submission_id
 from repertory.core.tree import (
     NewSession,
     SessionEvent,
@@ -40,11 +46,12 @@ from repertory.core.tree import (
     TurnKind,
     TurnRecord,
 )
-from repertory.errors import CommitConflict, RepertoryError, SessionExists, SessionNotFound
+from repertory.errors import CommitConflict, RepertoryError, SessionExists, SessionNotFound, StoreError
 from repertory.runtime.actor import IfBusy, SessionActor, type_path
 from repertory.runtime.agent import Agent
 from repertory.runtime.results import turn_result
 from repertory.runtime.session import Session
+from repertory.runtime.timekeeper import TimeKeeper, log
 
 __all__ = ["LocalHost", "MemoryFactory", "lookup_agent", "resolve_output_type"]
 
@@ -82,6 +89,27 @@ def _resolve_output(known: dict[str, type[BaseModel]], path: str | None) -> type
     return known.get(path) or resolve_output_type(path)
 
 
+class _TimerRows:
+    """The ``TimerArm`` every actor of a host shares: writes a timer's row, then nudges the scheduler.
+
+    Its own small object rather than the host, so actors hold no reference back to their host.
+    """
+
+    def __init__(self, store: TreeStore, keeper: TimeKeeper | None) -> None:
+        self.store = store
+        self.keeper = keeper
+
+    async def arm(self, run_id: str, session_id: str, token: str, wake_at: int) -> None:
+        """Persist the timer (before the suspension commits) and tell the scheduler."""
+        if not isinstance(self.store, TimedStore):
+            raise StoreError(f"{type(self.store).__name__} keeps no timers (a TimeStore), so sleep() cannot wait")
+        await self.store.arm_timer(
+            TimerRecord(run_id=run_id, session_id=session_id, token=token, wake_at=wake_at, due_at=wake_at)
+        )
+        if self.keeper is not None:
+            self.keeper.nudge(wake_at)
+
+
 class _Abandoned(Exception):
     """The caller that was activating a session was cancelled before it finished."""
 
@@ -96,10 +124,19 @@ class LocalHost:
         *,
         idle_timeout: float = 300.0,
         memory: MemoryFactory | None = None,
+        clock: Clock | None = None,
+        poll_interval: float = 5.0,
     ) -> None:
         if idle_timeout <= 0:
             raise ValueError("idle_timeout must be > 0 seconds")
         self.store = store
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.timekeeper: TimeKeeper | None = None
+        if isinstance(store, TimedStore):
+            self.timekeeper = TimeKeeper(
+                store, self.clock, wake=self._wake_timer, fire=self._fire_schedule, poll_interval=poll_interval
+            )
+        self._timer_rows = _TimerRows(store, self.timekeeper)
         self.memory = memory
         self.agents = dict(agents)
         self.idle_timeout = idle_timeout
@@ -129,9 +166,13 @@ class LocalHost:
             actor = await self.actor(session_id)
             actor.resume_open_turns(turns)
         self._reaper = asyncio.get_running_loop().create_task(self._reap(), name="repertory-passivation")
+        if self.timekeeper is not None:
+            self.timekeeper.start(owns)
 
     async def close(self) -> None:
         """Stop every actor without touching durable state; open turns resume on the next start."""
+        if self.timekeeper is not None:
+            await self.timekeeper.close()
         if self._reaper is not None:
             self._reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -220,6 +261,8 @@ class LocalHost:
             resolve_output=self._resolve,
             listeners=self._listeners.setdefault(session_id, []),
             memory=None if self.memory is None else self.memory(record, self.store),
+            clock=self.clock,
+            timers=self._timer_rows,
         )
         self._actors[session_id] = actor
         self.activations += 1
@@ -366,3 +409,40 @@ class LocalHost:
                     assert_never(decision)
 
         return await actor.decide(run)
+
+    # -- time ---------------------------------------------------------------------------------------
+
+    def nudge_timers(self, session_id: str | None) -> None:
+        """A timer or schedule of ``session_id`` (``None``: of no session) changed: the scheduler looks again now."""
+        if self.timekeeper is not None:
+            self.timekeeper.nudge()
+
+    async def _wake_timer(self, timer: TimerRecord, now: int) -> None:
+        """Redeem a due timer's token in the session's mailbox, as a human resume would be."""
+        actor = await self.actor(timer.session_id)
+        await actor.decide(functools.partial(_wake, timer.token, now))
+
+    async def _fire_schedule(self, schedule: ScheduleRecord, fire_at: int) -> None:
+        """Queue a firing's turn under its derived submission id (a second attempt finds it queued)."""
+        submission_id = firing_submission_id(schedule.schedule_id, fire_at)
+        session_id = schedule.session_id
+        if session_id is None:  # each firing on a session of its own, whose id is the firing's
+            session_id = submission_id
+            spec = NewSession(
+                agent=schedule.agent, session_id=session_id, metadata={"schedule_id": schedule.schedule_id}
+            )
+            with contextlib.suppress(SessionExists):
+                await self.create_session(spec)
+        try:
+            await self.send(session_id, schedule.message, schedule.kind, "enqueue", None, submission_id)
+        except SessionNotFound:
+            log.warning("schedule %s names session %s, which is gone; the schedule is removed", schedule.schedule_id,
+                        session_id)  # fmt: skip
+            assert isinstance(self.store, TimedStore)
+            await self.store.delete_schedule(schedule.schedule_id)
+        except CommitConflict:
+            pass  # another host queued this firing's turn at the same moment: it runs there, once
+
+
+async def _wake(token: str, at: int, session: Session) -> RunResult:
+    return await session.wake(token, at=at)

@@ -18,12 +18,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from repertory.core.clock import Clock, SystemClock
 from repertory.core.history import MessageHistory
 from repertory.core.ids import new_id, now_ms
 from repertory.core.memory import Memory, fold_context
 from repertory.core.messages import ModelMessage, Origin
 from repertory.core.result import RunResult
-from repertory.core.state import RunState, SuspendKind, snapshot
+from repertory.core.state import RunState, snapshot
 from repertory.core.store import SessionStore
 from repertory.errors import (
     CommitConflict,
@@ -36,6 +37,7 @@ from repertory.errors import (
 from repertory.runtime._control import commit_cancelled, pair_unanswered, supersede_open_runs
 from repertory.runtime._decisions import (
     SessionInput,
+    SuspendKinds,
     approve,
     checked_run,
     held_run,
@@ -43,12 +45,14 @@ from repertory.runtime._decisions import (
     reject,
     stored_run,
     value_text,
+    wake_timer,
 )
 from repertory.runtime._loop import Drive
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import Outbox
 from repertory.runtime.output import parse_output
 from repertory.runtime.signals import AbortSignal, Signal
+from repertory.runtime.timekeeper import TimerArm
 
 __all__ = ["Session", "SessionInput", "snapshot"]
 
@@ -60,6 +64,9 @@ class Session:
 
     ``thread_id`` continues an existing conversation (default: a fresh one). ``on_checkpoint`` is
     called after every commit with a copy of the run state; ``watch()`` offers the same as a signal.
+    ``clock`` is what a tool's ``sleep()`` reads (default: the wall clock); ``timers`` makes a
+    timer durable when a run sleeps (a runtime's host passes its own; a bare session has none, so
+    only ``wake()`` or ``resume()`` ends its sleep).
     """
 
     def __init__(
@@ -72,8 +79,12 @@ class Session:
         on_checkpoint: Callable[[RunState], None] | None = None,
         outbox: Outbox | None = None,
         origin: Origin | None = USER_ORIGIN,
+        clock: Clock | None = None,
+        timers: TimerArm | None = None,
     ) -> None:
         self.store = store
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.timers = timers
         self.agent = agent
         self.memory = memory
         self.thread_id = thread_id or new_id()
@@ -163,7 +174,7 @@ class Session:
         output_type: type[BaseModel] | None,
         just_decided: tuple[str, ...] = (),
     ) -> Drive:
-        return Drive(
+        drive = Drive(
             store=self.store,
             agent=self.agent,
             run=run,
@@ -177,6 +188,8 @@ class Session:
             signal=signal,
             just_decided=just_decided,
         )
+        drive.clock, drive.timers = self.clock, self.timers
+        return drive
 
     async def _drive_for(
         self,
@@ -329,7 +342,7 @@ class Session:
         self,
         run_id: str,
         token: str,
-        kind: SuspendKind,
+        kind: SuspendKinds,
         signal: AbortSignal | None,
         decide: Callable[[Drive], tuple[str, ...]],
     ) -> RunResult:
@@ -366,14 +379,31 @@ class Session:
             raise
 
     async def resume(self, token: str, value: Any, *, signal: AbortSignal | None = None) -> RunResult:
-        """Answer a ``suspend()``: ``value`` becomes a user message (a string verbatim, else JSON)."""
+        """Answer a ``suspend()``: ``value`` becomes a user message (a string verbatim, else JSON).
+
+        The token of a ``timer`` is accepted too: the sleep ends early, and the call's result says
+        so (with ``value`` in it); the timer itself then finds its token used and does nothing.
+        """
         run = self._require_run()
 
         def decide(drive: Drive) -> tuple[str, ...]:
+            if drive.run_state.pending and drive.run_state.pending[0].kind == "timer":
+                return wake_timer(self.clock.now_ms(), True, value)(drive)
             drive.append(ModelMessage.user(value_text(value), origin=self.origin))
             return ()
 
-        return await self._redeem(run.run_id, token, "suspend", signal, decide)
+        return await self._redeem(run.run_id, token, ("suspend", "timer"), signal, decide)
+
+    async def wake(self, token: str, *, at: int | None = None, signal: AbortSignal | None = None) -> RunResult:
+        """Wake a run sleeping on a timer (what the runtime does at ``wake_at``): the call's result says when.
+
+        The token is redeemed exactly as by ``resume()``, single-use, so of a timer firing in two
+        processes and a human resuming early only one proceeds; the others get ``InvalidResumeToken``.
+        ``at`` is the wake time written in the result (default: the session's clock now).
+        """
+        run = self._require_run()
+        woke = self.clock.now_ms() if at is None else at
+        return await self._redeem(run.run_id, token, "timer", signal, wake_timer(woke, False))
 
     async def approve_tool(
         self, token: str, approval: Any = None, args: dict[str, Any] | None = None, *, signal: AbortSignal | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol, cast, get_type_hints, overload, runtime_checkable
@@ -21,9 +22,9 @@ from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, create_m
 from pydantic_core import to_jsonable_python
 
 from repertory.core.model import ToolSpec
-from repertory.errors import SuspendSignal, ToolError
+from repertory.errors import SleepSignal, SuspendSignal, ToolError
 
-__all__ = ["ApprovalPolicy", "Tool", "ToolContext", "ToolSource", "suspend", "tool"]
+__all__ = ["ApprovalPolicy", "Tool", "ToolContext", "ToolSource", "sleep", "suspend", "tool"]
 
 ApprovalPolicy = bool | Callable[[dict[str, Any]], bool]
 """``requires_approval``: always (``True``), never (``False``), or decided per call from its arguments."""
@@ -49,6 +50,27 @@ class ToolContext:
 def suspend(reason: str | None = None, payload: Any = None) -> NoReturn:
     """Pause the run from inside a tool; the resume value arrives later as a user message."""
     raise SuspendSignal(reason=reason, payload=payload)
+
+
+def sleep(seconds: float | None = None, until_ms: int | None = None) -> NoReturn:
+    """Suspend the run on a durable timer: for ``seconds``, or until the epoch-millisecond ``until_ms``.
+
+    The run suspends with ``SuspendReason(kind="timer", wake_at=...)`` and the runtime wakes it once
+    at that time, also after a restart (an overdue timer fires at start). The call's result, which
+    the model reads, says when it woke. A human may wake it early with ``resume(token, value)``.
+    Give exactly one argument; a bad one raises ``ValueError`` (the model reads it as the tool's
+    error). Inside a bare ``Session`` nothing wakes the run but ``Session.wake`` or ``resume``.
+    """
+    if (seconds is None) == (until_ms is None):
+        raise ValueError("sleep() takes exactly one of seconds= or until_ms=")
+    if seconds is not None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
+            raise ValueError(f"sleep(seconds=...) needs a finite number, not {seconds!r}")
+        if seconds < 0:
+            raise ValueError(f"sleep(seconds=...) cannot be negative, got {seconds!r}")
+    elif isinstance(until_ms, bool) or not isinstance(until_ms, int) or until_ms < 0:
+        raise ValueError(f"sleep(until_ms=...) needs epoch milliseconds (an int >= 0), not {until_ms!r}")
+    raise SleepSignal(seconds=seconds, until_ms=until_ms)
 
 
 class Tool:

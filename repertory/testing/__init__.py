@@ -6,7 +6,8 @@ Beside them: ``repertory.testing.pg_temp`` (a throwaway PostgreSQL server) and
 is not imported from here).
 """
 
+from repertory.testing.clock import ManualClock
 from repertory.testing.replay import ReplayModel
 from repertory.testing.scripted import ScriptedModel, Step, StepFunction
 
-__all__ = ["ReplayModel", "ScriptedModel", "Step", "StepFunction"]
+__all__ = ["ManualClock", "ReplayModel", "ScriptedModel", "Step", "StepFunction"]

@@ -122,6 +122,15 @@ class SessionBackend(Protocol):
         """Call ``listener`` with every event of the session from now on; returns the remover."""
         ...
 
+    # -- time ---------------------------------------------------------------------------------------
+
+    def nudge_timers(self, session_id: str | None) -> None:
+        """A schedule of ``session_id`` (``None``: one of no session) was added or removed: look again now.
+
+        Fire and forget: a host that misses it still sees the change at its next poll.
+        """
+        ...
+
     # -- administration -----------------------------------------------------------------------------
 
     def passivate_idle(self, older_than: float) -> int:

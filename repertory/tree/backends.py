@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, cast
 
+from repertory.core.clock import Clock
 from repertory.core.store import TreeStore
 from repertory.runtime.agent import Agent
 from repertory.runtime.host import MemoryFactory
@@ -64,6 +65,10 @@ class BackendConfig:
     host_options: dict[str, Any] | None = None
     ray_init: dict[str, Any] | None = None
     keep_hosts: bool | None = None
+    # Durable time: the clock timers and schedules run on (``None``: the wall clock), and how often
+    # a host's scheduler looks at the store for rows other processes armed.
+    clock: Clock | None = None
+    poll_interval: float = 5.0
 
 
 BackendFactory = Callable[[BackendConfig], Awaitable[SessionBackend]]

@@ -24,6 +24,7 @@ from repertory.runtime.results import turn_result
 
 if TYPE_CHECKING:
     from repertory.tree.runtime import Runtime
+    from repertory.tree.schedules import Schedule
 
 __all__ = ["Disposable", "SessionHandle", "TurnHandle"]
 
@@ -252,6 +253,22 @@ class SessionHandle:
     async def cancel(self) -> None:
         """Cancel the running turn, every queued one, and a suspended run."""
         await self._rt.host.cancel(self.id)
+
+    # -- schedules ----------------------------------------------------------------------------------
+
+    async def schedule(self, cron: str, message: Message, tz: str = "UTC", *, end_at: int | None = None) -> Schedule:
+        """Send ``message`` as one durable turn at every fire time of ``cron`` in time zone ``tz``.
+
+        Each firing runs at most once, also across restarts and runtimes; firings missed while
+        nothing ran are caught up once. The message's origin is this handle's principal.
+        """
+        return await self._rt.create_schedule(
+            cron, message, session_id=self.id, tz=tz, principal=self.principal, end_at=end_at
+        )
+
+    async def schedules(self) -> list[Schedule]:
+        """This session's schedules, oldest first."""
+        return await self._rt.schedules(self.id)
 
     async def usage(self, tree: bool = False) -> Usage:
         """Token usage of this session's runs; ``tree=True`` adds every descendant's."""

@@ -17,7 +17,14 @@ async def start_local_backend(config: BackendConfig) -> SessionBackend:
     """A started ``LocalHost``; an ``address`` (a cluster to join) is refused with ``ValueError``."""
     if config.address is not None:
         raise ValueError("address is for backend='ray'")
-    host = LocalHost(config.store, config.agents, idle_timeout=config.idle_timeout, memory=config.memory)
+    host = LocalHost(
+        config.store,
+        config.agents,
+        idle_timeout=config.idle_timeout,
+        memory=config.memory,
+        clock=config.clock,
+        poll_interval=config.poll_interval,
+    )
     try:
         await host.start()
     except BaseException:

@@ -20,17 +20,19 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from repertory.core.clock import Clock, SystemClock
 from repertory.core.ids import new_id
 from repertory.core.principal import Message, Principal, to_model_message
 from repertory.core.store import SessionStore, TreeStore
 from repertory.core.tree import NewSession, Placement
-from repertory.errors import SessionNotFound, StoreError
+from repertory.errors import ScheduleNotFound, SessionNotFound, StoreError
 from repertory.runtime.agent import Agent
 from repertory.runtime.host import MemoryFactory
 from repertory.tree.agent_specs import AgentSpec, resolve_agents
 from repertory.tree.backend import SessionBackend, Submission
 from repertory.tree.backends import BackendConfig, load_backend
 from repertory.tree.handle import SessionHandle, TurnHandle
+from repertory.tree.schedules import Schedule, new_schedule, time_store
 
 __all__ = ["Backend", "Runtime"]
 
@@ -41,8 +43,11 @@ Backend = str
 class Runtime:
     """Sessions, handles and their backend; create with ``await Runtime.start(...)``."""
 
-    def __init__(self, store: TreeStore, host: SessionBackend, backend: Backend, owns_store: bool) -> None:
+    def __init__(
+        self, store: TreeStore, host: SessionBackend, backend: Backend, owns_store: bool, clock: Clock | None = None
+    ) -> None:
         self._store = store
+        self.clock: Clock = clock if clock is not None else SystemClock()
         self._host = host
         self.backend: Backend = backend
         self._owns_store = owns_store
@@ -64,6 +69,8 @@ class Runtime:
         ray_init: dict[str, Any] | None = None,
         keep_hosts: bool | None = None,
         memory: MemoryFactory | None = None,
+        clock: Clock | None = None,
+        poll_interval: float = 5.0,
     ) -> Runtime:
         """Open the store (a URL or an open store), start the backend, and finish open turns.
 
@@ -113,6 +120,8 @@ class Runtime:
             host_options=host_options,
             ray_init=ray_init,
             keep_hosts=keep_hosts,
+            clock=clock,
+            poll_interval=poll_interval,
         )
         try:
             host = await factory(config)
@@ -120,7 +129,7 @@ class Runtime:
             if owns:
                 await opened.close()
             raise
-        return cls(opened, host, backend, owns)
+        return cls(opened, host, backend, owns, clock)
 
     @property
     def store(self) -> TreeStore:
@@ -208,6 +217,65 @@ class Runtime:
         if record is None:
             raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
         return SessionHandle(self, record, principal or Principal.user())
+
+    # -- schedules ----------------------------------------------------------------------------------
+
+    async def create_schedule(
+        self,
+        cron: str,
+        message: Message,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        tz: str = "UTC",
+        principal: Principal | None = None,
+        end_at: int | None = None,
+        enabled: bool = True,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> Schedule:
+        """A cron schedule: every fire time sends ``message`` as one durable turn.
+
+        With ``session_id`` the turns go to that session (``handle.schedule`` is this); without,
+        each firing creates a session of ``agent`` of its own (LangGraph's stateless crons).
+        ``principal`` stamps the message's origin (default: the user). A malformed expression, an
+        unknown time zone or agent raises ``ValueError``; an unknown session ``SessionNotFound``.
+        """
+        store = time_store(self)
+        if session_id is not None:
+            record = await self._store.load_session(session_id)
+            if record is None:
+                raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+            agent = record.agent
+        if agent is None or agent not in self._host.agents:
+            known = ", ".join(sorted(self._host.agents))
+            raise ValueError(f"a schedule needs the agent it runs, one of: {known} (got {agent!r})")
+        model_message, kind = to_model_message(message, principal or Principal.user())
+        row = new_schedule(
+            now=self.clock.now_ms(),
+            session_id=session_id,
+            agent=agent,
+            cron=cron,
+            message=model_message,
+            kind=kind,
+            tz=tz,
+            end_at=end_at,
+            enabled=enabled,
+            metadata=dict(metadata or {}),
+        )
+        await store.add_schedule(row)
+        self._host.nudge_timers(session_id)
+        return Schedule(self, row)
+
+    async def schedules(self, session_id: str | None = None) -> list[Schedule]:
+        """Every schedule (of one session), oldest first."""
+        return [Schedule(self, r) for r in await time_store(self).list_schedules(session_id)]
+
+    async def schedule(self, schedule_id: str) -> Schedule:
+        """One schedule by id; ``ScheduleNotFound`` if it was cancelled or never existed."""
+        record = await time_store(self).load_schedule(schedule_id)
+        if record is None:
+            raise ScheduleNotFound(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
+        return Schedule(self, record)
 
     async def close(self) -> None:
         """Stop the backend (runs stay as committed) and close the store if this runtime opened it."""

@@ -52,6 +52,11 @@ class ServerThread:
             raise self._error
         return self
 
+    def call_soon(self, fn: Any, *args: Any) -> None:
+        """Run ``fn(*args)`` on the server's event loop (a test moving the server's ``ManualClock``)."""
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(fn, *args)
+
     def stop(self) -> None:
         if self._loop is not None and self._server is not None:
             self._loop.call_soon_threadsafe(setattr, self._server, "should_exit", True)

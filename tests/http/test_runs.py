@@ -141,7 +141,7 @@ async def test_bad_input_is_422(client: LangGraphClient) -> None:
     assert status == 422 and "input or command, not both" in detail
     with pytest.raises(UnprocessableEntityError, match="stream_mode 'debug' is not supported"):
         await collect(client.runs.stream(tid, "assistant", input=human("hello"), stream_mode="debug"))
-    with pytest.raises(UnprocessableEntityError, match="webhooks"):
+    with pytest.raises(UnprocessableEntityError, match="webhook secret"):
         await client.runs.create(tid, "assistant", input=human("hello"), webhook="http://127.0.0.1:9/")
     status, detail = await refused(wait("nobody", input=human("hello")))
     assert status == 404 and "no assistant 'nobody'" in detail

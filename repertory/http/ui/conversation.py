@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from repertory.core.history import MessageHistory
 from repertory.core.messages import ModelMessage, Origin, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-from repertory.core.state import ApprovalRecord, PendingCall, RunState
+from repertory.core.state import ApprovalRecord, PendingCall, RunState, SuspendKind
 from repertory.http.convert import lineage
 
 __all__ = [
@@ -102,7 +102,7 @@ class CallView:
     args: str
     result: ResultView | None = None
     approval: ApprovalView | None = None
-    waiting: Literal["approval", "suspend"] | None = None
+    waiting: SuspendKind | None = None
 
 
 @dataclass

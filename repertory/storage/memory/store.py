@@ -20,6 +20,7 @@ from repertory.core.tree import SessionEvent
 from repertory.errors import StoreError
 from repertory.storage.commit_plan import check_event_sessions, check_stored_state, plan_commit
 from repertory.storage.memory._memory_tables import MemoryMemTables
+from repertory.storage.memory._time_tables import MemoryTimeTables
 from repertory.storage.memory._tree_tables import MemoryTreeTables
 
 __all__ = ["HistoryTable", "InMemorySessionStore", "MemorySnapshot", "WriteHook", "WrittenTable"]
@@ -61,7 +62,7 @@ class MemorySnapshot:
     """session_id -> its ``SessionEvent`` JSON, in ``seq`` order."""
 
 
-class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, StoreAliases):
+class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, StoreAliases):
     """A ``TreeStore`` held in this process's memory; nothing survives the process."""
 
     def __init__(self) -> None:

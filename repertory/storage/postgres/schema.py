@@ -20,7 +20,7 @@ from __future__ import annotations
 __all__ = ["CONFLICT_SQLSTATE", "TOKEN_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
 
 SCHEMA = "repertory"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 CONFLICT_SQLSTATE = "RP001"
 TOKEN_SQLSTATE = "RP002"  # a conflict whose cause is a resume token that is no longer live
 MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
@@ -251,5 +251,23 @@ MIGRATIONS: dict[int, list[str]] = {
     5: [
         "CREATE INDEX sessions_by_ord ON repertory.sessions (ord)",
         "CREATE INDEX runs_resting ON repertory.runs (status, thread_id) WHERE status IN ('suspended', 'error')",
+    ],
+    # Durable time (``repertory.core.timing``): armed timers, cron schedules, webhook deliveries,
+    # each found by its due time through an index; records are JSON in ``text`` like the others.
+    6: [
+        """CREATE TABLE repertory.timers (
+               run_id text PRIMARY KEY, session_id text NOT NULL, token text NOT NULL,
+               wake_at bigint NOT NULL, due_at bigint NOT NULL)""",
+        "CREATE INDEX timers_due ON repertory.timers (due_at)",
+        """CREATE TABLE repertory.schedules (
+               schedule_id text PRIMARY KEY, session_id text, enabled boolean NOT NULL, next_at bigint,
+               record text NOT NULL, ord bigserial NOT NULL)""",
+        "CREATE INDEX schedules_due ON repertory.schedules (next_at) WHERE enabled AND next_at IS NOT NULL",
+        "CREATE INDEX schedules_by_session ON repertory.schedules (session_id)",
+        """CREATE TABLE repertory.webhooks (
+               delivery_id text PRIMARY KEY, submission_id text NOT NULL, status text NOT NULL,
+               attempts integer NOT NULL, due_at bigint NOT NULL, record text NOT NULL, ord bigserial NOT NULL)""",
+        "CREATE INDEX webhooks_pending ON repertory.webhooks (due_at) WHERE status = 'pending'",
+        "CREATE INDEX webhooks_by_submission ON repertory.webhooks (submission_id)",
     ],
 }

@@ -32,6 +32,7 @@ from repertory.storage.group_commit import take_switch
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.postgres._group import COMMIT_SQL, PgCommitWriter
 from repertory.storage.postgres._memory_tables import PgMemoryTables
+from repertory.storage.postgres._time_tables import PgTimeTables
 from repertory.storage.postgres._tree_tables import PgTreeTables, event_arrays
 from repertory.storage.postgres.connection import normalise_url, redact
 from repertory.storage.postgres.schema import (
@@ -90,7 +91,7 @@ async def _check_if_idle(conn: psycopg.AsyncConnection[Any]) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
-class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, StoreAliases):
+class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeTables, StoreAliases):
     """A ``TreeStore`` in a PostgreSQL database (tables in the ``repertory`` schema)."""
 
     @classmethod

@@ -14,7 +14,7 @@ from repertory.errors import StoreError
 
 __all__ = ["SCHEMA_VERSION", "ensure_schema", "check_file"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Entries carry whole messages (often KBs), so they live in a rowid table: WITHOUT ROWID tables
 # spill rows over ~1 KB to overflow pages. Revisions, threads and runs are small and keyed by id.
@@ -98,6 +98,36 @@ _MIGRATIONS: dict[int, list[str]] = {
     # writes never touch this index; only the rare moves into and out of these two statuses do.
     4: [
         """CREATE INDEX runs_resting ON runs (status, thread_id) WHERE status IN ('suspended', 'error')""",
+    ],
+    # Durable time (``repertory.core.timing``): armed timers, cron schedules, webhook deliveries.
+    # Each is found by its due time through an index, so a scheduler asks for what is due now and
+    # never reads the rest; the record itself is JSON like every other row.
+    5: [
+        """CREATE TABLE timers (
+               run_id TEXT PRIMARY KEY,
+               session_id TEXT NOT NULL,
+               token TEXT NOT NULL,
+               wake_at INTEGER NOT NULL,
+               due_at INTEGER NOT NULL) WITHOUT ROWID""",
+        """CREATE INDEX timers_due ON timers (due_at)""",
+        # A rowid table: the rowid is creation order, which lists schedules oldest first.
+        """CREATE TABLE schedules (
+               schedule_id TEXT PRIMARY KEY,
+               session_id TEXT,
+               enabled INTEGER NOT NULL,
+               next_at INTEGER,
+               record TEXT NOT NULL)""",
+        """CREATE INDEX schedules_due ON schedules (next_at) WHERE enabled = 1 AND next_at IS NOT NULL""",
+        """CREATE INDEX schedules_by_session ON schedules (session_id)""",
+        """CREATE TABLE webhooks (
+               delivery_id TEXT PRIMARY KEY,
+               submission_id TEXT NOT NULL,
+               status TEXT NOT NULL,
+               attempts INTEGER NOT NULL,
+               due_at INTEGER NOT NULL,
+               record TEXT NOT NULL)""",
+        """CREATE INDEX webhooks_pending ON webhooks (due_at) WHERE status = 'pending'""",
+        """CREATE INDEX webhooks_by_submission ON webhooks (submission_id)""",
     ],
 }
 

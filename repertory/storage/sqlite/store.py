@@ -33,6 +33,7 @@ from repertory.storage.commit_plan import check_event_sessions, check_stored_sta
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.queries import runs_query
 from repertory.storage.sqlite._memory_tables import SqliteMemoryTables
+from repertory.storage.sqlite._time_tables import SqliteTimeTables
 from repertory.storage.sqlite._tree_tables import SqliteTreeTables, insert_events
 from repertory.storage.sqlite.connection import Durability, connect, db_errors, use_wal
 from repertory.storage.sqlite.schema import check_file, ensure_schema
@@ -87,7 +88,7 @@ def run_row(run: RunState) -> tuple[str, str, str, int, int, str | None, str]:
     return (run.run_id, run.thread_id, run.status, run.updated_at, _next_write_seq(), token, run.model_dump_json())
 
 
-class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, StoreAliases):
+class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables, StoreAliases):
     """A ``TreeStore`` in one SQLite file (or in memory for ``":memory:"``)."""
 
     @classmethod

@@ -20,6 +20,7 @@ plain pytest class to subclass; the subclass supplies the store with a fixture a
 - ``GroupCommitConformance``: concurrent commits each keep their own guards and errors.
 - ``TreeConformance``: sessions, turns and the event log (``TreeStore``).
 - ``MemoryConformance``: the long-term memory tables (``MemoryStore``).
+- ``TimeConformance``: timers, schedules and webhook deliveries (``TimeStore``).
 
 The ``store`` fixture yields an open, empty store per test and closes it afterwards; some tests
 close it themselves, so closing twice must be harmless (it is part of the contract). The tests are
@@ -47,6 +48,7 @@ from repertory.testing.conformance.probe import (
     StoreProbe,
 )
 from repertory.testing.conformance.store import StoreConformance
+from repertory.testing.conformance.time import TimeConformance
 from repertory.testing.conformance.tree import TreeConformance
 
 __all__ = [
@@ -58,5 +60,6 @@ __all__ = [
     "ProbeUnsupported",
     "StoreConformance",
     "StoreProbe",
+    "TimeConformance",
     "TreeConformance",
 ]

@@ -1,0 +1,114 @@
+"""``repertory schedules list`` and ``repertory schedules cancel ID``: cron schedules in a store.
+
+Both read and write the store directly (no runtime needs to run): a cancelled schedule's row is
+gone, and a host that is running notices at its next poll, so no firing starts after that. Also
+``repertory schedules timers``: the armed timers (sleeping runs), earliest first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from repertory.core.clock import iso_ms
+from repertory.core.timing import TimedStore
+from repertory.errors import RepertoryError, ScheduleNotFound
+
+__all__ = ["register", "schedules_app"]
+
+DEFAULT_STORE = "sqlite:///.repertory/repertory.db"
+StoreOption = Annotated[str, typer.Option("--store", help="Store URL (sqlite:///path.db, postgresql://..., a path).")]
+
+schedules_app = typer.Typer(help="Cron schedules and armed timers: list, cancel, timers.", no_args_is_help=True)
+
+
+async def _open(url: str) -> TimedStore:
+    from repertory.storage.url import open_store
+
+    store = await open_store(url)
+    if not isinstance(store, TimedStore):
+        await store.close()
+        raise RepertoryError(f"{url} keeps no schedules")
+    return store
+
+
+def _console() -> Console:
+    return Console() if sys.stdout.isatty() else Console(width=220)
+
+
+@schedules_app.command("list")
+def schedules_list(
+    store: StoreOption = DEFAULT_STORE,
+    session: Annotated[str | None, typer.Option("--session", help="Only this session's schedules.")] = None,
+) -> None:
+    """Schedules, oldest first: id, session, cron, time zone, next fire time (UTC), enabled, message."""
+
+    async def main() -> Table:
+        s = await _open(store)
+        try:
+            table = Table(title="schedules")
+            for column in ("id", "session", "agent", "cron", "tz", "next (UTC)", "enabled", "message"):
+                table.add_column(column)
+            for r in await s.list_schedules(session):
+                table.add_row(
+                    r.schedule_id,
+                    r.session_id or "(new each time)",
+                    r.agent,
+                    r.cron,
+                    r.tz,
+                    "ended" if r.next_at is None else iso_ms(r.next_at),
+                    "yes" if r.enabled else "no",
+                    r.message.text[:60],
+                )
+            return table
+        finally:
+            await s.close()
+
+    _console().print(asyncio.run(main()))
+
+
+@schedules_app.command("cancel")
+def schedules_cancel(schedule_id: str, store: StoreOption = DEFAULT_STORE) -> None:
+    """Remove a schedule: no firing starts after this (one already queued is an ordinary turn)."""
+
+    async def main() -> None:
+        s = await _open(store)
+        try:
+            if not await s.delete_schedule(schedule_id):
+                raise ScheduleNotFound(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
+        finally:
+            await s.close()
+
+    asyncio.run(main())
+    _console().print(f"cancelled schedule {schedule_id}")
+
+
+@schedules_app.command("timers")
+def schedules_timers(
+    store: StoreOption = DEFAULT_STORE, limit: int = typer.Option(100, help="At most this many.")
+) -> None:
+    """Armed timers (runs sleeping in a tool's ``sleep()``), earliest first."""
+
+    async def main() -> Table:
+        s = await _open(store)
+        try:
+            table = Table(title="timers")
+            for column in ("run", "session", "wakes at (UTC)"):
+                table.add_column(column)
+            for t in await s.list_timers(limit=limit):
+                table.add_row(t.run_id, t.session_id, iso_ms(t.wake_at))
+            return table
+        finally:
+            await s.close()
+
+    _console().print(asyncio.run(main()))
+
+
+def register(app: typer.Typer) -> None:
+    """Attach ``repertory schedules`` to the app."""
+    app.add_typer(schedules_app, name="schedules")

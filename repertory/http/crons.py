@@ -1,0 +1,238 @@
+"""LangGraph's cron routes over repertory's schedules, so ``langgraph-sdk``'s ``crons`` client works unchanged.
+
+- ``POST /threads/{thread_id}/runs/crons``: a schedule on the thread (``handle.schedule``): each
+  fire time sends the run's input as one durable turn of that thread.
+- ``POST /runs/crons``: a stateless cron: each fire time runs on a new thread of the assistant,
+  which is kept (``on_run_completed="delete"`` is refused: repertory keeps every session).
+- ``POST /runs/crons/search``, ``POST /runs/crons/count``, ``DELETE /runs/crons/{cron_id}``.
+
+A cron is a ``Schedule``; its ``cron_id`` is the schedule id, ``next_run_date`` its ``next_at``.
+What LangGraph's cron object holds beyond the schedule (the payload, the creating user, its
+metadata) is kept in the schedule's ``metadata``. A caller sees the crons it created (with API keys
+on, a cron belongs to the principal whose key created it); thread crons also need the thread.
+Webhooks on crons and ``interrupt_before``/``interrupt_after`` are refused with 422, as on runs.
+"""
+
+import json
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+from repertory.core.timing import ScheduleRecord
+from repertory.errors import ScheduleNotFound
+from repertory.http.convert import input_text, iso
+from repertory.http.errors import HttpError
+from repertory.http.gateway import Gateway, contains
+from repertory.tree.schedules import Schedule
+
+__all__ = ["CronCount", "CronCreate", "CronSearch", "cron_routes", "cron_view"]
+
+Caller = tuple[Any, str]
+Dict = dict[str, Any]
+
+
+class _CronBody(BaseModel):
+    """Unknown fields ignored (a newer client keeps working); text must be encodable (no lone surrogates)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_only(cls, data: Any) -> Any:
+        try:
+            json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("the body holds a lone surrogate, which is not text") from None
+        return data
+
+
+class CronCreate(_CronBody):
+    """``POST /threads/{thread_id}/runs/crons`` and ``POST /runs/crons``, as ``langgraph-sdk`` sends them."""
+
+    schedule: str = Field(min_length=1, max_length=256)
+    assistant_id: str = Field(min_length=1, max_length=256)
+    input: JsonValue = None
+    metadata: dict[str, JsonValue] | None = None
+    config: dict[str, JsonValue] | None = None
+    context: dict[str, JsonValue] | None = None
+    checkpoint_during: bool | None = None
+    interrupt_before: JsonValue = None
+    interrupt_after: JsonValue = None
+    webhook: str | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
+    end_time: datetime | None = None
+    enabled: bool = True
+    timezone: str | None = None
+    on_run_completed: Literal["delete", "keep"] | None = None
+    stream_mode: JsonValue = None
+    stream_subgraphs: bool | None = None
+    stream_resumable: bool | None = None
+    durability: Literal["sync", "async", "exit"] | None = None
+
+    @model_validator(mode="after")
+    def _served(self) -> "CronCreate":
+        if self.interrupt_before or self.interrupt_after:
+            raise ValueError("interrupt_before/interrupt_after are not supported on crons")
+        if self.webhook:
+            raise ValueError("webhooks on crons are not supported by repertory; put webhook on a run")
+        if self.on_run_completed == "delete":
+            raise ValueError("on_run_completed='delete' is not supported: repertory keeps every cron's threads")
+        if self.end_time is not None and self.end_time.tzinfo is None:
+            raise ValueError("end_time needs a time zone (an ISO 8601 time with an offset)")
+        try:
+            input_text(self.input)
+        except HttpError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+class CronSearch(_CronBody):
+    """``POST /runs/crons/search``."""
+
+    assistant_id: str | None = None
+    thread_id: str | None = None
+    enabled: bool | None = None
+    metadata: dict[str, JsonValue] | None = None
+    limit: int = Field(10, ge=1, le=1000)
+    offset: int = Field(0, ge=0)
+    sort_by: (
+        Literal["cron_id", "assistant_id", "thread_id", "next_run_date", "end_time", "created_at", "updated_at"] | None
+    ) = None
+    sort_order: Literal["asc", "desc"] | None = None
+    select: list[str] | None = None
+
+
+class CronCount(_CronBody):
+    """``POST /runs/crons/count``."""
+
+    assistant_id: str | None = None
+    thread_id: str | None = None
+    metadata: dict[str, JsonValue] | None = None
+
+
+def cron_view(record: ScheduleRecord) -> Dict:
+    """A LangGraph ``Cron`` object for a schedule."""
+    meta = record.metadata
+    payload = meta.get("payload")
+    user = meta.get("user_id")
+    cron_meta = meta.get("metadata")
+    return {
+        "cron_id": record.schedule_id,
+        "assistant_id": record.agent,
+        "thread_id": record.session_id,
+        "on_run_completed": None if record.session_id is not None else "keep",
+        "end_time": iso(record.end_at),
+        "schedule": record.cron,
+        "timezone": record.tz,
+        "created_at": iso(record.created_at),
+        "updated_at": iso(record.updated_at),
+        "payload": payload if isinstance(payload, dict) else {},
+        "user_id": user if isinstance(user, str) else None,
+        "next_run_date": iso(record.next_at),
+        "metadata": cron_meta if isinstance(cron_meta, dict) else {},
+        "enabled": record.enabled,
+    }
+
+
+def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRouter:
+    """The cron routes, bound to one gateway."""
+    router = APIRouter(tags=["crons"])
+    CallerDep = Annotated[Caller, Depends(auth)]
+
+    async def create(caller: Caller, thread_id: str | None, body: CronCreate) -> JSONResponse:
+        principal = caller[0]
+        gw.agent(body.assistant_id)
+        if thread_id is not None:
+            record = await gw.record(thread_id)
+            if record.agent != body.assistant_id:
+                raise HttpError(
+                    f"thread {thread_id!r} runs assistant {record.agent!r}, not {body.assistant_id!r}", status=409
+                )
+        payload = body.model_dump(mode="json", exclude_none=True, exclude={"metadata"})
+        metadata: dict[str, JsonValue] = {
+            "payload": payload,
+            "user_id": principal.id,
+            "metadata": dict(body.metadata or {}),
+        }
+        end_at = None if body.end_time is None else int(body.end_time.timestamp() * 1000)
+        try:
+            schedule = await gw.runtime.create_schedule(
+                body.schedule,
+                input_text(body.input),
+                agent=body.assistant_id,
+                session_id=thread_id,
+                tz=body.timezone or "UTC",
+                principal=principal,
+                end_at=end_at,
+                enabled=body.enabled,
+                metadata=metadata,
+            )
+        except ValueError as exc:
+            raise HttpError(str(exc), status=422) from None
+        return JSONResponse(cron_view(schedule.record))
+
+    async def visible(caller: Caller) -> list[Schedule]:
+        """The crons this caller may see: its own, and of thread crons only those whose thread it sees."""
+        principal = caller[0]
+        out: list[Schedule] = []
+        for schedule in await gw.runtime.schedules():
+            if schedule.record.metadata.get("user_id") != principal.id:
+                continue
+            if schedule.session_id is not None:
+                try:
+                    await gw.record(schedule.session_id)
+                except HttpError:
+                    continue
+            out.append(schedule)
+        return out
+
+    def matches(view: Dict, assistant_id: str | None, thread_id: str | None, metadata: Dict | None) -> bool:
+        if assistant_id is not None and view["assistant_id"] != assistant_id:
+            return False
+        if thread_id is not None and view["thread_id"] != thread_id:
+            return False
+        return not metadata or contains(view["metadata"], metadata)
+
+    @router.post("/threads/{thread_id}/runs/crons", summary="Create a cron on a thread (a schedule of the session)")
+    async def create_for_thread(thread_id: str, body: CronCreate, caller: CallerDep) -> JSONResponse:
+        return await create(caller, thread_id, body)
+
+    @router.post("/runs/crons", summary="Create a stateless cron (each firing on a new thread)")
+    async def create_stateless(body: CronCreate, caller: CallerDep) -> JSONResponse:
+        return await create(caller, None, body)
+
+    @router.post("/runs/crons/search", summary="Search crons")
+    async def search(body: CronSearch, caller: CallerDep) -> JSONResponse:
+        views = [cron_view(s.record) for s in await visible(caller)]
+        views = [v for v in views if matches(v, body.assistant_id, body.thread_id, body.metadata)]
+        if body.enabled is not None:
+            views = [v for v in views if v["enabled"] == body.enabled]
+        key = body.sort_by or "created_at"
+        views.sort(key=lambda v: (v[key] is None, str(v[key] or "")), reverse=body.sort_order == "desc")
+        page = views[body.offset : body.offset + body.limit]
+        if body.select:
+            page = [{k: v for k, v in view.items() if k in body.select} for view in page]
+        return JSONResponse(page)
+
+    @router.post("/runs/crons/count", summary="Count crons")
+    async def count(body: CronCount, caller: CallerDep) -> JSONResponse:
+        views = [cron_view(s.record) for s in await visible(caller)]
+        return JSONResponse(sum(matches(v, body.assistant_id, body.thread_id, body.metadata) for v in views))
+
+    @router.delete("/runs/crons/{cron_id}", status_code=204, summary="Delete a cron")
+    async def delete(cron_id: str, caller: CallerDep) -> Response:
+        mine = {s.id: s for s in await visible(caller)}
+        schedule = mine.get(cron_id)
+        if schedule is None:
+            raise HttpError(f"no cron {cron_id!r}", status=404)
+        try:
+            await schedule.cancel()
+        except ScheduleNotFound:
+            raise HttpError(f"no cron {cron_id!r}", status=404) from None
+        return Response(status_code=204)
+
+    return router

@@ -1,0 +1,134 @@
+"""``Schedule``: a cron schedule on a session, as a caller holds it (``handle.schedule``, ``rt.schedules``).
+
+A schedule is a row (``repertory.core.timing.ScheduleRecord``); every host's scheduler fires the
+schedules of the sessions it owns, each fire time as one durable turn whose submission id is
+derived from (schedule id, fire time), so a firing runs at most once across restarts and
+runtimes. Firings missed while nothing ran are caught up once, at the earliest missed fire time,
+and the schedule then goes on from the first fire time after now. A handle here is a snapshot
+(``next_at`` as read); ``refresh()`` reads the row again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import JsonValue
+
+from repertory.core.ids import new_id
+from repertory.core.messages import ModelMessage
+from repertory.core.timing import ScheduleRecord, TimedStore
+from repertory.core.tree import TurnKind
+from repertory.errors import ScheduleNotFound, StoreError
+from repertory.runtime.cron import next_fire
+
+if TYPE_CHECKING:
+    from repertory.tree.runtime import Runtime
+
+__all__ = ["Schedule", "new_schedule", "time_store"]
+
+
+def time_store(runtime: Runtime) -> TimedStore:
+    """The runtime's store as a ``TimedStore``; ``StoreError`` for a store that keeps no time."""
+    store = runtime.store
+    if not isinstance(store, TimedStore):
+        raise StoreError(f"{type(store).__name__} keeps no schedules or timers (a TimeStore)")
+    return store
+
+
+def new_schedule(
+    *,
+    now: int,
+    session_id: str | None,
+    agent: str,
+    cron: str,
+    message: ModelMessage,
+    kind: TurnKind,
+    tz: str = "UTC",
+    end_at: int | None = None,
+    enabled: bool = True,
+    metadata: dict[str, JsonValue] | None = None,
+    schedule_id: str | None = None,
+) -> ScheduleRecord:
+    """A validated schedule row whose first fire time is the first after ``now``.
+
+    A malformed cron expression, an unknown time zone, or an ``end_at`` before the first firing
+    raises ``ValueError`` saying which.
+    """
+    if not isinstance(cron, str) or not cron.strip():
+        raise ValueError("a schedule needs a cron expression such as '0 9 * * MON'")
+    first = next_fire(cron, tz, now)
+    if end_at is not None and end_at < first:
+        raise ValueError("end_at is before the schedule's first fire time: it would never fire")
+    return ScheduleRecord(
+        schedule_id=schedule_id or new_id(),
+        session_id=session_id,
+        agent=agent,
+        cron=cron,
+        tz=tz,
+        message=message,
+        kind=kind,
+        next_at=first,
+        end_at=end_at,
+        enabled=enabled,
+        metadata=dict(metadata or {}),
+        created_at=now,
+        updated_at=now,
+    )
+
+
+class Schedule:
+    """One schedule: ``id``, ``cron``, ``tz``, ``next_at`` (epoch ms, ``None`` once ended), ``cancel()``."""
+
+    def __init__(self, runtime: Runtime, record: ScheduleRecord) -> None:
+        self._rt = runtime
+        self._record = record
+
+    @property
+    def id(self) -> str:
+        """The schedule id."""
+        return self._record.schedule_id
+
+    @property
+    def cron(self) -> str:
+        """The cron expression (five fields, cronsim's syntax)."""
+        return self._record.cron
+
+    @property
+    def tz(self) -> str:
+        """The IANA time zone the expression is read in."""
+        return self._record.tz
+
+    @property
+    def next_at(self) -> int | None:
+        """The next fire time in epoch milliseconds, as last read (``None``: no more firings)."""
+        return self._record.next_at
+
+    @property
+    def session_id(self) -> str | None:
+        """The session each firing runs on (``None``: a new session per firing)."""
+        return self._record.session_id
+
+    @property
+    def record(self) -> ScheduleRecord:
+        """A copy of the stored row as last read."""
+        return self._record.model_copy(deep=True)
+
+    async def refresh(self) -> Schedule:
+        """Read the row again (``next_at`` moves as the schedule fires); ``ScheduleNotFound`` once cancelled."""
+        record = await time_store(self._rt).load_schedule(self.id)
+        if record is None:
+            raise ScheduleNotFound(f"no schedule {self.id!r}", schedule_id=self.id)
+        self._record = record
+        return self
+
+    async def cancel(self) -> bool:
+        """Stop the schedule: no firing starts after this returns; whether it still existed.
+
+        A firing already queued as a turn is a turn like any other (cancel it with its handle).
+        """
+        gone = await time_store(self._rt).delete_schedule(self.id)
+        self._rt.host.nudge_timers(self._record.session_id)
+        return gone
+
+    def __repr__(self) -> str:
+        return f"Schedule({self.id!r}, {self.cron!r}, tz={self.tz!r}, next_at={self.next_at})"
