@@ -15,10 +15,11 @@ from pydantic import TypeAdapter
 
 from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
 from repertory.core.state import RunState, RunStatus, ThreadState
-from repertory.core.store import StoreAliases
+from repertory.core.store import DeletedRows, StoreAliases
 from repertory.core.tree import SessionEvent
 from repertory.errors import StoreError
 from repertory.storage.commit_plan import check_event_sessions, check_stored_state, plan_commit
+from repertory.storage.history_gc import collectable
 from repertory.storage.memory._memory_tables import MemoryMemTables
 from repertory.storage.memory._tree_tables import MemoryTreeTables
 
@@ -197,6 +198,60 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, StoreAliases):
         if self.write_hook is not None:
             self.write_hook("runs", run.run_id)
         self._runs[run.run_id] = (run.updated_at, next(self._seq), run.thread_id, run.model_dump_json())
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> DeletedRows:
+        """Delete the sessions and what is theirs alone; one synchronous step, so nothing sees it half done.
+
+        Finding what other threads still need scans every thread and revision (this store keeps
+        no index on parents): fine for tests and throwaway sessions, which is what it is for.
+        """
+        self._check_open()
+        gone = [sid for sid in dict.fromkeys(session_ids) if sid in self._sessions]
+        if not gone:
+            return DeletedRows()
+        doomed = set(gone)
+        heads = [self._head(sid) for sid in gone]
+        reached: dict[str, tuple[str | None, str]] = {}
+        for head in heads:
+            current = head
+            while current is not None and current not in reached and current in self._revisions:
+                rev = _REVISION.validate_json(self._revisions[current])
+                reached[current] = (rev.parent_id, rev.entry_id)
+                current = rev.parent_id
+        seeds = [h for tid in self._threads if tid not in doomed and (h := self._head(tid)) in reached]
+        held_elsewhere: set[str] = set()
+        for rid, raw in self._revisions.items():
+            if rid in reached:
+                continue
+            rev = _REVISION.validate_json(raw)
+            held_elsewhere.add(rev.entry_id)
+            if rev.parent_id in reached:
+                seeds.append(rev.parent_id)
+        plan = collectable(reached, seeds)
+        entries = plan.entries - held_elsewhere
+        runs = [rid for rid, row in self._runs.items() if row[2] in doomed]
+        for rid in runs:
+            del self._runs[rid]
+        for rid in plan.revisions:
+            del self._revisions[rid]
+        for eid in entries:
+            self._entries.pop(eid, None)
+        for tid in gone:
+            self._threads.pop(tid, None)
+        sessions, turns, events = self._drop_sessions(doomed)
+        return DeletedRows(
+            sessions=sessions,
+            runs=len(runs),
+            turns=turns,
+            events=events,
+            revisions=len(plan.revisions),
+            entries=len(entries),
+            memory_records=self._forget_threads(doomed),
+        )
+
+    def _head(self, thread_id: str) -> str | None:
+        raw = self._threads.get(thread_id)
+        return None if raw is None else ThreadState.model_validate_json(raw).history_revision_id
 
     def snapshot(self) -> MemorySnapshot:
         """Copies of every row, taken in one synchronous step (one consistent moment); for the exporter.

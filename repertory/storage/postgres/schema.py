@@ -20,7 +20,7 @@ from __future__ import annotations
 __all__ = ["CONFLICT_SQLSTATE", "TOKEN_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
 
 SCHEMA = "repertory"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 CONFLICT_SQLSTATE = "RP001"
 TOKEN_SQLSTATE = "RP002"  # a conflict whose cause is a resume token that is no longer live
 MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
@@ -245,4 +245,13 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # Group commit: several commits in one transaction and one round trip, a savepoint each.
     4: [_COMMIT_BATCH_FUNCTION],
+    # Deleting sessions (``delete_sessions``): which revisions grew on a deleted lineage, which
+    # hold an entry, which threads stand on a revision, which memory rows are a thread's.
+    5: [
+        "CREATE INDEX history_revisions_by_parent ON repertory.history_revisions (parent_id) "
+        "WHERE parent_id IS NOT NULL",
+        "CREATE INDEX history_revisions_by_entry ON repertory.history_revisions (entry_id)",
+        "CREATE INDEX threads_by_head ON repertory.threads (head) WHERE head IS NOT NULL",
+        "CREATE INDEX memory_messages_by_thread ON repertory.memory_messages (thread_id)",
+    ],
 }

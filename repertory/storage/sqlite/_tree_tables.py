@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from pydantic import JsonValue
 
 from repertory.core.tree import OPEN_TURN_STATUSES, SessionEvent, SessionRecord, TurnRecord, TurnStatus
 from repertory.errors import CommitConflict, StoreError
@@ -97,6 +99,28 @@ class SqliteTreeTables(SqliteBase):
             )
 
         await self._write("update_session", write)
+
+    async def amend_session(
+        self, session_id: str, *, agent: str | None = None, metadata: Mapping[str, JsonValue] | None = None
+    ) -> SessionRecord:
+        """Rewrite the session's agent and/or metadata (it must exist), in one transaction."""
+        self._check_open()
+        changes: dict[str, object] = {}
+        if agent is not None:
+            changes["agent"] = agent
+        if metadata is not None:
+            changes["metadata"] = dict(metadata)
+
+        def write(conn: sqlite3.Connection) -> SessionRecord:
+            row = conn.execute("SELECT record FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no session {session_id!r} to amend")
+            stored = SessionRecord.model_validate_json(row[0])
+            record = SessionRecord.model_validate({**stored.model_dump(), **changes})
+            conn.execute("UPDATE sessions SET record = ? WHERE session_id = ?", (record.model_dump_json(), session_id))
+            return record
+
+        return await self._write("amend_session", write)
 
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Children oldest first."""

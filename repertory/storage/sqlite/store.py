@@ -26,12 +26,13 @@ from collections.abc import Sequence
 
 from repertory.core.history import MessageHistory
 from repertory.core.state import RunState, RunStatus, ThreadState
-from repertory.core.store import StoreAliases
+from repertory.core.store import DeletedRows, StoreAliases
 from repertory.core.tree import SessionEvent
 from repertory.errors import StoreError
 from repertory.storage.commit_plan import check_event_sessions, check_stored_state, plan_commit
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.queries import runs_query
+from repertory.storage.sqlite._delete import delete_sessions
 from repertory.storage.sqlite._memory_tables import SqliteMemoryTables
 from repertory.storage.sqlite._tree_tables import SqliteTreeTables, insert_events
 from repertory.storage.sqlite.connection import Durability, connect, db_errors, use_wal
@@ -179,6 +180,13 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, StoreAliases):
         """Write the run row unconditionally."""
         row = run_row(run)
         await self._write("save", lambda conn: conn.execute(UPSERT_RUN, row), atomic=False)
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> DeletedRows:
+        """Delete sessions and what is theirs alone, in one write transaction (``TreeStore.delete_sessions``)."""
+        ids = list(session_ids)
+        if not ids:
+            return DeletedRows()
+        return await self._write("delete_sessions", lambda conn: delete_sessions(conn, ids))
 
     # -- history ----------------------------------------------------------------------------------
 
