@@ -20,12 +20,13 @@ from fastapi.responses import JSONResponse
 
 from repertory.core.principal import Principal
 from repertory.errors import RepertoryError
-from repertory.http.auth import ApiKeys, BodyLimit, StreamSlots
+from repertory.http.auth import ApiKeys, BodyLimit, Caller, StreamSlots
 from repertory.http.docs import AssistantOut, responses
 from repertory.http.errors import status_for
+from repertory.http.events import event_routes
 from repertory.http.gateway import Gateway, contains
 from repertory.http.runbook import RunBook
-from repertory.http.runs import Caller, run_routes
+from repertory.http.runs import run_routes
 from repertory.http.schemas import AssistantSearch
 from repertory.http.threads import thread_routes
 from repertory.http.views import assistant_view
@@ -60,6 +61,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_streams_per_key: int = 16,
     cors_origins: Iterable[str] | None = None,
+    admin_keys: Mapping[str, Principal] | Iterable[str] | None = None,
 ) -> Any:
     """An ASGI app serving ``runtime`` as LangGraph's API (threads, runs, SSE streams, interrupts).
 
@@ -69,8 +71,10 @@ def create_app(
     (429 above it; without keys every caller shares one count). ``cors_origins`` lets browsers on
     those origins (``"*"`` for any) call the API directly, as agent-chat-ui does when it is given
     the server's URL; keys travel in headers, never cookies, so no credentials mode is needed.
+    ``admin_keys`` (same forms as ``api_keys``) see and act on every owner's threads; any other key
+    sees only the threads its owner created (``repertory.http.auth``).
     """
-    keys = ApiKeys(api_keys)
+    keys = ApiKeys(api_keys, admin_keys)
     gw = Gateway(runtime)
     runs = RunBook(gw)
     slots = StreamSlots(max_streams_per_key)
@@ -91,7 +95,7 @@ def create_app(
     )
 
     async def auth(request: Request) -> Caller:
-        return keys.principal(request.headers)
+        return keys.caller(request.headers)
 
     CallerDep = Annotated[Caller, Depends(auth)]
 
@@ -154,6 +158,7 @@ def create_app(
 
     app.include_router(thread_routes(gw, auth))
     app.include_router(run_routes(gw, runs, slots, auth))
+    app.include_router(event_routes(gw, slots, auth))
     origins = list(cors_origins or ())
     if origins:
         # Preflights are answered before any route (so before the key check); the SDK reads the
