@@ -12,7 +12,8 @@ from repertory.testing.pg_temp import TemporaryPostgres
 _TABLES = (
     "repertory.runs, repertory.threads, repertory.history_entries, repertory.history_revisions, "
     "repertory.sessions, repertory.turns, repertory.events, "
-    "repertory.memory_messages, repertory.memory_resources, repertory.working_memory"
+    "repertory.memory_messages, repertory.memory_resources, repertory.working_memory, "
+    "repertory.history_pins, repertory.history_shared_entries"
 )
 
 

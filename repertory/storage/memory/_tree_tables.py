@@ -30,6 +30,8 @@ class MemoryTreeTables:
         self._turns: dict[str, str] = {}
         self._session_turns: dict[str, list[str]] = {}
         self._events: dict[str, list[str]] = {}
+        # revision id -> threads whose lineage joins it there (``repertory.storage.history_gc``)
+        self._pins: dict[str, set[str]] = {}
 
     def _tree_open(self) -> None:
         if self._closed:
@@ -48,6 +50,8 @@ class MemoryTreeTables:
         )
         self._sessions[session.session_id] = session.model_dump_json()
         self._threads[session.session_id] = thread.model_dump_json()
+        if head is not None:
+            self._pins.setdefault(head, set()).add(session.session_id)
         if session.lineage.parent_id is not None:
             self._children.setdefault(session.lineage.parent_id, []).append(session.session_id)
 

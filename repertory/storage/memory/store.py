@@ -19,7 +19,7 @@ from repertory.core.store import DeletedRows, StoreAliases
 from repertory.core.tree import SessionEvent
 from repertory.errors import StoreError
 from repertory.storage.commit_plan import check_event_sessions, check_stored_state, plan_commit
-from repertory.storage.history_gc import collectable
+from repertory.storage.history_gc import attach_point, collectable
 from repertory.storage.memory._memory_tables import MemoryMemTables
 from repertory.storage.memory._tree_tables import MemoryTreeTables
 
@@ -72,6 +72,8 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, StoreAliases):
         self._entries: dict[str, str] = {}
         self._seq = itertools.count(1)
         self._closed = False
+        self._writers: dict[str, str] = {}  # revision id -> the thread whose commit first wrote it
+        self._shared_entries: set[str] = set()  # entries a second revision came to name
         self._init_tree()
         self.write_hook: WriteHook | None = None
         """Called with ``(table, key)`` before each write of a run or history row; ``None`` normally.
@@ -182,14 +184,24 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, StoreAliases):
             hook("runs", run.run_id)
         self._runs[run.run_id] = (run.updated_at, next(self._seq), run.thread_id, run_json)
         self._threads[thread.thread_id] = thread_json
+        tid = thread.thread_id
         for eid, raw in new_entries:
             if hook is not None:
                 hook("history_entries", eid)
+            if eid in self._entries:
+                self._shared_entries.add(eid)
             self._entries.setdefault(eid, raw)
         for rid, raw in new_revs:
             if hook is not None:
                 hook("history_revisions", rid)
+            if rid in self._revisions:
+                self._pins.setdefault(rid, set()).add(tid)  # walked but held: someone else's
+            else:
+                self._writers[rid] = tid
             self._revisions.setdefault(rid, raw)
+        joined = attach_point(delta.revisions, history.revision_id, base_revision_id)
+        if joined is not None:
+            self._pins.setdefault(joined, set()).add(tid)
         self._write_events(event_rows)
 
     async def save(self, run: RunState) -> None:
@@ -202,8 +214,7 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, StoreAliases):
     async def delete_sessions(self, session_ids: Sequence[str]) -> DeletedRows:
         """Delete the sessions and what is theirs alone; one synchronous step, so nothing sees it half done.
 
-        Finding what other threads still need scans every thread and revision (this store keeps
-        no index on parents): fine for tests and throwaway sessions, which is what it is for.
+        Which history stays follows ``repertory.storage.history_gc`` (writers, pins, shared entries).
         """
         self._check_open()
         gone = [sid for sid in dict.fromkeys(session_ids) if sid in self._sessions]
@@ -218,24 +229,27 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, StoreAliases):
                 rev = _REVISION.validate_json(self._revisions[current])
                 reached[current] = (rev.parent_id, rev.entry_id)
                 current = rev.parent_id
-        seeds = [h for tid in self._threads if tid not in doomed and (h := self._head(tid)) in reached]
-        held_elsewhere: set[str] = set()
-        for rid, raw in self._revisions.items():
-            if rid in reached:
-                continue
-            rev = _REVISION.validate_json(raw)
-            held_elsewhere.add(rev.entry_id)
-            if rev.parent_id in reached:
-                seeds.append(rev.parent_id)
-        plan = collectable(reached, seeds)
-        entries = plan.entries - held_elsewhere
+
+        def needed(rid: str) -> bool:
+            writer = self._writers.get(rid)
+            if writer is None or (writer in self._threads and writer not in doomed):
+                return True  # a remaining thread wrote it (or nobody knows who did)
+            return any(t not in doomed for t in self._pins.get(rid, ()))
+
+        plan = collectable(reached, [rid for rid in reached if needed(rid)])
+        entries = plan.entries - self._shared_entries
         runs = [rid for rid, row in self._runs.items() if row[2] in doomed]
         for rid in runs:
             del self._runs[rid]
         for rid in plan.revisions:
             del self._revisions[rid]
+            self._writers.pop(rid, None)
         for eid in entries:
             self._entries.pop(eid, None)
+        for rid, threads in list(self._pins.items()):
+            threads -= doomed
+            if not threads:
+                del self._pins[rid]
         for tid in gone:
             self._threads.pop(tid, None)
         sessions, turns, events = self._drop_sessions(doomed)

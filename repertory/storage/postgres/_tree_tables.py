@@ -59,6 +59,12 @@ class PgTreeTables(PgBase):
                 "INSERT INTO repertory.threads (thread_id, head, created_at, updated_at) VALUES (%s, %s, %s, %s)",
                 (session.session_id, head, session.created_at, session.created_at),
             )
+            if head is not None:  # a fork: its lineage is another thread's up to here (``history_gc``)
+                await conn.execute(
+                    "INSERT INTO repertory.history_pins (revision_id, thread_id) VALUES (%s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    (head, session.session_id),
+                )
 
     async def load_session(self, session_id: str) -> SessionRecord | None:
         """A copy of the session row."""

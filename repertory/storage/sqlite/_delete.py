@@ -1,9 +1,10 @@
 """``delete_sessions`` on SQLite: one write transaction (``BEGIN IMMEDIATE`` holds every other writer off).
 
-Id lists travel as one JSON array parameter each (``json_each``), so a tree of any size is one
-statement per table, never a statement per row nor a list of placeholders past SQLite's limit.
-The indexes of schema version 4 (revisions by parent and by entry, threads by head, memory rows
-by thread) keep each lookup proportional to the deleted lineages, not to the database.
+Which history stays follows ``repertory.storage.history_gc``: one recursive walk up from the
+deleted heads (by primary key), then the writers of what it reached (thread rows, by primary key)
+and the pins on it (``history_pins``, by primary key). Id lists travel as one JSON array
+parameter each (``json_each``), so a tree of any size is one statement per table, never one per
+row nor a list of placeholders past SQLite's limit.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ WITH RECURSIVE reached(id) AS (
     UNION
     SELECT r.parent_id FROM history_revisions AS r JOIN reached ON r.id = reached.id WHERE r.parent_id IS NOT NULL
 )
-SELECT h.id, h.parent_id, h.entry_id FROM history_revisions AS h JOIN reached ON h.id = reached.id
+SELECT h.id, h.parent_id, h.entry_id, h.thread_id FROM history_revisions AS h JOIN reached ON h.id = reached.id
 """
 
 
@@ -44,26 +45,33 @@ def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> Del
     heads = [
         r[0] for r in conn.execute(f"SELECT head FROM threads WHERE thread_id IN {_IDS} AND head IS NOT NULL", (ids,))
     ]
-    reached = {row[0]: (row[1], row[2]) for row in conn.execute(_REACHED, (json.dumps(heads),))}
-    rows = json.dumps(list(reached))
-    seeds = [
-        r[0]
-        for r in conn.execute(f"SELECT head FROM threads WHERE head IN {_IDS} AND thread_id NOT IN {_IDS}", (rows, ids))
-    ]
-    seeds += [
+    rows = conn.execute(_REACHED, (json.dumps(heads),)).fetchall()
+    reached = {row[0]: (row[1], row[2]) for row in rows}
+    writers = sorted({row[3] for row in rows if row[3] is not None})
+    alive = {
         r[0]
         for r in conn.execute(
-            f"SELECT parent_id FROM history_revisions WHERE parent_id IN {_IDS} AND id NOT IN {_IDS}", (rows, rows)
+            f"SELECT thread_id FROM threads WHERE thread_id IN {_IDS} AND thread_id NOT IN {_IDS}",
+            (json.dumps(writers), ids),
         )
-    ]
+    }
+    pinned = {
+        r[0]
+        for r in conn.execute(
+            f"SELECT revision_id FROM history_pins WHERE revision_id IN {_IDS} AND thread_id NOT IN {_IDS}",
+            (json.dumps(list(reached)), ids),
+        )
+    }
+    # A revision with no writer predates the bookkeeping: nobody knows who needs it, so it stays.
+    seeds = [row[0] for row in rows if row[3] is None or row[3] in alive or row[0] in pinned]
     plan = collectable(reached, seeds)
     revisions = _count(conn, f"DELETE FROM history_revisions WHERE id IN {_IDS}", json.dumps(plan.revisions))
     entries = _count(
         conn,
-        f"DELETE FROM history_entries WHERE id IN {_IDS} "
-        "AND NOT EXISTS (SELECT 1 FROM history_revisions AS r WHERE r.entry_id = history_entries.id)",
+        f"DELETE FROM history_entries WHERE id IN {_IDS} AND id NOT IN (SELECT entry_id FROM history_shared_entries)",
         json.dumps(sorted(plan.entries)),
     )
+    conn.execute(f"DELETE FROM history_pins WHERE thread_id IN {_IDS}", (ids,))
     counts = {
         "runs": _count(conn, f"DELETE FROM runs WHERE thread_id IN {_IDS}", ids),
         "turns": _count(conn, f"DELETE FROM turns WHERE session_id IN {_IDS}", ids),

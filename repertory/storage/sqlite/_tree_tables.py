@@ -18,7 +18,10 @@ from repertory.core.tree import OPEN_TURN_STATUSES, SessionEvent, SessionRecord,
 from repertory.errors import CommitConflict, StoreError
 from repertory.storage.sqlite.connection import SqliteBase, db_errors
 
-__all__ = ["SqliteTreeTables", "insert_events"]
+__all__ = ["INSERT_PIN", "SqliteTreeTables", "insert_events"]
+
+INSERT_PIN = "INSERT OR IGNORE INTO history_pins (revision_id, thread_id) VALUES (?, ?)"
+"""Where a thread's lineage joins history it did not write (``repertory.storage.history_gc``)."""
 
 # What an update may change (``TreeStore.update_session`` / ``update_turn``); the rest is the row's
 # place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
@@ -75,6 +78,8 @@ class SqliteTreeTables(SqliteBase):
                 "INSERT INTO threads (thread_id, head, created_at, updated_at) VALUES (?, ?, ?, ?)",
                 (session.session_id, head, session.created_at, session.created_at),
             )
+            if head is not None:  # a fork: its lineage is another thread's up to here
+                conn.execute(INSERT_PIN, (head, session.session_id))
 
         await self._write("create_session", write)
 

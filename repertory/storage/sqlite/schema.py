@@ -93,14 +93,19 @@ _MIGRATIONS: dict[int, list[str]] = {
                doc TEXT NOT NULL,
                updated_at INTEGER NOT NULL)""",
     ],
-    # Deleting sessions (``delete_sessions``): which revisions grew on a deleted lineage, which
-    # hold an entry, which threads stand on a revision, which memory rows are a thread's. Ids are
-    # time-ordered, so these inserts land at the right edge of each index (measured: see the
-    # store benchmark in the http branch's report).
+    # Deleting sessions (``delete_sessions``, ``repertory.storage.history_gc``): which thread first
+    # wrote each revision, where a thread's lineage joins history another thread wrote (a pin:
+    # written when a thread is created on a revision, or a commit attaches to held ones), and
+    # entries a second revision came to hold. Only pins and shared entries are indexed, and they
+    # are written at forks, not at every step: a commit costs the same pages as before.
     4: [
-        """CREATE INDEX history_revisions_by_parent ON history_revisions (parent_id) WHERE parent_id IS NOT NULL""",
-        """CREATE INDEX history_revisions_by_entry ON history_revisions (entry_id)""",
-        """CREATE INDEX threads_by_head ON threads (head) WHERE head IS NOT NULL""",
+        """ALTER TABLE history_revisions ADD COLUMN thread_id TEXT""",
+        """CREATE TABLE history_pins (
+               revision_id TEXT NOT NULL,
+               thread_id TEXT NOT NULL,
+               PRIMARY KEY (revision_id, thread_id)) WITHOUT ROWID""",
+        """CREATE INDEX history_pins_by_thread ON history_pins (thread_id)""",
+        """CREATE TABLE history_shared_entries (entry_id TEXT PRIMARY KEY) WITHOUT ROWID""",
         """CREATE INDEX memory_messages_by_thread ON memory_messages (thread_id)""",
     ],
 }

@@ -228,6 +228,35 @@ class DeletionConformance(Conformance):
         assert deleted.revisions == 0
         assert await _texts(store, other.revision_id) == ["a", "b", "plain thread"]
 
+    async def test_a_thread_that_moved_onto_the_lineage_keeps_it(self, store: TreeStore) -> None:
+        """A head may move to a revision it does not descend from (a commit whose walk misses its base)."""
+        mine = history_of("a", "b", "c")
+        await _session_with(store, "s", mine)
+        elsewhere = history_of("x")
+        await commit(store, elsewhere, thread_id="plain", run_id="run-plain")
+        onto = mine.branch(mine.lineage()[1].id)  # "a", "b": a revision of s's
+        await commit(store, onto, thread_id="plain", run_id="run-plain-2", base=elsewhere.revision_id)
+
+        deleted = await store.delete_sessions(["s"])
+
+        assert deleted.revisions == 1  # "c" alone
+        assert await _texts(store, onto.revision_id) == ["a", "b"]
+
+    async def test_the_same_revisions_committed_by_two_threads_stay_for_the_survivor(self, store: TreeStore) -> None:
+        """Two threads at one head committing one in-memory history write its revisions once, for both."""
+        shared = history_of("a")
+        await _session_with(store, "p", shared)
+        await _fork(store, "p", "f", shared)
+        grown = shared.branch()
+        grown.append(ModelMessage.user("said by both"))
+        await commit(store, grown, thread_id="p", run_id="run-p-2", base=shared.revision_id)
+        await commit(store, grown, thread_id="f", run_id="run-f", base=shared.revision_id)
+
+        deleted = await store.delete_sessions(["p"])
+
+        assert deleted.revisions == 0
+        assert await _texts(store, grown.revision_id) == ["a", "said by both"]
+
     async def test_an_entry_stays_while_another_revision_holds_it(self, store: TreeStore, looks: Looks) -> None:
         at = now_ms()
         entry = HistoryEntry(id="shared-entry", message=ModelMessage.user("same words"), created_at=at)
