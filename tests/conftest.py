@@ -13,7 +13,8 @@ _TABLES = (
     "repertory.runs, repertory.threads, repertory.history_entries, repertory.history_revisions, "
     "repertory.sessions, repertory.turns, repertory.events, "
     "repertory.memory_messages, repertory.memory_resources, repertory.working_memory, "
-    "repertory.timers, repertory.schedules, repertory.webhooks"
+    "repertory.timers, repertory.schedules, repertory.webhooks, "
+    "repertory.history_pins, repertory.history_shared_entries"
 )
 
 

@@ -20,16 +20,19 @@ from repertory.core.ids import new_id, now_ms
 from repertory.core.messages import ModelMessage
 from repertory.core.state import RunState
 from repertory.storage.sqlite.schema import ensure_schema
-from repertory.storage.sqlite.store import UPSERT_RUN, UPSERT_THREAD, Durability, run_row
+from repertory.storage.sqlite.store import (
+    INSERT_ENTRIES,
+    INSERT_REVISIONS,
+    UPSERT_RUN,
+    UPSERT_THREAD,
+    Durability,
+    run_row,
+)
 
 __all__ = ["INSERT_ENTRY", "INSERT_REVISION", "RawWriter", "connect_raw"]
 
-# These two live inline in SqliteSessionStore.commit_session, so they are repeated here; if the store
-# changes them, these must follow, or the ratio stops meaning anything.
-INSERT_ENTRY = "INSERT OR IGNORE INTO history_entries (id, created_at, message) VALUES (?, ?, ?)"
-INSERT_REVISION = (
-    "INSERT OR IGNORE INTO history_revisions (id, parent_id, entry_id, depth, created_at) VALUES (?, ?, ?, ?, ?)"
-)
+INSERT_ENTRY = INSERT_ENTRIES
+INSERT_REVISION = INSERT_REVISIONS  # with the revision's writer thread, as the store writes it
 
 
 def connect_raw(path: Path, durability: Durability) -> sqlite3.Connection:
@@ -66,7 +69,7 @@ class RawWriter:
                 (
                     parent,
                     (entry_id, at, message.model_dump_json()),
-                    (revision_id, parent, entry_id, depth, at),
+                    (revision_id, parent, entry_id, depth, at, thread_id),
                     run,
                     (thread_id, revision_id, at, at),
                 )

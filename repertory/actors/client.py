@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
 
 import ray
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
 from repertory.actors._coalesce import Coalescer
@@ -42,7 +43,7 @@ from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
-from repertory.core.store import TreeStore
+from repertory.core.store import DeletedRows, TreeStore
 from repertory.core.tree import (
     NewSession,
     Placement,
@@ -61,7 +62,7 @@ __all__ = ["VERSION", "RayHostClient"]
 
 _T = TypeVar("_T")
 _DEAD = (RayActorError, ActorDiedError, ActorUnavailableError)
-VERSION = "v3"  # bumped with incompatible host code: a detached actor keeps the code it started with
+VERSION = "v4"  # bumped with incompatible host code: a detached actor keeps the code it started with
 
 
 class RayHostClient:
@@ -347,6 +348,39 @@ class RayHostClient:
         """Title, model, live status, cwd and times."""
         result: SessionMetadata = await self._call(session_id, "metadata", session_id)
         return result
+
+    async def amend_session(
+        self, session_id: str, *, agent: str | None = None, metadata: dict[str, JsonValue] | None = None
+    ) -> SessionRecord:
+        """Rebind the agent and/or replace the metadata on the session's host (safe to retry: it sets, not adds)."""
+        record: SessionRecord = await self._call(session_id, "amend_session", session_id, agent, metadata)
+        return record
+
+    async def delete_sessions(self, session_ids: list[str]) -> DeletedRows:
+        """Retire each session on its host, delete every row in one store transaction, then release the marks.
+
+        Retiring is safe to retry; if this client dies before releasing, a host keeps refusing
+        those ids until it restarts, which is what their deleted rows would say anyway.
+        """
+        ids = list(dict.fromkeys(session_ids))
+        by_host: dict[str, tuple[Any, list[str]]] = {}
+        for session_id in ids:
+            try:
+                name, handle = await self._route(session_id)
+            except SessionNotFound:
+                continue  # nothing to stop; the store skips it too
+            by_host.setdefault(name, (handle, []))[1].append(session_id)
+        for handle, hosted in by_host.values():
+            await self.retrying(functools.partial(handle.retire.remote, hosted))
+        try:
+            return await self.store.delete_sessions(ids)
+        finally:
+            for handle, hosted in by_host.values():
+                with contextlib.suppress(*_DEAD):
+                    await handle.release.remote(hosted)
+            for session_id in ids:
+                self._placement.pop(session_id, None)
+                self._dedicated.pop(session_id, None)
 
     async def _feed_for(self, session_id: str) -> Feed:
         # Keyed by the host's Ray name: a restarted detached actor keeps its name (and its actor id).

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import ray
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from repertory.actors._channels import KEEPALIVE_SECONDS, Channels, Item
 from repertory.core.decisions import Decision
@@ -278,6 +278,23 @@ class SessionHost:
         """Title, model, live status, cwd and times."""
         host = await self._ready()
         return await host.metadata(session_id)
+
+    async def amend_session(
+        self, session_id: str, agent: str | None, metadata: dict[str, JsonValue] | None
+    ) -> SessionRecord:
+        """Rebind the agent and/or replace the metadata (safe to retry)."""
+        host = await self._ready()
+        return await host.amend_session(session_id, agent=agent, metadata=metadata)
+
+    async def retire(self, session_ids: list[str]) -> None:
+        """Stop these sessions before the client deletes them (safe to retry; see ``LocalHost.retire``)."""
+        host = await self._ready()
+        await host.retire(session_ids)
+
+    async def release(self, session_ids: list[str]) -> None:
+        """Forget the marks ``retire`` left, once their rows are gone."""
+        host = await self._ready()
+        host.release(session_ids)
 
     async def passivate_idle(self, older_than: float) -> int:
         """Drop idle sessions from memory now; returns how many left."""

@@ -111,10 +111,12 @@ def export(
 
 
 def _register_session_commands() -> None:
-    """demo, sessions, approvals, resume and recover live in their own module."""
+    """demo, sessions, approvals, resume and recover live in one module; sessions delete and retention in another."""
+    from repertory.cli.lifecycle import register as register_lifecycle
     from repertory.cli.sessions import register
 
     register(app)
+    register_lifecycle(app)
 
 
 def _register_schedule_commands() -> None:

@@ -1,12 +1,13 @@
 """``repertory serve``: a runtime over HTTP, speaking LangGraph's API, so its clients work unchanged.
 
-    repertory serve --store sqlite:///runs.db --agents myapp.agents:AGENTS --api-key alice=s3cret
+    repertory serve --store sqlite:///runs.db --agents myapp.agents:AGENTS --api-key alice=s3cret --admin-key ops=t0p
     repertory ui --store sqlite:///runs.db --agents myapp.agents:AGENTS    # the web UI alone, at /ui
 
 The socket is bound before anything else starts, so a port in use is one ``error:`` line and exit
 code 2, like every other mistake; then the runtime starts (finishing turns a previous process
 left open) and uvicorn serves until Ctrl-C, after which the runtime closes cleanly. Keys may also
-come from ``REPERTORY_API_KEYS`` (whitespace-separated), which keeps them out of ``ps``.
+come from ``REPERTORY_API_KEYS`` and ``REPERTORY_ADMIN_KEYS`` (whitespace-separated), which keeps
+them out of ``ps``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _keys(specs: list[str]) -> dict[str, Principal]:
+def _keys(specs: list[str], option: str = "--api-key") -> dict[str, Principal]:
     from repertory.http.auth import parse_api_key
 
     keys: dict[str, Principal] = {}
@@ -59,7 +60,7 @@ def _keys(specs: list[str]) -> dict[str, Principal]:
         try:
             key, principal = parse_api_key(spec)
         except ValueError as exc:
-            raise RepertoryError(f"--api-key: {exc}") from None
+            raise RepertoryError(f"{option}: {exc}") from None
         keys[key] = principal
     return keys
 
@@ -71,6 +72,7 @@ async def _serve(
     agents: dict[str, Agent],
     agents_path: str,
     keys: dict[str, Principal],
+    admins: dict[str, Principal],
     cors: list[str],
     max_body_bytes: int,
     max_streams: int,
@@ -92,7 +94,12 @@ async def _serve(
             app = ui_only_app(runtime, keys or None)
         else:
             app = create_app(
-                runtime, keys or None, max_body_bytes=max_body_bytes, max_streams_per_key=max_streams, cors_origins=cors
+                runtime,
+                keys or None,
+                max_body_bytes=max_body_bytes,
+                max_streams_per_key=max_streams,
+                cors_origins=cors,
+                admin_keys=admins or None,
             )
         config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=5, lifespan="on")
         server = uvicorn.Server(config)
@@ -100,7 +107,8 @@ async def _serve(
         what = "repertory ui" if ui_only else "repertory serve"
         sys.stderr.write(
             f"{what}: listening on http://{host}:{port} (store {store}, backend {backend}, "
-            f"assistants {', '.join(agents)}, API keys {'required' if keys else 'off'}; web UI at /ui/)\n"
+            f"assistants {', '.join(agents)}, API keys {'required' if keys or admins else 'off'}"
+            f"{f', {len(admins)} admin key(s)' if admins else ''}; web UI at /ui/)\n"
         )
         sys.stderr.flush()
         await server.serve(sockets=[sock])
@@ -120,7 +128,16 @@ def serve(
             "--api-key",
             envvar="REPERTORY_API_KEYS",
             help="KEY or NAME=KEY (NAME: alice, user:alice, mod:linter); repeat for more. "
-            "With any, every route but /info needs x-api-key or Authorization: Bearer.",
+            "With any, every route but /info needs x-api-key or Authorization: Bearer, and a key sees "
+            "only the threads its owner (NAME) created.",
+        ),
+    ] = None,
+    admin_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--admin-key",
+            envvar="REPERTORY_ADMIN_KEYS",
+            help="KEY or NAME=KEY that sees and acts on every owner's threads; repeat for more.",
         ),
     ] = None,
     cors_origin: Annotated[
@@ -160,6 +177,7 @@ def serve(
         log_level,
         ui_only=False,
         webhook_secret=webhook_secret,
+        admin_key=admin_key or [],
     )
 
 
@@ -197,6 +215,7 @@ def _run(
     *,
     ui_only: bool,
     webhook_secret: str | None = None,
+    admin_key: list[str] | None = None,
 ) -> None:
     """What ``serve`` and ``ui`` share: check, bind, start the runtime, serve until Ctrl-C."""
     if backend not in ("local", "ray"):
@@ -205,12 +224,28 @@ def _run(
     keys = _keys(api_key or [])
     if webhook_secret:  # read by repertory.http.webhooks.WebhookSettings in this process
         os.environ["REPERTORY_WEBHOOK_SECRET"] = webhook_secret
+    admins = _keys(admin_key or [], "--admin-key")
+    if set(keys) & set(admins):
+        raise RepertoryError("a key cannot be both an --api-key and an --admin-key")
     registry = load_agents(agents)  # a bad --agents fails before the port is taken
     sock = _listen(host, port)
     tune_gc()  # a server process holds many sessions (see repertory.runtime.gc_tuning)
     try:
         asyncio.run(
-            _serve(sock, store, backend, registry, agents, keys, cors, max_body_bytes, max_streams, log_level, ui_only)
+            _serve(
+                sock,
+                store,
+                backend,
+                registry,
+                agents,
+                keys,
+                admins,
+                cors,
+                max_body_bytes,
+                max_streams,
+                log_level,
+                ui_only,
+            )
         )
     except KeyboardInterrupt:
         pass  # Ctrl-C: uvicorn already shut down gracefully and the runtime closed

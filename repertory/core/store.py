@@ -6,7 +6,7 @@ Every backend (memory, SQLite, PostgreSQL) implements it and passes the same con
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import NamedTuple, Protocol, Self, runtime_checkable
 
@@ -17,7 +17,7 @@ from repertory.core.messages import Role
 from repertory.core.state import RunState, RunStatus, ThreadState
 from repertory.core.tree import SessionEvent, SessionRecord, SessionStatus, TurnRecord, TurnStatus
 
-__all__ = ["SessionStore", "StoreAliases", "TreeStore"]
+__all__ = ["DeletedRows", "SessionStore", "StoreAliases", "TreeStore"]
 
 
 @runtime_checkable
@@ -88,6 +88,28 @@ class SessionStore(Protocol):
         """Close the store."""
 
 
+class DeletedRows(BaseModel):
+    """What ``TreeStore.delete_sessions`` removed, counted by table.
+
+    ``revisions`` and ``entries`` count only the history rows no remaining thread reaches any
+    more (the rest are shared with a surviving lineage, and stay).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    sessions: int = 0
+    runs: int = 0
+    turns: int = 0
+    events: int = 0
+    revisions: int = 0
+    entries: int = 0
+    memory_records: int = 0
+    timers: int = 0
+    schedules: int = 0
+
+    def __add__(self, other: DeletedRows) -> DeletedRows:
+        return DeletedRows(**{k: getattr(self, k) + getattr(other, k) for k in DeletedRows.model_fields})
+
+
 @runtime_checkable
 class TreeStore(SessionStore, Protocol):
     """The tables the runtime keeps beside runs and history: sessions, turns and events.
@@ -106,6 +128,27 @@ class TreeStore(SessionStore, Protocol):
 
     async def update_session(self, session: SessionRecord) -> None:
         """Rewrite a session row's mutable fields (title, model, cwd, updated_at)."""
+
+    async def amend_session(
+        self, session_id: str, *, agent: str | None = None, metadata: Mapping[str, JsonValue] | None = None
+    ) -> SessionRecord:
+        """Rewrite the session's agent and/or metadata (what ``update_session`` keeps); returns the new row.
+
+        ``None`` leaves a field as it is; ``metadata`` replaces the whole document. Raises
+        ``StoreError`` for an unknown session. When a change is allowed (an agent only before the
+        first turn) is the runtime's rule, not the store's.
+        """
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> DeletedRows:
+        """Delete sessions and everything that is theirs alone, in one transaction; unknown ids are skipped.
+
+        Goes: each session's row, its thread, runs, turns, events and memory records of its
+        thread (``MemoryStore`` rows whose ``thread_id`` is the session's, in any resource).
+        History revisions on a deleted thread's lineage go too unless another thread's lineage
+        still reaches them (a fork, a parent the fork shares a prefix with), and entries go with
+        the last revision that holds them. Children not in ``session_ids`` stay as they are (their
+        ``lineage.parent_id`` then names a session that no longer exists).
+        """
 
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Sessions spawned or forked from ``parent_id``, oldest first."""

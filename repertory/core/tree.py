@@ -77,9 +77,13 @@ class SessionRecord(BaseModel):
     cwd: str | None = None
     # Where the session runs on the Ray backend: spread over shared hosts, or a host of its own.
     placement: Placement = "shared"
-    # Free-form JSON set at creation (the HTTP server keeps a thread's metadata here); fixed
-    # afterwards like the lineage: ``update_session`` does not rewrite it.
+    # Free-form JSON set at creation (the HTTP server keeps a thread's metadata here).
+    # ``update_session`` does not rewrite it (an actor's stale copy must not undo a change):
+    # ``TreeStore.amend_session`` does, as ``SessionHandle.amend`` asks.
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    # Who the session belongs to (the HTTP server's key owner; ``None``: the operator's, no
+    # tenant). Children and forks inherit it; it never changes.
+    owner: str | None = None
     created_at: int = Field(default_factory=now_ms)
     updated_at: int = Field(default_factory=now_ms)
 
@@ -110,6 +114,7 @@ class NewSession:
     cwd: str | None = None
     placement: Placement = "shared"
     metadata: dict[str, JsonValue] = field(default_factory=dict)
+    owner: str | None = None
 
     def record(self, at: int) -> SessionRecord:
         """The session row this creation writes, stamped ``at`` (epoch ms); validates every field."""
@@ -123,6 +128,7 @@ class NewSession:
             cwd=self.cwd,
             placement=self.placement,
             metadata=dict(self.metadata),
+            owner=self.owner,
             created_at=at,
             updated_at=at,
         )

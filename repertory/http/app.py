@@ -20,13 +20,14 @@ from fastapi.responses import JSONResponse
 
 from repertory.core.principal import Principal
 from repertory.errors import RepertoryError
-from repertory.http.auth import ApiKeys, BodyLimit, StreamSlots
+from repertory.http.auth import ApiKeys, BodyLimit, Caller, StreamSlots
 from repertory.http.crons import cron_routes
 from repertory.http.docs import AssistantOut, responses
 from repertory.http.errors import status_for
+from repertory.http.events import event_routes
 from repertory.http.gateway import Gateway, contains
 from repertory.http.runbook import RunBook
-from repertory.http.runs import Caller, run_routes
+from repertory.http.runs import run_routes
 from repertory.http.schemas import AssistantSearch
 from repertory.http.threads import thread_routes
 from repertory.http.ui import WebUI
@@ -64,6 +65,7 @@ def create_app(
     max_streams_per_key: int = 16,
     cors_origins: Iterable[str] | None = None,
     webhooks: WebhookSettings | None = None,
+    admin_keys: Mapping[str, Principal] | Iterable[str] | None = None,
 ) -> Any:
     """An ASGI app serving ``runtime`` as LangGraph's API (threads, runs, SSE streams, interrupts).
 
@@ -75,8 +77,10 @@ def create_app(
     the server's URL; keys travel in headers, never cookies, so no credentials mode is needed.
     ``webhooks`` sets how run webhooks are signed and retried (default: the secret from
     ``REPERTORY_WEBHOOK_SECRET``; without a secret, a run asking for a webhook is refused).
+    ``admin_keys`` (same forms as ``api_keys``) see and act on every owner's threads; any other key
+    sees only the threads its owner created (``repertory.http.auth``).
     """
-    keys = ApiKeys(api_keys)
+    keys = ApiKeys(api_keys, admin_keys)
     gw = Gateway(runtime)
     runs = RunBook(gw)
     slots = StreamSlots(max_streams_per_key)
@@ -102,7 +106,7 @@ def create_app(
     )
 
     async def auth(request: Request) -> Caller:
-        return keys.principal(request.headers)
+        return keys.caller(request.headers)
 
     CallerDep = Annotated[Caller, Depends(auth)]
 
@@ -167,6 +171,7 @@ def create_app(
     app.include_router(cron_routes(gw, auth))  # -- durable time: LangGraph's cron routes
     app.include_router(run_routes(gw, runs, slots, auth))
     app.mount("/ui", ui.app)  # the web UI (repertory.http.ui): its own pages, login and CSRF checks
+    app.include_router(event_routes(gw, slots, auth))
     origins = list(cors_origins or ())
     if origins:
         # Preflights are answered before any route (so before the key check); the SDK reads the

@@ -1,4 +1,4 @@
-"""Who is calling, how much they may send, and how many streams they may hold open.
+"""Who is calling, whose threads they may see, how much they may send, and how many streams they may hold open.
 
 With API keys configured, every route but ``/info`` (and the OpenAPI document) needs a key, in
 ``x-api-key`` (what ``langgraph-sdk`` sends) or ``Authorization: Bearer``. A missing key is 401,
@@ -6,6 +6,13 @@ an unknown one 403. Each key maps to a ``Principal``; the handles the server dri
 so every message, resume value and approval over HTTP is stamped with who sent it. Keys are kept
 only as SHA-256 digests and compared by digest, so a key never sits in memory or logs in clear
 after start-up. Without keys the server is open and every caller is the anonymous user.
+
+Tenancy: a key's owner is the name before ``=`` (``alice=KEY`` and ``user:alice=KEY``: ``alice``;
+``mod:linter=KEY``: ``mod:linter``; a bare key: ``key-<digest>``), which is also its principal's
+id. A thread belongs to the owner whose key created it (``SessionRecord.owner``; its children and
+forks inherit it); another owner's key gets 404 for it and never sees it listed. An admin key
+(``admin_keys``) sees and may act on every thread. Without keys nobody owns anything and every
+caller sees everything (the open server of a single user).
 """
 
 from __future__ import annotations
@@ -14,12 +21,14 @@ import contextlib
 import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from repertory.core.principal import Principal
+from repertory.core.tree import SessionRecord
 from repertory.http.errors import HttpError
 
-__all__ = ["ApiKeys", "BodyLimit", "StreamSlots", "parse_api_key"]
+__all__ = ["ApiKeys", "BodyLimit", "Caller", "StreamSlots", "owner_of", "parse_api_key"]
 
 _NAME = re.compile(r"^(?:(user|mod|session):)?([\w.@+-]{1,128})$")
 ASGIApp = Any
@@ -51,18 +60,53 @@ def parse_api_key(spec: str) -> tuple[str, Principal]:
     return key, Principal.user(ident)
 
 
-class ApiKeys:
-    """API key digests and the principal each one speaks for."""
+def owner_of(principal: Principal) -> str:
+    """The owner a key's principal stands for: a user's id, else ``kind:id`` (``mod:linter``)."""
+    ident = principal.id or ""
+    return ident if principal.kind == "user" else f"{principal.kind}:{ident}"
 
-    def __init__(self, keys: Mapping[str, Principal] | Iterable[str] | None) -> None:
-        pairs: Iterable[tuple[str, Principal]]
-        if keys is None:
-            pairs = ()
-        elif isinstance(keys, Mapping):
-            pairs = keys.items()
-        else:
-            pairs = (parse_api_key(k) for k in keys)
-        self._by_digest = {_digest(key): principal for key, principal in pairs}
+
+@dataclass(frozen=True)
+class Caller:
+    """One request's caller: its principal, the name its streams count under, its owner, whether it is an admin.
+
+    ``owner`` is ``None`` on an open server (no keys): nobody owns a thread there.
+    """
+
+    principal: Principal
+    who: str
+    owner: str | None = None
+    admin: bool = False
+
+    def sees(self, record: SessionRecord) -> bool:
+        """Whether this caller may see (and act on) a session: its owner's, or any for an admin or an open server."""
+        return self.admin or self.owner is None or record.owner == self.owner
+
+
+def _pairs(keys: Mapping[str, Principal] | Iterable[str] | None) -> Iterable[tuple[str, Principal]]:
+    if keys is None:
+        return ()
+    if isinstance(keys, Mapping):
+        return keys.items()
+    return [parse_api_key(k) for k in keys]
+
+
+class ApiKeys:
+    """API key digests, the principal each one speaks for, and which of them are admin keys."""
+
+    def __init__(
+        self,
+        keys: Mapping[str, Principal] | Iterable[str] | None,
+        admin_keys: Mapping[str, Principal] | Iterable[str] | None = None,
+    ) -> None:
+        self._by_digest = {_digest(key): principal for key, principal in _pairs(keys)}
+        admins = {_digest(key): principal for key, principal in _pairs(admin_keys)}
+        # An admin key without a name speaks as the user "admin", not as a digest nobody can read.
+        for digest, principal in admins.items():
+            if principal.kind == "user" and (principal.id or "").startswith("key-"):
+                admins[digest] = Principal.user("admin")
+        self._admins = frozenset(admins)
+        self._by_digest.update(admins)
 
     @property
     def enabled(self) -> bool:
@@ -71,8 +115,16 @@ class ApiKeys:
 
     def principal(self, headers: Mapping[str, str]) -> tuple[Principal, str]:
         """The caller's principal and the name its stream limit is counted under."""
+        caller = self.caller(headers)
+        return caller.principal, caller.who
+
+    def caller(self, headers: Mapping[str, str]) -> Caller:
+        """The request's ``Caller``: principal, stream-limit name, owner and admin flag.
+
+        A missing key is 401, an unknown one 403.
+        """
         if not self.enabled:
-            return Principal.user(), "anonymous"
+            return Caller(Principal.user(), "anonymous")
         key = headers.get("x-api-key")
         if not key:
             scheme, _, token = headers.get("authorization", "").partition(" ")
@@ -83,7 +135,7 @@ class ApiKeys:
         principal = self._by_digest.get(digest)
         if principal is None:
             raise HttpError("the API key is not valid", status=403)
-        return principal, digest[:16]
+        return Caller(principal, digest[:16], owner=owner_of(principal), admin=digest in self._admins)
 
 
 class StreamSlots:

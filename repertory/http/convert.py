@@ -8,7 +8,11 @@ reads, forks and replays. A repertory tool message carries a whole step's result
 one LangChain tool message per result (``<entry id>.<n>`` when there are several).
 
 Input goes the other way: one human message per run, text only (a turn is one message, and the
-runtime, not the client, writes assistant and tool messages and stamps who said what).
+runtime, not the client, writes assistant and tool messages and stamps who said what). Tool
+messages ahead of it are dropped: agent-chat-ui answers every call it sees without a result with
+a made-up one ("Successfully handled tool call.") when the user types instead of deciding; here
+the new turn supersedes the run waiting on those calls, and the runtime records that as their
+results, so nothing the client invents enters the history.
 """
 
 from __future__ import annotations
@@ -159,6 +163,15 @@ def _one_message(item: JsonValue) -> str:
     return _text_of(content)
 
 
+def _client_tool_result(item: JsonValue) -> bool:
+    """A tool message a client sent ahead of its human message (dropped: see the module docstring)."""
+    if not isinstance(item, dict) or item.get("type", item.get("role")) != "tool":
+        return False
+    if not isinstance(item.get("tool_call_id"), str):
+        raise HttpError("a tool message in the input needs a tool_call_id", status=422)
+    return True
+
+
 def input_text(value: JsonValue) -> str:
     """The text of the one human message in a run's ``input`` (``{"messages": [...]}``)."""
     if not isinstance(value, dict) or set(value) != {"messages"}:
@@ -166,6 +179,7 @@ def input_text(value: JsonValue) -> str:
     messages = value["messages"]
     if not isinstance(messages, list):
         messages = [messages]
+    messages = [m for m in messages if not _client_tool_result(m)]
     if len(messages) != 1:
         raise HttpError(
             f"input takes exactly one human message per run (a run is one turn), got {len(messages)}", status=422

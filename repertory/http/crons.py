@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from repertory.core.timing import ScheduleRecord
 from repertory.errors import ScheduleNotFound
+from repertory.http.auth import Caller
 from repertory.http.convert import input_text, iso
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway, contains
@@ -31,7 +32,6 @@ from repertory.tree.schedules import Schedule
 
 __all__ = ["CronCount", "CronCreate", "CronSearch", "cron_routes", "cron_view"]
 
-Caller = tuple[Any, str]
 Dict = dict[str, Any]
 
 
@@ -144,10 +144,10 @@ def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRoute
     CallerDep = Annotated[Caller, Depends(auth)]
 
     async def create(caller: Caller, thread_id: str | None, body: CronCreate) -> JSONResponse:
-        principal = caller[0]
+        principal = caller.principal
         gw.agent(body.assistant_id)
         if thread_id is not None:
-            record = await gw.record(thread_id)
+            record = await gw.record(thread_id, caller)
             if record.agent != body.assistant_id:
                 raise HttpError(
                     f"thread {thread_id!r} runs assistant {record.agent!r}, not {body.assistant_id!r}", status=409
@@ -156,6 +156,7 @@ def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRoute
         metadata: dict[str, JsonValue] = {
             "payload": payload,
             "user_id": principal.id,
+            "owner": caller.owner,
             "metadata": dict(body.metadata or {}),
         }
         end_at = None if body.end_time is None else int(body.end_time.timestamp() * 1000)
@@ -177,14 +178,15 @@ def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRoute
 
     async def visible(caller: Caller) -> list[Schedule]:
         """The crons this caller may see: its own, and of thread crons only those whose thread it sees."""
-        principal = caller[0]
         out: list[Schedule] = []
         for schedule in await gw.runtime.schedules():
-            if schedule.record.metadata.get("user_id") != principal.id:
+            meta = schedule.record.metadata
+            owned = caller.admin or caller.owner is None or meta.get("owner") == caller.owner
+            if not owned or (caller.owner is None and meta.get("user_id") != caller.principal.id):
                 continue
             if schedule.session_id is not None:
                 try:
-                    await gw.record(schedule.session_id)
+                    await gw.record(schedule.session_id, caller)
                 except HttpError:
                     continue
             out.append(schedule)

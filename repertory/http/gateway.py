@@ -2,10 +2,20 @@
 
 The HTTP layer is a client of the public runtime API: threads are created with
 ``Runtime.create_session`` (a LangGraph client may choose the thread id and attach metadata, both
-of which it takes) and copied with ``SessionHandle.fork``, sessions are driven through
-``SessionHandle`` (so every message and decision is stamped with the caller's principal), and
-state is read from the store (``Runtime.store``). It writes nothing below the runtime and keeps no
-durable state of its own.
+of which it takes), copied with ``SessionHandle.fork``, amended (metadata, the first run's
+assistant) with ``SessionHandle.amend`` and deleted with ``Runtime.delete_session``; sessions are
+driven through ``SessionHandle`` (so every message and decision is stamped with the caller's
+principal), and state is read from the store (``Runtime.store``). It writes nothing below the
+runtime and keeps no durable state of its own.
+
+Every thread lookup takes the caller: a thread another owner's key created is answered exactly
+as one that does not exist (404), so ids cannot be probed across tenants.
+
+A thread created without an assistant (agent-chat-ui creates threads with ``{"metadata": {}}``
+and names the assistant only in the run) is a session on the first served agent marked unbound
+(``views.UNBOUND``); its first run rebinds it to that run's assistant before the turn is queued,
+and from then on its metadata shows ``graph_id`` and ``assistant_id``, as LangGraph's server
+merges them in on each run.
 """
 
 from __future__ import annotations
@@ -20,11 +30,23 @@ from pydantic import JsonValue
 from repertory.core.history import MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.state import RunState
+from repertory.core.store import DeletedRows
 from repertory.core.tree import SessionRecord
-from repertory.errors import SessionExists
+from repertory.errors import SessionExists, SessionNotFound
+from repertory.http.auth import Caller
 from repertory.http.convert import lineage, message_dicts
 from repertory.http.errors import HttpError
-from repertory.http.views import ThreadStatus, interrupts_of, thread_metadata, thread_status, thread_view, values_view
+from repertory.http.views import (
+    RESERVED_PREFIX,
+    UNBOUND,
+    ThreadStatus,
+    interrupts_of,
+    is_unbound,
+    thread_metadata,
+    thread_status,
+    thread_view,
+    values_view,
+)
 from repertory.runtime.agent import Agent
 from repertory.tree.runtime import Runtime
 
@@ -92,50 +114,101 @@ class Gateway:
             raise HttpError(f"no assistant {name!r} (served: {', '.join(self.agents)})", status=404)
         return agent
 
-    def default_agent(self, metadata: dict[str, JsonValue]) -> str:
-        """The assistant a new thread runs: ``metadata.graph_id`` or ``assistant_id``, else the first served."""
+    def named_agent(self, metadata: dict[str, JsonValue]) -> str | None:
+        """The assistant ``metadata.graph_id`` or ``assistant_id`` names (404 if not served), or ``None``."""
         named = {v for k in ("graph_id", "assistant_id") if isinstance(v := metadata.get(k), str)}
         if len(named) > 1:
             raise HttpError("metadata.graph_id and metadata.assistant_id name different assistants", status=422)
-        if named:
-            name = named.pop()
-            self.agent(name)
-            return name
-        return next(iter(self.agents))
+        if not named:
+            return None
+        name = named.pop()
+        self.agent(name)
+        return name
 
     # -- threads ------------------------------------------------------------------------------------
 
-    async def record(self, thread_id: str) -> SessionRecord:
-        """The session behind a thread id; 404 if there is none."""
+    async def record(self, thread_id: str, caller: Caller) -> SessionRecord:
+        """The session behind a thread id; 404 if there is none or the caller may not see it."""
         record = await self.store.load_session(thread_id) if _plausible(thread_id) else None
-        if record is None:
+        if record is None or not caller.sees(record):
             raise HttpError(f"no thread {thread_id!r}", status=404)
         return record
 
     async def create_thread(
         self,
+        caller: Caller,
         *,
         thread_id: str | None,
         metadata: dict[str, JsonValue] | None,
         if_exists: Literal["raise", "do_nothing"] | None,
         agent: str | None = None,
     ) -> SessionRecord:
-        """A new root session (its thread is empty); ``if_exists="do_nothing"`` returns an existing one."""
-        metadata = dict(metadata or {})
-        name = agent if agent is not None else self.default_agent(metadata)
+        """A new root session owned by the caller (thread empty); ``if_exists="do_nothing"`` returns an existing one.
+
+        Without an assistant (``agent`` or one named in the metadata) the thread is unbound: its
+        first run binds it.
+        """
+        metadata = _settable(dict(metadata or {}))
+        name = agent if agent is not None else self.named_agent(metadata)
+        if name is None:
+            name, metadata = next(iter(self.agents)), {**metadata, UNBOUND: True}
         try:
-            handle = await self.runtime.create_session(agent=name, metadata=metadata, session_id=thread_id)
+            handle = await self.runtime.create_session(
+                agent=name, metadata=metadata, session_id=thread_id, owner=caller.owner, principal=caller.principal
+            )
         except SessionExists:
             existing = await self.store.load_session(thread_id) if thread_id is not None else None
+            if existing is not None and not caller.sees(existing):
+                # Another owner's id: refused like any taken id, without saying whose it is.
+                raise HttpError(f"thread {thread_id!r} already exists", status=409) from None
             if existing is not None and if_exists == "do_nothing":
                 return existing
             raise HttpError(f"thread {thread_id!r} already exists", status=409) from None
         return handle.record
 
-    async def copy_thread(self, thread_id: str) -> SessionRecord:
-        """A fork: a new thread whose head is this thread's head (O(1): no message is copied)."""
-        source = await self.record(thread_id)
-        handle = await self.runtime.session(source.session_id)
+    async def bind(self, record: SessionRecord, assistant_id: str, caller: Caller) -> SessionRecord:
+        """Bind an unbound thread to the assistant of its first run; a bound thread is returned as it is."""
+        if not is_unbound(record):
+            return record
+        handle = await self.runtime.session(record.session_id, caller.principal)
+        bound = {k: v for k, v in record.metadata.items() if k != UNBOUND}
+        try:
+            return await handle.amend(agent=assistant_id, metadata=bound)
+        except ValueError:  # another request's first run got there first, with another assistant
+            fresh = await self.record(record.session_id, caller)
+            if is_unbound(fresh):
+                raise
+            return fresh
+
+    async def patch_thread(
+        self, record: SessionRecord, metadata: dict[str, JsonValue], caller: Caller
+    ) -> SessionRecord:
+        """Merge ``metadata`` into the thread's (keys it names are replaced, the rest stay), as LangGraph does.
+
+        ``graph_id`` and ``assistant_id`` say which assistant the thread runs: a patch may repeat
+        them, not change them (the thread's history was written by that agent).
+        """
+        patch = _settable(metadata)
+        for key in ("graph_id", "assistant_id"):
+            if key in patch and (is_unbound(record) or patch[key] != record.agent):
+                raise HttpError(
+                    f"metadata.{key} names the thread's assistant, which its first run chooses; it cannot be patched",
+                    status=422,
+                )
+        handle = await self.runtime.session(record.session_id, caller.principal)
+        return await handle.amend(metadata={**record.metadata, **patch})
+
+    async def delete_thread(self, record: SessionRecord) -> DeletedRows:
+        """Delete the thread's session with what it spawned (a running turn is cancelled first; forks stay)."""
+        try:
+            return await self.runtime.delete_session(record.session_id)
+        except SessionNotFound:
+            raise HttpError(f"no thread {record.session_id!r}", status=404) from None
+
+    async def copy_thread(self, thread_id: str, caller: Caller) -> SessionRecord:
+        """A fork: a new thread whose head is this thread's head (O(1): no message is copied); same owner."""
+        source = await self.record(thread_id, caller)
+        handle = await self.runtime.session(source.session_id, caller.principal)
         child = await handle.fork(title=source.title, metadata=source.metadata)
         return child.record
 
@@ -160,27 +233,25 @@ class Gateway:
         snap = await self.snapshot(record)
         return thread_view(record, snap.status, self.values(snap))
 
-    async def search(
+    async def _matching(
         self,
+        caller: Caller,
         *,
         metadata: Dict | None,
         values: Dict | None,
         ids: list[str] | None,
         status: str | None,
-        sort_by: str,
-        descending: bool,
-        offset: int,
-        limit: int,
-    ) -> list[Dict]:
-        """Threads matching every filter, sorted, one page (reads every session row: O(sessions))."""
-        records = await self.store.list_sessions()
+        with_status: bool,
+    ) -> list[tuple[SessionRecord, ThreadStatus | None]]:
+        """The threads the caller may see that match every filter (reads every session row: O(sessions))."""
+        records = [r for r in await self.store.list_sessions() if caller.sees(r)]
         if ids is not None:
             wanted = set(ids)
             records = [r for r in records if r.session_id in wanted]
         if metadata:
             records = [r for r in records if contains(thread_metadata(r), metadata)]
         rows: list[tuple[SessionRecord, ThreadStatus | None]] = [(r, None) for r in records]
-        if status is not None or sort_by == "status":
+        if status is not None or with_status:
             rows = [(r, (await thread_status(self.store, r))[0]) for r in records]
             if status is not None:
                 rows = [(r, s) for r, s in rows if s == status]
@@ -191,6 +262,25 @@ class Gateway:
                 if contains(self.values(snap), values):
                     kept.append((r, s))
             rows = kept
+        return rows
+
+    async def search(
+        self,
+        caller: Caller,
+        *,
+        metadata: Dict | None,
+        values: Dict | None,
+        ids: list[str] | None,
+        status: str | None,
+        sort_by: str,
+        descending: bool,
+        offset: int,
+        limit: int,
+    ) -> list[Dict]:
+        """Threads the caller may see matching every filter, sorted, one page."""
+        rows = await self._matching(
+            caller, metadata=metadata, values=values, ids=ids, status=status, with_status=sort_by == "status"
+        )
 
         def key(row: tuple[SessionRecord, ThreadStatus | None]) -> Any:
             r, s = row
@@ -202,6 +292,23 @@ class Gateway:
 
         rows.sort(key=key, reverse=descending)
         return [await self.thread_json(r) for r, _ in rows[offset : offset + limit]]
+
+    async def count(self, caller: Caller, *, metadata: Dict | None, values: Dict | None, status: str | None) -> int:
+        """How many threads ``search`` with these filters finds (every page)."""
+        rows = await self._matching(
+            caller, metadata=metadata, values=values, ids=None, status=status, with_status=False
+        )
+        return len(rows)
+
+
+def _settable(metadata: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Client metadata, refusing the keys the server keeps for itself."""
+    reserved = sorted(k for k in metadata if k.startswith(RESERVED_PREFIX))
+    if reserved:
+        raise HttpError(
+            f"metadata keys starting with {RESERVED_PREFIX!r} are the server's: {', '.join(reserved)}", status=422
+        )
+    return metadata
 
 
 def _plausible(thread_id: str) -> bool:

@@ -8,8 +8,11 @@
   reasoning deltas as ``AIMessageChunk`` pieces while the model writes, then every message the
   checkpoint added, in full.
 - ``messages``: the older ``messages/metadata``, ``messages/partial`` and ``messages/complete``.
-- ``custom``: repertory's own events (``tool.call``, ``approval.requested``, deltas, ...) as
-  ``{"type", "seq", "data", "at"}``.
+- ``custom``: what a LangGraph graph writes with its stream writer. A repertory tool has no such
+  writer, so the mode is accepted and carries nothing: repertory's own events (``turn.started``,
+  ``tool.call``, ``checkpoint``, ...) are not graph output, and a LangGraph client would read them
+  as such (agent-chat-ui hands every custom event to its UI-message reducer). They have their own
+  route, ``GET /threads/{thread_id}/events`` (``repertory.http.events``).
 
 Everything but the deltas is derived from the durable event log and the immutable history
 graph alone (a checkpoint event names its revision and the one before it), so a replay after a
@@ -192,6 +195,4 @@ class StreamConverter:
             parts = await self._checkpoint(event)
         elif event.type == "turn.completed":
             parts = await self._completed(event)
-        if "custom" in self.modes:
-            parts.insert(0, ("custom", {"type": event.type, "seq": event.seq, "data": event.data, "at": event.at}))
         return parts

@@ -7,6 +7,12 @@ the id of the run it resumed. ``multitask_strategy`` maps onto the follow-up que
 ``enqueue`` queues behind the running turn, ``reject`` answers 409 while the thread is busy,
 ``interrupt`` cancels the running turn first, and ``rollback`` does the same (history is
 immutable, so the interrupted run's messages stay, followed by error results for its calls).
+A ``command.goto`` to ``__end__`` answers like a resume (same run id) and cancels the waiting
+run instead of deciding it (``schemas.Command``).
+
+A run from an earlier checkpoint (``checkpoint`` or ``checkpoint_id`` other than the head: what
+agent-chat-ui's Regenerate and edit-and-rerun send) needs a fork at that revision; ``start``
+refuses it with 409 until that exists, at the one place it would plug in.
 
 What the store does not keep about a run (its request metadata, the stream modes it asked for,
 a decision still being applied) lives in a bounded in-memory book; a run it has forgotten is
@@ -24,6 +30,7 @@ from repertory.core.ids import now_ms
 from repertory.core.principal import Principal
 from repertory.core.tree import SessionRecord, TurnRecord
 from repertory.errors import RunCancelled, SessionBusy
+from repertory.http.auth import Caller
 from repertory.http.convert import input_text
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
@@ -96,39 +103,47 @@ class RunBook:
 
     # -- starting -----------------------------------------------------------------------------------
 
-    async def thread_for(self, thread_id: str | None, body: RunCreate) -> SessionRecord:
+    async def thread_for(self, caller: Caller, thread_id: str | None, body: RunCreate) -> SessionRecord:
         """The thread a run goes to: a new one for a stateless run, created on demand with ``if_not_exists``."""
         gw = self.gw
         gw.agent(body.assistant_id)
         if thread_id is None:
-            return await gw.create_thread(thread_id=None, metadata=None, if_exists=None, agent=body.assistant_id)
+            return await gw.create_thread(
+                caller, thread_id=None, metadata=None, if_exists=None, agent=body.assistant_id
+            )
         try:
-            return await gw.record(thread_id)
+            return await gw.record(thread_id, caller)
         except HttpError as exc:
             if exc.status != 404 or body.if_not_exists != "create":
                 raise
         return await gw.create_thread(
-            thread_id=thread_id, metadata=None, if_exists="do_nothing", agent=body.assistant_id
+            caller, thread_id=thread_id, metadata=None, if_exists="do_nothing", agent=body.assistant_id
         )
 
     async def start(
-        self, principal: Principal, record: SessionRecord, body: RunCreate, start_seq: int | None = None
+        self, caller: Caller, record: SessionRecord, body: RunCreate, start_seq: int | None = None
     ) -> HttpRun:
         """Start a run; returns once its turn is durably queued (or its decisions are under way)."""
         gw = self.gw
+        principal = caller.principal
         agent = gw.agent(body.assistant_id)
         tid = record.session_id
+        wanted = body.checkpoint_revision
+        if wanted is not None and wanted != await gw.head(tid):
+            # The plug for runs from a checkpoint (Regenerate, edit-and-rerun): a fork of the
+            # thread at ``wanted`` (``SessionHandle.fork(at_revision=...)``) that this run then
+            # drives, once forks at any revision exist.
+            raise HttpError(
+                "a run must start from the thread's head checkpoint: runs from an earlier one "
+                "(editing or regenerating a message) are not supported",
+                status=409,
+            )
+        if body.command is None:
+            record = await gw.bind(record, body.assistant_id, caller)
         if record.agent != body.assistant_id:
             raise HttpError(
                 f"thread {tid!r} runs assistant {record.agent!r}, not {body.assistant_id!r} "
                 "(a repertory session has one agent)",
-                status=409,
-            )
-        wanted = body.checkpoint_revision
-        if wanted is not None and wanted != await gw.head(tid):
-            raise HttpError(
-                "a run must start from the thread's head checkpoint: runs from an earlier one "
-                "(editing or regenerating a message) are not supported",
                 status=409,
             )
         handle = await gw.runtime.session(tid, principal)
@@ -158,14 +173,17 @@ class RunBook:
             status, latest = await thread_status(gw.store, record)
             if status == "busy" and body.multitask_strategy == "reject":
                 raise SessionBusy(f"thread {tid!r} is busy", session_id=tid)
-            if latest is None:
-                raise HttpError("the thread has no interrupt waiting for command.resume", status=409)
-            decisions = parse_resume(body.command.resume, latest, agent, principal.model_dump(mode="json"))
+            if latest is None or latest.status != "suspended":
+                raise HttpError("the thread has no interrupt waiting for a command", status=409)
             turn = next((t for t in await gw.store.list_turns(tid, ["suspended"]) if t.run_id == latest.run_id), None)
             if turn is None:
-                raise HttpError("the thread has no interrupt waiting for command.resume", status=409)
+                raise HttpError("the thread has no interrupt waiting for a command", status=409)
             run = make(latest.run_id, turn.submission_id)
-            run.driver = gw.spawn(apply_decisions(handle, gw.store, latest.run_id, decisions))
+            if body.command.ends:
+                run.driver = gw.spawn(handle.get_turn(turn.submission_id).cancel())
+            else:
+                decisions = parse_resume(body.command.resume, latest, agent, principal.model_dump(mode="json"))
+                run.driver = gw.spawn(apply_decisions(handle, gw.store, latest.run_id, decisions))
         else:
             text = input_text(body.input)
             if_busy = _IF_BUSY[body.multitask_strategy]
@@ -185,12 +203,12 @@ class RunBook:
 
     # -- finding ------------------------------------------------------------------------------------
 
-    async def locate(self, thread_id: str, run_id: str) -> HttpRun:
-        """A run of a thread, from memory or from the thread's turns; 404 if the thread has no such run."""
+    async def locate(self, caller: Caller, thread_id: str, run_id: str) -> HttpRun:
+        """A run of a thread the caller may see, from memory or from the thread's turns; 404 otherwise."""
+        record = await self.gw.record(thread_id, caller)
         run = self._runs.get(run_id)
         if run is not None and run.thread_id == thread_id:
             return run
-        record = await self.gw.record(thread_id)
         for turn in await self.gw.store.list_turns(thread_id):
             if turn.run_id == run_id:
                 found = HttpRun(
@@ -216,9 +234,9 @@ class RunBook:
         """The run as a LangGraph ``Run`` object."""
         return run_view(await self.turn(run), run.assistant_id, run.metadata, run.multitask_strategy, run.kwargs)
 
-    async def list(self, thread_id: str, *, limit: int, offset: int, status: str | None) -> list[Dict]:
+    async def list(self, caller: Caller, thread_id: str, *, limit: int, offset: int, status: str | None) -> list[Dict]:
         """A thread's runs, newest first."""
-        record = await self.gw.record(thread_id)
+        record = await self.gw.record(thread_id, caller)
         turns = list(reversed(await self.gw.store.list_turns(thread_id)))
         if status is not None:
             turns = [t for t in turns if run_status(t.status) == status]
@@ -253,8 +271,10 @@ class RunBook:
         if turn.status == "error":
             info = turn.error
             return {"__error__": {"error": info.type if info else "Error", "message": info.message if info else ""}}
-        snap = await self.gw.snapshot(await self.gw.record(run.thread_id))
-        return self.gw.values(snap)
+        record = await self.gw.store.load_session(run.thread_id)
+        if record is None:
+            raise HttpError(f"thread {run.thread_id!r} was deleted", status=404)
+        return self.gw.values(await self.gw.snapshot(record))
 
     async def cancel(self, principal: Principal, run: HttpRun, *, wait: bool) -> None:
         """Cancel the run: queued, it never runs; running or deciding, it stops; interrupted, it is closed."""

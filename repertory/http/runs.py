@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from repertory.core.principal import Principal
-from repertory.http.auth import StreamSlots
+from repertory.http.auth import Caller, StreamSlots
 from repertory.http.docs import ERRORS, SSE, RunOut, ValuesOut, responses
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
@@ -25,8 +25,6 @@ from repertory.http.schemas import RunCreate, normalize_stream_modes
 from repertory.http.sse import EventFeed, parse_last_event_id, run_events
 
 __all__ = ["Caller", "run_routes"]
-
-Caller = tuple[Principal, str]
 
 
 class _EventStream(StreamingResponse):
@@ -76,8 +74,7 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
         return await runs.outcome(run)
 
     async def stream(
-        principal: Principal,
-        who: str,
+        caller: Caller,
         run: HttpRun | None,
         thread_id: str | None,
         body: RunCreate | None,
@@ -87,15 +84,16 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
         cancel_on_disconnect: bool,
     ) -> Response:
         resume_from = parse_last_event_id(last_event_id)
+        principal, who = caller.principal, caller.who
         slots.take(who)
         feed: EventFeed | None = None
         try:
             if run is None:
                 assert body is not None
-                record = await runs.thread_for(thread_id, body)
+                record = await runs.thread_for(caller, thread_id, body)
                 handle = await gw.runtime.session(record.session_id, principal)
                 feed = await EventFeed(handle, gw.store, await gw.store.last_event_seq(record.session_id)).open()
-                run = await runs.start(principal, record, body, start_seq=feed.last_seq)
+                run = await runs.start(caller, record, body, start_seq=feed.last_seq)
             else:
                 handle = await gw.runtime.session(run.thread_id, principal)
                 after = run.start_seq if resume_from is None else max(resume_from[0] - 1, 0)
@@ -142,15 +140,15 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
         return _EventStream(body_bytes(), headers, lambda: slots.give_back(who))
 
     async def create(caller: Caller, thread_id: str | None, body: RunCreate) -> JSONResponse:
-        record = await runs.thread_for(thread_id, body)
-        run = await runs.start(caller[0], record, body)
+        record = await runs.thread_for(caller, thread_id, body)
+        run = await runs.start(caller, record, body)
         return JSONResponse(await runs.view(run), headers={"Content-Location": _run_path(run)})
 
     async def wait(request: Request, caller: Caller, thread_id: str | None, body: RunCreate) -> JSONResponse:
-        record = await runs.thread_for(thread_id, body)
-        run = await runs.start(caller[0], record, body)
+        record = await runs.thread_for(caller, thread_id, body)
+        run = await runs.start(caller, record, body)
         path = _run_path(run)
-        values = await wait_for(request, run, body.on_disconnect, caller[0])
+        values = await wait_for(request, run, body.on_disconnect, caller.principal)
         return JSONResponse(values, headers={"Location": f"{path}/join", "Content-Location": path})
 
     @router.post("/threads/{thread_id}/runs", responses=responses(RunOut), summary="Create a background run")
@@ -168,8 +166,7 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
     @router.post("/threads/{thread_id}/runs/stream", responses=SSE, summary="Create a run and stream it (SSE)")
     async def stream_run(thread_id: str, body: RunCreate, caller: CallerDep) -> Response:
         return await stream(
-            caller[0],
-            caller[1],
+            caller,
             None,
             thread_id,
             body,
@@ -191,8 +188,7 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
     @router.post("/runs/stream", responses=SSE, summary="Create a stateless run and stream it (SSE)")
     async def stream_stateless(body: RunCreate, caller: CallerDep) -> Response:
         return await stream(
-            caller[0],
-            caller[1],
+            caller,
             None,
             None,
             body,
@@ -213,11 +209,11 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
             Literal["pending", "running", "error", "success", "timeout", "interrupted"] | None, Query()
         ] = None,
     ) -> JSONResponse:
-        return JSONResponse(await runs.list(thread_id, limit=limit, offset=offset, status=status))
+        return JSONResponse(await runs.list(caller, thread_id, limit=limit, offset=offset, status=status))
 
     @router.get("/threads/{thread_id}/runs/{run_id}", responses=responses(RunOut), summary="Get a run")
     async def get_run(thread_id: str, run_id: str, caller: CallerDep) -> JSONResponse:
-        return JSONResponse(await runs.view(await runs.locate(thread_id, run_id)))
+        return JSONResponse(await runs.view(await runs.locate(caller, thread_id, run_id)))
 
     @router.get(
         "/threads/{thread_id}/runs/{run_id}/join",
@@ -225,8 +221,8 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
         summary="Wait for a run and return the thread's values",
     )
     async def join_run(thread_id: str, run_id: str, request: Request, caller: CallerDep) -> JSONResponse:
-        run = await runs.locate(thread_id, run_id)
-        return JSONResponse(await wait_for(request, run, "continue", caller[0]))
+        run = await runs.locate(caller, thread_id, run_id)
+        return JSONResponse(await wait_for(request, run, "continue", caller.principal))
 
     @router.get(
         "/threads/{thread_id}/runs/{run_id}/stream", responses=SSE, summary="Join a run's stream; Last-Event-ID resumes"
@@ -243,10 +239,9 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
             asked = normalize_stream_modes(stream_mode)
         except ValueError as exc:
             raise HttpError(str(exc), status=422) from None
-        run = await runs.locate(thread_id, run_id)
+        run = await runs.locate(caller, thread_id, run_id)
         return await stream(
-            caller[0],
-            caller[1],
+            caller,
             run,
             thread_id,
             None,
@@ -268,8 +263,8 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
         wait: Annotated[bool, Query()] = False,
         action: Annotated[Literal["interrupt", "rollback"], Query()] = "interrupt",
     ) -> Response:
-        run = await runs.locate(thread_id, run_id)
-        await runs.cancel(caller[0], run, wait=wait)
+        run = await runs.locate(caller, thread_id, run_id)
+        await runs.cancel(caller.principal, run, wait=wait)
         return Response(status_code=204)
 
     return router

@@ -18,13 +18,18 @@ from repertory.http.errors import HttpError
 from repertory.http.webhooks import check_webhook_url
 
 __all__ = [
+    "END",
     "STREAM_MODES",
     "AssistantSearch",
     "Command",
     "HistoryQuery",
     "RunCreate",
+    "StateAtCheckpoint",
     "StreamMode",
+    "ThreadCount",
     "ThreadCreate",
+    "ThreadPatch",
+    "ThreadPrune",
     "ThreadSearch",
     "normalize_stream_modes",
 ]
@@ -34,6 +39,8 @@ STREAM_MODES: tuple[str, ...] = ("values", "updates", "messages", "messages-tupl
 _LANGGRAPH_ONLY_MODES = ("debug", "events", "tasks", "checkpoints", "tools", "lifecycle")
 ThreadStatusFilter = Literal["idle", "busy", "interrupted", "error"]
 Metadata = dict[str, JsonValue]
+END = "__end__"
+"""LangGraph's end node: ``command.goto`` to it ends a waiting run (see ``Command``)."""
 
 
 def _check_text(value: Any, path: str = "body") -> None:
@@ -121,6 +128,55 @@ class ThreadSearch(_Body):
         return self
 
 
+class ThreadPatch(_Body):
+    """``PATCH /threads/{thread_id}``: metadata merged into the thread's (LangGraph's rule)."""
+
+    metadata: Metadata | None = None
+    ttl: JsonValue | None = None
+
+    @model_validator(mode="after")
+    def _served(self) -> ThreadPatch:
+        if self.ttl is not None:
+            raise ValueError("thread TTLs are not supported by repertory: use repertory retention --idle-days")
+        return self
+
+
+class ThreadCount(_Body):
+    """``POST /threads/count``: how many threads a search with these filters finds."""
+
+    metadata: Metadata | None = None
+    values: Metadata | None = None
+    status: ThreadStatusFilter | None = None
+
+
+class ThreadPrune(_Body):
+    """``POST /threads/prune``: delete threads by id (the ``delete`` strategy; ``keep_latest`` is not served)."""
+
+    thread_ids: list[str] = Field(max_length=1000)
+    strategy: Literal["delete", "keep_latest"] = "delete"
+
+    @model_validator(mode="after")
+    def _served(self) -> ThreadPrune:
+        if self.strategy != "delete":
+            raise ValueError("prune strategy 'keep_latest' is not supported: history is immutable, nothing is pruned")
+        return self
+
+
+class StateAtCheckpoint(_Body):
+    """``POST /threads/{thread_id}/state/checkpoint``: the state at one checkpoint."""
+
+    checkpoint: dict[str, JsonValue]
+    subgraphs: bool | None = None
+
+    @property
+    def checkpoint_id(self) -> str:
+        """The checkpoint's id (422 when the body names none)."""
+        found = self.checkpoint.get("checkpoint_id")
+        if not isinstance(found, str) or not found:
+            raise HttpError("checkpoint.checkpoint_id is required", status=422)
+        return found
+
+
 class HistoryQuery(_Body):
     """``POST /threads/{thread_id}/history``: states newest first, optionally before a checkpoint."""
 
@@ -145,7 +201,14 @@ class AssistantSearch(_Body):
 
 
 class Command(_Body):
-    """A run's ``command``: ``resume`` answers the thread's interrupt; ``update`` and ``goto`` are LangGraph's."""
+    """A run's ``command``: ``resume`` answers the thread's interrupt; ``goto: "__end__"`` ends the waiting run.
+
+    ``goto`` to LangGraph's end node (agent-chat-ui's "Mark as Resolved") means: the run waiting
+    for a human ends now, without the model running again. It is cancelled (its pending calls get
+    error results saying so, its token dies) and the thread is idle; the run's status reads
+    ``interrupted``, as every cancelled run's does. Any other node is LangGraph's graph routing,
+    which an agent does not have (422), and so is ``update``.
+    """
 
     resume: JsonValue = None
     update: JsonValue = None
@@ -153,11 +216,23 @@ class Command(_Body):
 
     @model_validator(mode="after")
     def _served(self) -> Command:
-        if self.update is not None or self.goto is not None:
-            raise ValueError("command.update and command.goto are not supported by repertory; use command.resume")
-        if "resume" not in self.model_fields_set:
+        if self.update is not None:
+            raise ValueError("command.update is not supported by repertory: use command.resume")
+        if self.goto is not None:
+            if self.goto not in (END, [END]):
+                raise ValueError(
+                    f"command.goto may only be {END!r} (end the waiting run): an agent has no graph nodes to route to"
+                )
+            if "resume" in self.model_fields_set:
+                raise ValueError("give command.resume or command.goto, not both")
+        elif "resume" not in self.model_fields_set:
             raise ValueError("command needs resume: the value, or the decisions, that answer the interrupt")
         return self
+
+    @property
+    def ends(self) -> bool:
+        """Whether this command ends the waiting run (``goto: "__end__"``)."""
+        return self.goto is not None
 
 
 class RunCreate(_Body):
@@ -190,6 +265,10 @@ class RunCreate(_Body):
 
     @model_validator(mode="after")
     def _served(self) -> RunCreate:
+        if self.command is not None and self.input in ({}, {"messages": []}):
+            # agent-chat-ui and LangGraph's JS client send ``input: {}`` beside every command:
+            # an empty input is no input.
+            self.input = None
         if self.command is not None and self.input is not None:
             raise ValueError("give input or command, not both")
         if self.command is None and self.input is None:

@@ -24,10 +24,13 @@ from repertory.http.convert import iso, lineage, message_dicts
 from repertory.runtime.agent import Agent
 
 __all__ = [
+    "RESERVED_PREFIX",
+    "UNBOUND",
     "ThreadStatus",
     "approval_request",
     "assistant_view",
     "interrupts_of",
+    "is_unbound",
     "run_status",
     "run_view",
     "states_view",
@@ -39,6 +42,10 @@ __all__ = [
 
 Dict = dict[str, Any]
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
+RESERVED_PREFIX = "repertory:"
+"""Metadata keys the server keeps for itself on a session's record; never shown, never settable."""
+UNBOUND = "repertory:unbound"
+"""Marks a thread created without an assistant: its first run binds it (``SessionHandle.amend``)."""
 DECISIONS = ["approve", "edit", "reject"]
 _RUN_STATUS: dict[TurnStatus, str] = {
     "queued": "pending",
@@ -107,9 +114,21 @@ async def thread_status(store: TreeStore, record: SessionRecord) -> tuple[Thread
     return "idle", latest
 
 
+def is_unbound(record: SessionRecord) -> bool:
+    """Whether the thread was created without an assistant and has not run yet."""
+    return record.metadata.get(UNBOUND) is True
+
+
 def thread_metadata(record: SessionRecord) -> Dict:
-    """Metadata set at creation, plus the agent under the keys LangGraph's clients search by."""
-    return {**record.metadata, "graph_id": record.agent, "assistant_id": record.agent}
+    """The thread's metadata as clients see it: once bound, with its assistant under ``graph_id`` and ``assistant_id``.
+
+    Those two keys are what LangGraph's server merges in on every run and what agent-chat-ui's
+    sidebar searches by; a thread created without an assistant shows neither until its first run.
+    """
+    shown = {k: v for k, v in record.metadata.items() if not k.startswith(RESERVED_PREFIX)}
+    if is_unbound(record):
+        return shown
+    return {**shown, "graph_id": record.agent, "assistant_id": record.agent}
 
 
 def thread_view(record: SessionRecord, status: ThreadStatus, values: Dict) -> Dict:
@@ -155,13 +174,18 @@ def states_view(
     *,
     limit: int,
     before: str | None = None,
+    at: str | None = None,
 ) -> list[Dict]:
-    """The thread's states, newest first: one per history revision, the head's with its interrupts."""
+    """The thread's states, newest first: one per history revision, the head's with its interrupts.
+
+    ``before`` starts below that checkpoint; ``at`` is that one checkpoint alone (nothing when it
+    is not on the thread's lineage).
+    """
     interrupts = interrupts_of(run, agent)
     pairs = lineage(history) if history is not None else []
     if not pairs:
         nxt, tasks = _head_tasks(status, run, interrupts)
-        if before is not None:
+        if before is not None or at is not None:
             return []
         return [
             {
@@ -177,8 +201,12 @@ def states_view(
         ]
     per_revision = [message_dicts(entry.id, entry.message) for _, entry in pairs]
     end = len(pairs)
-    if before is not None:
-        ids = [rev.id for rev, _ in pairs]
+    ids = [rev.id for rev, _ in pairs]
+    if at is not None:
+        if at not in ids:
+            return []
+        end, limit = ids.index(at) + 1, 1
+    elif before is not None:
         end = ids.index(before) if before in ids else 0
     out: list[Dict] = []
     for i in range(end - 1, max(end - limit, 0) - 1, -1):

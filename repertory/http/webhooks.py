@@ -139,7 +139,10 @@ class Webhooks:
         assistant = record.metadata.get("assistant_id")
         run_meta = record.metadata.get("run_metadata")
         view = run_view(turn, str(assistant), run_meta if isinstance(run_meta, dict) else {})
-        snap = await self.gw.snapshot(await self.gw.record(record.session_id))
+        session = await self.gw.store.load_session(record.session_id)  # the server's own read: no caller
+        if session is None:
+            raise HttpError(f"no thread {record.session_id!r}", status=404)
+        snap = await self.gw.snapshot(session)
         error = None if turn.error is None else {"error": turn.error.type, "message": turn.error.message}
         body = {**view, "values": self.gw.values(snap), "error": error, "webhook_sent_at": iso(now_ms())}
         return json.dumps(body, ensure_ascii=False).encode()

@@ -30,7 +30,7 @@ from repertory.core.result import RunResult
 from repertory.core.state import ErrorInfo, RunState, SuspendReason
 from repertory.core.store import TreeStore
 from repertory.core.tree import SessionEvent, SessionRecord, SessionStatus, TurnKind, TurnRecord, TurnStatus
-from repertory.errors import RepertoryError, RunCancelled, SessionBusy
+from repertory.errors import RepertoryError, RunCancelled, SessionBusy, SessionNotFound
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import EventBus
 from repertory.runtime.session import Session
@@ -98,6 +98,7 @@ class SessionActor:
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._send_lock: asyncio.Lock | None = None  # made on the first send
         self._suspended: dict[str, TurnRecord] | None = None  # loaded on first need
+        self._retired = False  # set by retire(): the session is being deleted, nothing new may start
         self.last_active = time.monotonic()
 
     # -- state --------------------------------------------------------------------------------------
@@ -162,6 +163,7 @@ class SessionActor:
         if self._send_lock is None:
             self._send_lock = asyncio.Lock()
         async with self._send_lock:
+            self._refuse_if_retired()
             busy = self.busy
             if busy and if_busy == "reject":
                 raise SessionBusy(f"session {self.id!r} has a turn running or queued", session_id=self.id)
@@ -182,6 +184,7 @@ class SessionActor:
 
     async def decide(self, decide: Callable[[Session], Awaitable[RunResult]]) -> RunResult:
         """Run a decision (approve, reject, resume) in mailbox order and return its result."""
+        self._refuse_if_retired()
         self.touch()
         job = _Job("decision", decide=decide, future=asyncio.get_running_loop().create_future())
         self._jobs.append(job)
@@ -189,7 +192,52 @@ class SessionActor:
         assert job.future is not None
         return await job.future
 
+    def _refuse_if_retired(self) -> None:
+        if self._retired:
+            raise SessionNotFound(f"session {self.id!r} is being deleted", session_id=self.id)
+
+    async def amend(
+        self, agent_name: str | None, agent: Agent | None, metadata: dict[str, Any] | None
+    ) -> SessionRecord:
+        """Rebind the agent (only before the first turn) and/or replace the metadata, in the store and here.
+
+        Under the send lock, so a turn cannot be queued between the check and the rebinding.
+        Raises ``ValueError`` when the agent would change after a turn (its history was written by
+        the other one).
+        """
+        if self._send_lock is None:
+            self._send_lock = asyncio.Lock()
+        async with self._send_lock:
+            self._refuse_if_retired()
+            if agent_name is not None and agent_name != self.record.agent:
+                ran = self.busy or self.session.state is not None or bool(await self.store.list_turns(self.id))
+                if ran:
+                    raise ValueError(
+                        f"session {self.id!r} has run agent {self.record.agent!r}; "
+                        "its agent is fixed once its first turn is queued"
+                    )
+            record = await self.store.amend_session(self.id, agent=agent_name, metadata=metadata)
+            if agent is not None:
+                self.session.agent = agent
+            self.record.agent, self.record.metadata = record.agent, dict(record.metadata)
+            return record
+
+    async def retire(self) -> None:
+        """Refuse new work, cancel everything (the running turn first), and stop: the session is being deleted.
+
+        Sends already past their check finish queueing first (they hold the send lock), so the
+        cancel sees them.
+        """
+        self._retired = True
+        if self._send_lock is not None:
+            async with self._send_lock:
+                pass
+        await self.cancel()
+        await self.detach()
+
     def _ensure_worker(self) -> None:
+        if self._retired:
+            return
         if self._jobs and (self._worker is None or self._worker.done()):
             self._worker = asyncio.get_running_loop().create_task(self._work(), name=f"session-{self.id}")
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, assert_never
 
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from repertory.core.clock import Clock, SystemClock
 from repertory.core.decisions import Approve, Decision, Reject, Resume
@@ -36,7 +36,7 @@ from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
-from repertory.core.store import TreeStore
+from repertory.core.store import DeletedRows, TreeStore
 from repertory.core.timing import ScheduleRecord, TimedStore, TimerRecord, firing_submission_id
 from repertory.core.tree import (
     NewSession,
@@ -148,6 +148,7 @@ class LocalHost:
         self._resolve = functools.partial(_resolve_output, self._output_types)
         self._reaper: asyncio.Task[None] | None = None
         self._listeners: dict[str, list[Callable[[SessionEvent], None]]] = {}
+        self._retiring: set[str] = set()  # sessions being deleted: never activated again
         self.activations = 0
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -217,6 +218,8 @@ class LocalHost:
         sessions run side by side (a host-wide lock made 10,000 first turns queue one by one).
         """
         while True:
+            if session_id in self._retiring:
+                raise SessionNotFound(f"session {session_id!r} is being deleted", session_id=session_id)
             actor = self._actors.get(session_id)
             if actor is not None:
                 return actor
@@ -288,6 +291,43 @@ class LocalHost:
     async def create_sessions(self, specs: list[NewSession]) -> list[SessionRecord]:
         """Persist many new sessions, in order (the first taken id raises ``SessionExists``)."""
         return [await self.create_session(spec) for spec in specs]
+
+    async def amend_session(
+        self, session_id: str, *, agent: str | None = None, metadata: dict[str, JsonValue] | None = None
+    ) -> SessionRecord:
+        """Rebind the session's agent (only before its first turn) and/or replace its metadata."""
+        resolved = None if agent is None else self.agent(agent)
+        actor = await self.actor(session_id)  # the check and the write happen under its send lock
+        return await actor.amend(agent, resolved, metadata)
+
+    async def retire(self, session_ids: list[str]) -> None:
+        """Stop these sessions for good before they are deleted: no activation from now on, work cancelled.
+
+        In order (a parent before the children it may be waiting for, so a cancelled child cannot
+        wake a parent that is about to stop too). Safe to repeat; ``release`` forgets the marks.
+        """
+        self._retiring.update(session_ids)
+        for session_id in session_ids:
+            pending = self._activating.get(session_id)
+            if pending is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(pending)  # an activation under way lands first, then stops
+            actor = self._actors.pop(session_id, None)
+            if actor is not None:
+                await actor.retire()
+
+    def release(self, session_ids: list[str]) -> None:
+        """Forget the marks ``retire`` left (their rows are gone, so an activation finds nothing anyway)."""
+        self._retiring.difference_update(session_ids)
+
+    async def delete_sessions(self, session_ids: list[str]) -> DeletedRows:
+        """Retire the sessions, then delete them from the store in one transaction (``TreeStore.delete_sessions``)."""
+        ids = list(dict.fromkeys(session_ids))
+        try:
+            await self.retire(ids)
+            return await self.store.delete_sessions(ids)
+        finally:
+            self.release(ids)
 
     async def send_many(self, batch: list[tuple[str, ModelMessage, TurnKind, str]]) -> list[TurnRecord]:
         """Queue ``(session_id, message, kind, submission_id)`` turns, each enqueued behind any running one."""

@@ -16,6 +16,8 @@ Rules every backend keeps (the handle suite in ``tests/handles`` runs on each):
 - ``events`` replays stored events after ``after_seq`` then follows live ones until the caller
   stops; ``listen`` is synchronous, so the listener is in place before the caller's next call.
 - ``close`` stops work without changing anything durable: open turns resume at the next start.
+- ``delete_sessions`` stops each session's actor where it lives (cancelling its running turn
+  first) and refuses to activate it again before the store deletes its rows in one transaction.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from repertory.core.decisions import Decision
 from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
+from repertory.core.store import DeletedRows
 from repertory.core.tree import NewSession, SessionEvent, SessionMetadata, SessionRecord, TurnKind, TurnRecord
 from repertory.runtime.actor import IfBusy
 from repertory.runtime.agent import Agent
@@ -60,6 +63,16 @@ class SessionBackend(Protocol):
 
     async def metadata(self, session_id: str) -> SessionMetadata:
         """Title, model, live status, cwd and times."""
+        ...
+
+    async def amend_session(
+        self, session_id: str, *, agent: str | None = None, metadata: dict[str, JsonValue] | None = None
+    ) -> SessionRecord:
+        """Rebind the agent (``ValueError`` once a turn was queued) and/or replace the metadata; the new row."""
+        ...
+
+    async def delete_sessions(self, session_ids: list[str]) -> DeletedRows:
+        """Stop the sessions' actors (cancelling their work, in the order given), then delete their rows."""
         ...
 
     # -- turns --------------------------------------------------------------------------------------

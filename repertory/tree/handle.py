@@ -143,7 +143,7 @@ class SessionHandle:
         *,
         metadata: Mapping[str, JsonValue] | None = None,
     ) -> SessionHandle:
-        """A child with no history; inherits this session's agent, model and cwd unless given."""
+        """A child with no history; inherits this session's agent, model and cwd unless given, and its owner."""
         spec = NewSession(
             agent=agent or self._record.agent,
             title=title,
@@ -152,13 +152,15 @@ class SessionHandle:
             lineage=Lineage(kind="spawned", parent_id=self.id),
             root_id=self._record.root_id,
             metadata=dict(metadata or {}),
+            owner=self._record.owner,
         )
         return SessionHandle(self._rt, await self._rt.host.create_session(spec), self.principal)
 
     async def fork(self, title: str | None = None, *, metadata: Mapping[str, JsonValue] | None = None) -> SessionHandle:
         """A child sharing this conversation up to now (no copy); nothing said afterwards crosses.
 
-        ``metadata`` is the child's (nothing of this session's is copied unless passed).
+        ``metadata`` is the child's (nothing of this session's is copied unless passed); the owner
+        is this session's.
         """
         thread = await self._rt.store.load_thread(self.id)
         head = None if thread is None else thread.history_revision_id
@@ -171,12 +173,29 @@ class SessionHandle:
             root_id=self._record.root_id,
             head=head,
             metadata=dict(metadata or {}),
+            owner=self._record.owner,
         )
         return SessionHandle(self._rt, await self._rt.host.create_session(spec), self.principal)
 
     async def metadata(self) -> SessionMetadata:
         """Title, model, live status, cwd and times."""
         return await self._rt.host.metadata(self.id)
+
+    async def amend(
+        self, *, agent: str | None = None, metadata: Mapping[str, JsonValue] | None = None
+    ) -> SessionRecord:
+        """Rebind the session to another agent and/or replace its metadata; returns the new record.
+
+        The agent can change only until the first turn is queued (``ValueError`` afterwards: the
+        history was written by the other one); a thread an HTTP client created without naming an
+        assistant is bound this way by its first run. ``None`` leaves a field as it is. The handle
+        reads the new record.
+        """
+        record = await self._rt.host.amend_session(
+            self.id, agent=agent, metadata=None if metadata is None else dict(metadata)
+        )
+        self._record = record
+        return record.model_copy(deep=True)
 
     # -- turns --------------------------------------------------------------------------------------
 

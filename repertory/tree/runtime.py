@@ -23,7 +23,7 @@ from pydantic import JsonValue
 from repertory.core.clock import Clock, SystemClock
 from repertory.core.ids import new_id
 from repertory.core.principal import Message, Principal, to_model_message
-from repertory.core.store import SessionStore, TreeStore
+from repertory.core.store import DeletedRows, SessionStore, TreeStore
 from repertory.core.tree import NewSession, Placement
 from repertory.errors import ScheduleNotFound, SessionNotFound, StoreError
 from repertory.runtime.agent import Agent
@@ -157,6 +157,7 @@ class Runtime:
         placement: Placement = "shared",
         metadata: Mapping[str, JsonValue] | None = None,
         session_id: str | None = None,
+        owner: str | None = None,
     ) -> SessionHandle:
         """A new root session running ``agent`` (a name given to ``Runtime.start``).
 
@@ -164,7 +165,9 @@ class Runtime:
         the HTTP server keeps a thread's metadata there). ``session_id`` chooses the id (a client
         that names its threads); one that a session or thread already has raises
         ``SessionExists`` and changes nothing. ``placement="dedicated"`` (Ray backend) gives the
-        session a Ray actor of its own.
+        session a Ray actor of its own. ``owner`` names who the session belongs to (the HTTP
+        server's tenant, the owner of the API key that created it); its children and forks
+        inherit it, and it never changes.
         """
         if placement == "dedicated" and self.backend != "ray":
             raise ValueError("placement='dedicated' needs backend='ray'")
@@ -176,6 +179,7 @@ class Runtime:
             cwd=cwd,
             placement=placement,
             metadata=dict(metadata or {}),
+            owner=owner,
         )
         record = await self._host.create_session(spec)
         return SessionHandle(self, record, principal or Principal.user())
@@ -276,6 +280,32 @@ class Runtime:
         if record is None:
             raise ScheduleNotFound(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
         return Schedule(self, record)
+
+    async def delete_session(self, session_id: str, *, forks: bool = False) -> DeletedRows:
+        """Delete a session with its spawned descendants: runs, turns, events, memory records of their threads.
+
+        Each session's actor is stopped on its host first (a running turn is cancelled, queued
+        ones never run, a pending approval dies), parents before children; then the store deletes
+        every row in one transaction. History another session's lineage still uses stays; the
+        rest is collected. Forks are independent conversations: they survive whole (their lineage
+        still names the deleted parent, whose ``parent()`` then raises ``SessionNotFound``), and
+        so does everything below them. ``forks=True`` deletes every descendant, forks included
+        (what retention does with an idle tree). ``SessionNotFound`` if there is no such session.
+        """
+        record = await self._store.load_session(session_id)
+        if record is None:
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        doomed = [record.session_id]
+        frontier = [record.session_id]
+        while frontier:  # breadth first: every parent is stopped before its children
+            found = []
+            for parent_id in frontier:
+                for child in await self._store.list_children(parent_id):
+                    if forks or child.lineage.kind == "spawned":
+                        found.append(child.session_id)
+            doomed.extend(found)
+            frontier = found
+        return await self._host.delete_sessions(doomed)
 
     async def close(self) -> None:
         """Stop the backend (runs stay as committed) and close the store if this runtime opened it."""

@@ -1,8 +1,8 @@
-"""The ``TreeStore`` contract (``repertory.testing.conformance.TreeConformance``) on every built-in backend."""
+"""The ``TreeStore`` contract (``TreeConformance``, ``DeletionConformance``) on every built-in backend."""
 
 from __future__ import annotations
 
-from repertory.testing.conformance import TreeConformance
+from repertory.testing.conformance import DeletionConformance, TreeConformance
 from tests.conformance.backends import (
     InMemory,
     Postgres,
@@ -13,25 +13,25 @@ from tests.conformance.backends import (
 )
 
 
-class TestInMemory(InMemory, TreeConformance):
-    """TreeConformance on ``InMemory``."""
+class TestInMemory(InMemory, TreeConformance, DeletionConformance):
+    """TreeConformance and DeletionConformance on ``InMemory``."""
 
 
-class TestSqliteFile(SqliteFile, TreeConformance):
-    """TreeConformance on ``SqliteFile``."""
+class TestSqliteFile(SqliteFile, TreeConformance, DeletionConformance):
+    """TreeConformance and DeletionConformance on ``SqliteFile``."""
 
 
-class TestSqliteFileGroupOff(SqliteFileGroupOff, TreeConformance):
-    """TreeConformance on ``SqliteFileGroupOff``."""
+class TestSqliteFileGroupOff(SqliteFileGroupOff, TreeConformance, DeletionConformance):
+    """TreeConformance and DeletionConformance on ``SqliteFileGroupOff``."""
 
 
-class TestSqliteMemory(SqliteMemory, TreeConformance):
-    """TreeConformance on ``SqliteMemory``."""
+class TestSqliteMemory(SqliteMemory, TreeConformance, DeletionConformance):
+    """TreeConformance and DeletionConformance on ``SqliteMemory``."""
 
 
-class TestPostgres(Postgres, TreeConformance):
-    """TreeConformance on ``Postgres``."""
+class TestPostgres(Postgres, TreeConformance, DeletionConformance):
+    """TreeConformance and DeletionConformance on ``Postgres``."""
 
 
-class TestPostgresGroupOff(PostgresGroupOff, TreeConformance):
-    """TreeConformance on ``PostgresGroupOff``."""
+class TestPostgresGroupOff(PostgresGroupOff, TreeConformance, DeletionConformance):
+    """TreeConformance and DeletionConformance on ``PostgresGroupOff``."""

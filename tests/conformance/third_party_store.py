@@ -27,6 +27,7 @@ from repertory.errors import StoreError
 from repertory.storage import InMemorySessionStore
 from repertory.testing.conformance import (
     INJECTED_FAILURE,
+    DeletionConformance,
     GroupCommitConformance,
     HistoryWrites,
     MemoryConformance,
@@ -113,7 +114,9 @@ class WrappedProbe:
         raise ProbeUnsupported("the wrapper keeps its data in memory")
 
 
-class TestWithoutProbe(StoreConformance, TreeConformance, GroupCommitConformance, MemoryConformance):
+class TestWithoutProbe(
+    StoreConformance, TreeConformance, DeletionConformance, GroupCommitConformance, MemoryConformance
+):
     """The whole contract from a ``store`` fixture alone."""
 
     @pytest_asyncio.fixture
@@ -122,7 +125,9 @@ class TestWithoutProbe(StoreConformance, TreeConformance, GroupCommitConformance
             yield store
 
 
-class TestWithOwnProbe(StoreConformance, TreeConformance, GroupCommitConformance, MemoryConformance):
+class TestWithOwnProbe(
+    StoreConformance, TreeConformance, DeletionConformance, GroupCommitConformance, MemoryConformance
+):
     """The whole contract with the author's partial probe."""
 
     @pytest_asyncio.fixture

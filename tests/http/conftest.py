@@ -8,6 +8,7 @@ session: every test makes its own threads, and the scripted model answers by the
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator
@@ -26,7 +27,9 @@ from tests.http.agents import make_agents
 
 ALICE = "alice-key-0123456789"
 BOB = "bob-key-0123456789"
+ADMIN = "admin-key-0123456789"
 KEYS = {ALICE: Principal.user("alice"), BOB: Principal.user("bob")}
+ADMINS = {ADMIN: Principal.user("root")}
 MAX_STREAMS = 6
 
 
@@ -91,10 +94,14 @@ class ServerThread:
 
 @pytest.fixture(scope="session")
 def sqlite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    """The main server: SQLite store, two API keys (alice, bob), a small stream limit."""
+    """The main server: SQLite store, two owners' keys (alice, bob) and an admin's (root), a small stream limit."""
     path: Path = tmp_path_factory.mktemp("http") / "runs.db"
     server = ServerThread(
-        f"sqlite:///{path}", api_keys=KEYS, max_streams_per_key=MAX_STREAMS, max_body_bytes=64 * 1024
+        f"sqlite:///{path}",
+        api_keys=KEYS,
+        admin_keys=ADMINS,
+        max_streams_per_key=MAX_STREAMS,
+        max_body_bytes=64 * 1024,
     ).start()
     yield server
     server.stop()
@@ -129,6 +136,42 @@ async def client(sqlite_server: ServerThread) -> AsyncIterator[LangGraphClient]:
     """alice's ``langgraph-sdk`` client."""
     async with get_client(url=sqlite_server.url, api_key=ALICE) as c:
         yield c
+
+
+@pytest.fixture
+async def bob(sqlite_server: ServerThread) -> AsyncIterator[LangGraphClient]:
+    """bob's ``langgraph-sdk`` client (another owner than alice)."""
+    async with get_client(url=sqlite_server.url, api_key=BOB) as c:
+        yield c
+
+
+@pytest.fixture
+async def admin(sqlite_server: ServerThread) -> AsyncIterator[LangGraphClient]:
+    """The admin key's ``langgraph-sdk`` client (sees every owner's threads)."""
+    async with get_client(url=sqlite_server.url, api_key=ADMIN) as c:
+        yield c
+
+
+async def sse_events(url: str, path: str, key: str | None, until: str, **headers: str) -> list[tuple[str, str, Any]]:
+    """``(event, id, data)`` of an SSE route until an event named ``until`` (then the stream is dropped)."""
+    out: list[tuple[str, str, Any]] = []
+    sent = {**({"x-api-key": key} if key else {}), **headers}
+    async with httpx.AsyncClient(base_url=url, timeout=30) as raw, raw.stream("GET", path, headers=sent) as response:
+        response.raise_for_status()
+        fields: dict[str, str] = {}
+        async for line in response.aiter_lines():
+            if line.startswith(":"):
+                continue  # a heartbeat comment
+            if line:
+                key_, _, value = line.partition(": ")
+                fields[key_] = value
+                continue
+            if "data" in fields:
+                out.append((fields.get("event", ""), fields.get("id", ""), json.loads(fields["data"])))
+                if fields.get("event") == until:
+                    break
+            fields = {}
+    return out
 
 
 @pytest.fixture

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import httpx
 from langgraph_sdk.client import LangGraphClient
 
-from tests.http.conftest import human, obj, refused
+from tests.http.conftest import ALICE, ServerThread, human, obj, refused
 
 
 async def interrupted(client: LangGraphClient, prompt: str) -> tuple[str, dict[str, Any]]:
@@ -125,3 +126,80 @@ async def test_a_new_message_supersedes_the_interrupt(client: LangGraphClient) -
     assert "__interrupt__" not in values and values["messages"][-1]["content"] == "Hello! How can I help?"
     superseded = [m for m in values["messages"] if m["type"] == "tool"]
     assert superseded and superseded[-1]["status"] == "error"
+
+
+async def _post(url: str, path: str, body: dict[str, Any]) -> httpx.Response:
+    """A request body sent exactly as given (the SDK drops ``input`` when it is empty; agent-chat-ui's does not)."""
+    async with httpx.AsyncClient(base_url=url, timeout=30) as raw:
+        return await raw.post(path, json=body, headers={"x-api-key": ALICE})
+
+
+async def test_an_empty_input_beside_a_command_is_no_input(
+    client: LangGraphClient, sqlite_server: ServerThread
+) -> None:
+    for decision, expected in (
+        ({"type": "approve"}, "finished: deleted acct_7 (approved by alice)"),
+        ({"type": "reject", "message": "not that one"}, "finished: not that one (error)"),
+        (
+            {"type": "edit", "edited_action": {"name": "delete_account", "args": {"account_id": "acct_8"}}},
+            "finished: deleted acct_8 (approved by alice)",
+        ),
+    ):
+        tid, _ = await interrupted(client, "delete acct_7")
+        body = {"assistant_id": "assistant", "input": {}, "command": {"resume": {"decisions": [decision]}}}
+        answer = await _post(sqlite_server.url, f"/threads/{tid}/runs/wait", body)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["messages"][-1]["content"] == expected
+    tid, _ = await interrupted(client, "delete acct_9")
+    both = {"assistant_id": "assistant", "input": human("also this"), "command": {"resume": "x"}}
+    refused_both = await _post(sqlite_server.url, f"/threads/{tid}/runs/wait", both)
+    assert refused_both.status_code == 422 and "not both" in refused_both.text
+
+
+async def test_goto_end_ends_the_waiting_run(client: LangGraphClient, sqlite_server: ServerThread) -> None:
+    tid, interrupt = await interrupted(client, "delete acct_10")
+    body = {"assistant_id": "assistant", "input": {}, "command": {"goto": "__end__"}}
+    answer = await _post(sqlite_server.url, f"/threads/{tid}/runs/wait", body)
+    assert answer.status_code == 200, answer.text
+    values = answer.json()
+    assert "__interrupt__" not in values
+    # The model did not run again: the last messages are its call and the call's error result.
+    call, result = values["messages"][-2:]
+    assert call["type"] == "ai" and call["tool_calls"][0]["id"] == interrupt["id"]
+    assert result["type"] == "tool" and result["status"] == "error"
+    thread = await client.threads.get(tid)
+    assert thread["status"] == "idle" and thread["interrupts"] == {}
+    [run, *_] = await client.runs.list(tid)
+    assert run["status"] == "interrupted"
+    again = await _post(sqlite_server.url, f"/threads/{tid}/runs/wait", body)
+    assert again.status_code == 409 and "no interrupt" in again.text
+    for goto in ("model", {"node": "tools"}):
+        other = {"assistant_id": "assistant", "command": {"goto": goto}}
+        wrong = await _post(sqlite_server.url, f"/threads/{tid}/runs/wait", other)
+        assert wrong.status_code == 422 and "__end__" in wrong.text
+    mixed = {"assistant_id": "assistant", "command": {"goto": "__end__", "resume": "x"}}
+    assert (await _post(sqlite_server.url, f"/threads/{tid}/runs/wait", mixed)).status_code == 422
+    # The thread goes on with the next message.
+    values = obj(await client.runs.wait(tid, "assistant", input=human("hello after")))
+    assert values["messages"][-1]["content"] == "Hello! How can I help?"
+
+
+async def test_made_up_tool_results_ahead_of_a_message_are_dropped(client: LangGraphClient) -> None:
+    tid, interrupt = await interrupted(client, "delete acct_11")
+    made_up = {
+        "type": "tool",
+        "tool_call_id": interrupt["id"],
+        "id": "do-not-render-1",
+        "name": "delete_account",
+        "content": "Successfully handled tool call.",
+    }
+    values = obj(await client.runs.wait(tid, "assistant", input={"messages": [made_up, human("hello")["messages"][0]]}))
+    tools = [m for m in values["messages"] if m["type"] == "tool"]
+    assert [t["content"] for t in tools] != ["Successfully handled tool call."]
+    assert tools[-1]["status"] == "error"  # the superseded call's result, as the runtime wrote it
+    status, detail = await refused(
+        client.runs.wait(
+            tid, "assistant", input={"messages": [{"type": "tool", "content": "x"}, human("hi")["messages"][0]]}
+        )
+    )
+    assert status == 422 and "tool_call_id" in detail

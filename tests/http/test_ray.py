@@ -36,3 +36,17 @@ async def test_an_approval_over_ray(ray_client: LangGraphClient) -> None:
     copy = obj(await ray_client.threads.copy(tid))  # type: ignore[func-returns-value]  # the SDK says None
     state = await ray_client.threads.get_state(copy["thread_id"])
     assert obj(state["values"])["messages"] == done["messages"]
+
+
+async def test_bind_patch_and_delete_over_ray(ray_client: LangGraphClient) -> None:
+    thread = await ray_client.threads.create()  # unbound: the first run's assistant takes it
+    tid = thread["thread_id"]
+    values = obj(await ray_client.runs.wait(tid, "second", input=human("hi")))
+    assert values["messages"][-1]["content"] == "second here"
+    patched = await ray_client.threads.update(tid, metadata={"team": "ray"})
+    assert patched["metadata"] == {"team": "ray", "graph_id": "second", "assistant_id": "second"}
+    copy = obj(await ray_client.threads.copy(tid))  # type: ignore[func-returns-value]  # the SDK says None
+    await ray_client.threads.delete(tid)
+    assert tid not in {t["thread_id"] for t in await ray_client.threads.search(limit=1000)}
+    state = await ray_client.threads.get_state(copy["thread_id"])
+    assert obj(state["values"])["messages"] == values["messages"]

@@ -68,9 +68,8 @@ async def test_stream_messages_tuple_and_custom(client: LangGraphClient) -> None
     assert streamed == "research done"
     tools = [c[0] for c in chunks if c[0]["type"] == "tool"]
     assert [t["content"] for t in tools] == ["facts about moths", "facts about moths again"]
-    custom = [p.data["type"] for p in parts if p.event == "custom"]
-    assert custom[0] == "turn.started" and custom[-1] == "turn.completed"
-    assert {"tool.call", "tool.result", "checkpoint", "text.delta", "reasoning.delta"} <= set(custom)
+    # A repertory tool writes no custom graph output: repertory's own events have their own route.
+    assert [p for p in parts if p.event == "custom"] == []
 
 
 async def test_stream_legacy_messages_mode(client: LangGraphClient) -> None:

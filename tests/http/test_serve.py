@@ -63,13 +63,13 @@ async def _drain(stream: asyncio.StreamReader) -> None:
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[str]:
-    """``repertory serve`` on SQLite with two named keys: a user (carol) and a mod (linter)."""
+    """``repertory serve`` on SQLite with two named keys: a user (carol) and a mod (linter, an admin key)."""
     proc, url = await _serve(
         "--store",
         f"sqlite:///{tmp_path / 'serve.db'}",
         "--api-key",
         "carol=carol-secret",
-        "--api-key",
+        "--admin-key",
         "mod:linter=linter-secret",
         "--cors-origin",
         "http://localhost:3000",
@@ -117,9 +117,10 @@ async def test_keys_principals_and_openapi(served: str) -> None:
         thread = await carol.threads.create()
         values = obj(await carol.runs.wait(thread["thread_id"], "assistant", input=human("hello from carol")))
         assert values["messages"][0]["additional_kwargs"]["origin"] == {"kind": "user", "id": "carol"}
-    async with get_client(url=served, api_key="linter-secret") as linter:
+    async with get_client(url=served, api_key="linter-secret") as linter:  # an admin key: carol's thread too
         values = obj(await linter.runs.wait(thread["thread_id"], "assistant", input=human("hello from the linter")))
         assert values["messages"][2]["additional_kwargs"]["origin"] == {"kind": "mod", "id": "linter"}
+        assert obj((await linter.threads.get(thread["thread_id"]))["metadata"])["graph_id"] == "assistant"
 
 
 async def test_keys_from_the_environment_and_ctrl_c(tmp_path: Path) -> None:

@@ -15,10 +15,13 @@ async def test_create_with_id_and_metadata_then_get(client: LangGraphClient) -> 
     tid = str(uuid.uuid4())
     thread = await client.threads.create(thread_id=tid, metadata={"user": "u1"})
     assert thread["thread_id"] == tid and thread["status"] == "idle"
-    assert thread["metadata"] == {"user": "u1", "graph_id": "assistant", "assistant_id": "assistant"}
+    assert thread["metadata"] == {"user": "u1"}  # no assistant yet: its first run chooses one
     assert thread["values"] == {"messages": []}
     again = await client.threads.get(tid)
     assert again["thread_id"] == tid and obj(again["metadata"])["user"] == "u1"
+    await client.runs.wait(tid, "assistant", input=human("hello"))
+    bound = await client.threads.get(tid)
+    assert bound["metadata"] == {"user": "u1", "graph_id": "assistant", "assistant_id": "assistant"}
 
 
 async def test_if_exists_raise_and_do_nothing(client: LangGraphClient) -> None:
@@ -126,3 +129,26 @@ async def test_memory_store_threads_and_copy(memory_client: LangGraphClient) -> 
     assert [m["type"] for m in values["messages"]] == ["human", "ai"]
     copy = obj(await memory_client.threads.copy(thread["thread_id"]))  # type: ignore[func-returns-value]  # the SDK says None
     assert [m["id"] for m in copy["values"]["messages"]] == [m["id"] for m in values["messages"]]
+
+
+async def test_a_thread_made_without_an_assistant_is_bound_by_its_first_run(client: LangGraphClient) -> None:
+    tag = str(uuid.uuid4())
+    thread = await client.threads.create(metadata={"tag": tag})  # as agent-chat-ui creates them
+    tid = thread["thread_id"]
+    assert thread["metadata"] == {"tag": tag}
+    assert await client.threads.search(metadata={"graph_id": "second", "tag": tag}) == []
+
+    values = obj(await client.runs.wait(tid, "second", input=human("hi")))
+
+    assert values["messages"][-1]["content"] == "second here"
+    assert obj((await client.threads.get(tid))["metadata"]) == {
+        "tag": tag,
+        "graph_id": "second",
+        "assistant_id": "second",
+    }
+    found = await client.threads.search(metadata={"graph_id": "second", "tag": tag})
+    assert [t["thread_id"] for t in found] == [tid]
+    status, detail = await refused(client.runs.wait(tid, "assistant", input=human("hello")))
+    assert status == 409 and "runs assistant 'second'" in detail
+    [run] = await client.runs.list(tid)
+    assert run["assistant_id"] == "second"

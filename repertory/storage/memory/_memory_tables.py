@@ -53,6 +53,17 @@ class MemoryMemTables:
             found = tables[resource] = _Resource()
         return found
 
+    def _forget_threads(self, thread_ids: set[str]) -> int:
+        """Drop every resource's records of these threads (``delete_sessions``); returns how many went."""
+        tables: dict[str, _Resource] = getattr(self, "_memory_tables", None) or {}
+        dropped = 0
+        for res in tables.values():
+            kept = [row for row in res.rows if row[1] not in thread_ids]
+            dropped += len(res.rows) - len(kept)
+            if len(kept) != len(res.rows):
+                res.rows, res.seqs = kept, [row[0] for row in kept]
+        return dropped
+
     async def append_memory(self, resource: str, records: Sequence[MemoryRecord]) -> list[int]:
         """Append with the resource's next seqs (validated before the first write)."""
         res = self._memory_resource(resource)

@@ -36,6 +36,19 @@ class MemoryTimeTables:
             self._time_tables = tables
         return tables
 
+    def _forget_sessions(self, doomed: set[str]) -> tuple[int, int]:
+        """Drop the timers and schedules of deleted sessions (``delete_sessions``): ``(timers, schedules)``."""
+        tables: _Tables | None = getattr(self, "_time_tables", None)
+        if tables is None:
+            return 0, 0
+        counts = []
+        for table, model in ((tables.timers, TimerRecord), (tables.schedules, ScheduleRecord)):
+            gone = [k for k, raw in table.items() if model.model_validate_json(raw).session_id in doomed]
+            for key in gone:
+                del table[key]
+            counts.append(len(gone))
+        return counts[0], counts[1]
+
     # -- timers -------------------------------------------------------------------------------------
 
     def _timers(self) -> list[TimerRecord]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+from pydantic import JsonValue
 
 from repertory.core.state import ThreadState
 from repertory.core.tree import (
@@ -37,6 +39,8 @@ class MemoryTreeTables:
         self._turns: dict[str, str] = {}
         self._session_turns: dict[str, list[str]] = {}
         self._events: dict[str, list[str]] = {}
+        # revision id -> threads whose lineage joins it there (``repertory.storage.history_gc``)
+        self._pins: dict[str, set[str]] = {}
 
     def _tree_open(self) -> None:
         if self._closed:
@@ -55,8 +59,50 @@ class MemoryTreeTables:
         )
         self._sessions[session.session_id] = session.model_dump_json()
         self._threads[session.session_id] = thread.model_dump_json()
+        if head is not None:
+            self._pins.setdefault(head, set()).add(session.session_id)
         if session.lineage.parent_id is not None:
             self._children.setdefault(session.lineage.parent_id, []).append(session.session_id)
+
+    def _drop_sessions(self, session_ids: set[str]) -> tuple[int, int, int]:
+        """Remove sessions with their turns and events (threads are the store's); returns the three counts.
+
+        A surviving child keeps its place under the deleted parent's id, as the database stores'
+        ``parent_id`` column keeps it.
+        """
+        sessions = turns = events = 0
+        for sid in session_ids:
+            raw = self._sessions.pop(sid, None)
+            if raw is None:
+                continue
+            sessions += 1
+            parent = SessionRecord.model_validate_json(raw).lineage.parent_id
+            if parent is not None and parent in self._children:
+                self._children[parent] = [c for c in self._children[parent] if c != sid]
+            for submission_id in self._session_turns.pop(sid, []):
+                self._turns.pop(submission_id, None)
+                turns += 1
+            events += len(self._events.pop(sid, []))
+        return sessions, turns, events
+
+    async def amend_session(
+        self, session_id: str, *, agent: str | None = None, metadata: Mapping[str, JsonValue] | None = None
+    ) -> SessionRecord:
+        """Rewrite the session's agent and/or metadata (it must exist)."""
+        self._tree_open()
+        raw = self._sessions.get(session_id)
+        if raw is None:
+            raise StoreError(f"no session {session_id!r} to amend")
+        record = SessionRecord.model_validate_json(raw)
+        changes: dict[str, object] = {}
+        if agent is not None:
+            changes["agent"] = agent
+        if metadata is not None:
+            changes["metadata"] = dict(metadata)
+        # Validated as a whole record: a change that would not survive a real store fails here too.
+        amended = SessionRecord.model_validate({**record.model_dump(), **changes})
+        self._sessions[session_id] = amended.model_dump_json()
+        return amended
 
     async def load_session(self, session_id: str) -> SessionRecord | None:
         """A copy of the session row."""

@@ -15,10 +15,11 @@ from pydantic import TypeAdapter
 
 from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
 from repertory.core.state import RunState, RunStatus, ThreadState
-from repertory.core.store import StoreAliases
+from repertory.core.store import DeletedRows, StoreAliases
 from repertory.core.tree import SessionEvent
 from repertory.errors import StoreError
 from repertory.storage.commit_plan import check_event_sessions, check_stored_state, plan_commit
+from repertory.storage.history_gc import attach_point, collectable
 from repertory.storage.memory._memory_tables import MemoryMemTables
 from repertory.storage.memory._time_tables import MemoryTimeTables
 from repertory.storage.memory._tree_tables import MemoryTreeTables
@@ -72,6 +73,8 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         self._entries: dict[str, str] = {}
         self._seq = itertools.count(1)
         self._closed = False
+        self._writers: dict[str, str] = {}  # revision id -> the thread whose commit first wrote it
+        self._shared_entries: set[str] = set()  # entries a second revision came to name
         self._init_tree()
         self.write_hook: WriteHook | None = None
         """Called with ``(table, key)`` before each write of a run or history row; ``None`` normally.
@@ -182,14 +185,24 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
             hook("runs", run.run_id)
         self._runs[run.run_id] = (run.updated_at, next(self._seq), run.thread_id, run_json)
         self._threads[thread.thread_id] = thread_json
+        tid = thread.thread_id
         for eid, raw in new_entries:
             if hook is not None:
                 hook("history_entries", eid)
+            if eid in self._entries:
+                self._shared_entries.add(eid)
             self._entries.setdefault(eid, raw)
         for rid, raw in new_revs:
             if hook is not None:
                 hook("history_revisions", rid)
+            if rid in self._revisions:
+                self._pins.setdefault(rid, set()).add(tid)  # walked but held: someone else's
+            else:
+                self._writers[rid] = tid
             self._revisions.setdefault(rid, raw)
+        joined = attach_point(delta.revisions, history.revision_id, base_revision_id)
+        if joined is not None:
+            self._pins.setdefault(joined, set()).add(tid)
         self._write_events(event_rows)
 
     async def save(self, run: RunState) -> None:
@@ -198,6 +211,65 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         if self.write_hook is not None:
             self.write_hook("runs", run.run_id)
         self._runs[run.run_id] = (run.updated_at, next(self._seq), run.thread_id, run.model_dump_json())
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> DeletedRows:
+        """Delete the sessions and what is theirs alone; one synchronous step, so nothing sees it half done.
+
+        Which history stays follows ``repertory.storage.history_gc`` (writers, pins, shared entries).
+        """
+        self._check_open()
+        gone = [sid for sid in dict.fromkeys(session_ids) if sid in self._sessions]
+        if not gone:
+            return DeletedRows()
+        doomed = set(gone)
+        heads = [self._head(sid) for sid in gone]
+        reached: dict[str, tuple[str | None, str]] = {}
+        for head in heads:
+            current = head
+            while current is not None and current not in reached and current in self._revisions:
+                rev = _REVISION.validate_json(self._revisions[current])
+                reached[current] = (rev.parent_id, rev.entry_id)
+                current = rev.parent_id
+
+        def needed(rid: str) -> bool:
+            writer = self._writers.get(rid)
+            if writer is None or (writer in self._threads and writer not in doomed):
+                return True  # a remaining thread wrote it (or nobody knows who did)
+            return any(t not in doomed for t in self._pins.get(rid, ()))
+
+        plan = collectable(reached, [rid for rid in reached if needed(rid)])
+        entries = plan.entries - self._shared_entries
+        runs = [rid for rid, row in self._runs.items() if row[2] in doomed]
+        for rid in runs:
+            del self._runs[rid]
+        for rid in plan.revisions:
+            del self._revisions[rid]
+            self._writers.pop(rid, None)
+        for eid in entries:
+            self._entries.pop(eid, None)
+        for rid, threads in list(self._pins.items()):
+            threads -= doomed
+            if not threads:
+                del self._pins[rid]
+        for tid in gone:
+            self._threads.pop(tid, None)
+        sessions, turns, events = self._drop_sessions(doomed)
+        timers, schedules = self._forget_sessions(doomed)
+        return DeletedRows(
+            sessions=sessions,
+            runs=len(runs),
+            turns=turns,
+            events=events,
+            revisions=len(plan.revisions),
+            entries=len(entries),
+            memory_records=self._forget_threads(doomed),
+            timers=timers,
+            schedules=schedules,
+        )
+
+    def _head(self, thread_id: str) -> str | None:
+        raw = self._threads.get(thread_id)
+        return None if raw is None else ThreadState.model_validate_json(raw).history_revision_id
 
     def snapshot(self) -> MemorySnapshot:
         """Copies of every row, taken in one synchronous step (one consistent moment); for the exporter.

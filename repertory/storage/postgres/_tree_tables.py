@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import JsonValue
+
+from repertory.core.store import DeletedRows
 from repertory.core.tree import (
     OPEN_TURN_STATUSES,
     SessionEvent,
@@ -15,6 +18,7 @@ from repertory.core.tree import (
     TurnStatus,
 )
 from repertory.errors import CommitConflict, StoreError
+from repertory.storage.postgres._delete import delete_sessions
 from repertory.storage.postgres.connection import PgBase
 from repertory.storage.queries import SqlDialect, session_counts_query, session_page_query
 
@@ -67,6 +71,12 @@ class PgTreeTables(PgBase):
                 "INSERT INTO repertory.threads (thread_id, head, created_at, updated_at) VALUES (%s, %s, %s, %s)",
                 (session.session_id, head, session.created_at, session.created_at),
             )
+            if head is not None:  # a fork: its lineage is another thread's up to here (``history_gc``)
+                await conn.execute(
+                    "INSERT INTO repertory.history_pins (revision_id, thread_id) VALUES (%s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    (head, session.session_id),
+                )
 
     async def load_session(self, session_id: str) -> SessionRecord | None:
         """A copy of the session row."""
@@ -90,6 +100,37 @@ class PgTreeTables(PgBase):
                 "UPDATE repertory.sessions SET record = %s WHERE session_id = %s",
                 (record.model_dump_json(), session.session_id),
             )
+
+    async def amend_session(
+        self, session_id: str, *, agent: str | None = None, metadata: Mapping[str, JsonValue] | None = None
+    ) -> SessionRecord:
+        """Rewrite the session's agent and/or metadata (it must exist), in one transaction."""
+        changes: dict[str, object] = {}
+        if agent is not None:
+            changes["agent"] = agent
+        if metadata is not None:
+            changes["metadata"] = dict(metadata)
+        async with self.connection("amend_session") as conn, conn.transaction():
+            cur = await conn.execute(
+                "SELECT record FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (session_id,)
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise StoreError(f"no session {session_id!r} to amend")
+            stored = SessionRecord.model_validate_json(row[0])
+            record = SessionRecord.model_validate({**stored.model_dump(), **changes})
+            await conn.execute(
+                "UPDATE repertory.sessions SET record = %s WHERE session_id = %s",
+                (record.model_dump_json(), session_id),
+            )
+        return record
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> DeletedRows:
+        """Delete sessions and what is theirs alone, in one transaction (``TreeStore.delete_sessions``)."""
+        if not session_ids:
+            return DeletedRows()
+        async with self.connection("delete_sessions") as conn, conn.transaction():
+            return await delete_sessions(conn, session_ids)
 
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Children oldest first."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 __all__ = ["CONFLICT_SQLSTATE", "TOKEN_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
 
 SCHEMA = "repertory"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 CONFLICT_SQLSTATE = "RP001"
 TOKEN_SQLSTATE = "RP002"  # a conflict whose cause is a resume token that is no longer live
 MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
@@ -132,6 +132,97 @@ BEGIN
         INSERT INTO repertory.history_revisions (id, parent_id, entry_id, depth, created_at)
         SELECT * FROM unnest(p_rev_ids, p_rev_parents, p_rev_entries, p_rev_depths, p_rev_created)
         ON CONFLICT (id) DO NOTHING;
+    END IF;
+    INSERT INTO repertory.runs (run_id, thread_id, status, updated_at, write_seq, token, state)
+    VALUES (p_run_id, p_thread_id, p_status, p_updated, nextval('repertory.runs_write_seq'), p_token, p_state)
+    ON CONFLICT (run_id) DO UPDATE SET
+        thread_id = excluded.thread_id, status = excluded.status, updated_at = excluded.updated_at,
+        write_seq = excluded.write_seq, token = excluded.token, state = excluded.state;
+    UPDATE repertory.threads SET head = p_head, updated_at = p_thread_updated WHERE thread_id = p_thread_id;
+    IF cardinality(p_ev_seqs) > 0 THEN
+        -- A session's thread id is its session id; the thread row lock above serialises its writers.
+        SELECT COALESCE(MAX(seq), 0) INTO v_last FROM repertory.events WHERE session_id = p_thread_id;
+        IF EXISTS (SELECT 1 FROM unnest(p_ev_seqs) WITH ORDINALITY AS u(s, i) WHERE s <> v_last + i) THEN
+            RAISE EXCEPTION USING ERRCODE = 'RP001',
+                MESSAGE = format('events of session %L do not continue its seq %s', p_thread_id, v_last);
+        END IF;
+        INSERT INTO repertory.events (session_id, seq, submission_id, type, at, data)
+        SELECT p_thread_id, * FROM unnest(p_ev_seqs, p_ev_subs, p_ev_types, p_ev_ats, p_ev_data);
+    END IF;
+END
+$fn$;
+"""
+
+_COMMIT_FUNCTION_V3 = r"""
+CREATE OR REPLACE FUNCTION repertory.repertory_commit(
+    p_thread_id text, p_base text, p_head text, p_thread_created bigint, p_thread_updated bigint, p_updated bigint,
+    p_run_id text, p_status text, p_token text, p_state text, p_redeem text,
+    p_entry_ids text[], p_entry_created bigint[], p_entry_messages text[],
+    p_rev_ids text[], p_rev_parents text[], p_rev_entries text[], p_rev_depths integer[], p_rev_created bigint[],
+    p_ev_seqs bigint[], p_ev_subs text[], p_ev_types text[], p_ev_ats bigint[], p_ev_data text[]
+) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_head text;
+    v_status text;
+    v_token text;
+    v_last bigint;
+    v_written bigint;
+    v_joined text;
+BEGIN
+    IF p_base IS NULL THEN
+        -- Creating a thread: racing creators serialise on the primary key here.
+        INSERT INTO repertory.threads (thread_id, head, created_at, updated_at)
+        VALUES (p_thread_id, NULL, p_thread_created, p_thread_updated) ON CONFLICT (thread_id) DO NOTHING;
+    END IF;
+    SELECT head INTO v_head FROM repertory.threads WHERE thread_id = p_thread_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP001',
+            MESSAGE = format('thread %L head moved: stored none, expected %L', p_thread_id, p_base);
+    END IF;
+    IF p_base IS NULL AND v_head IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP001',
+            MESSAGE = format('thread %L already has head %L; a commit with base_revision_id=None only creates a thread',
+                             p_thread_id, v_head);
+    ELSIF p_base IS NOT NULL AND v_head IS DISTINCT FROM p_base THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP001',
+            MESSAGE = format('thread %L head moved: stored %L, expected %L', p_thread_id, v_head, p_base);
+    END IF;
+    SELECT status, token INTO v_status, v_token FROM repertory.runs WHERE run_id = p_run_id FOR UPDATE;
+    IF v_status IN ('done', 'cancelled') THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP001',
+            MESSAGE = format('run %L is already %s; a finished run cannot change', p_run_id, v_status);
+    END IF;
+    IF p_redeem IS NOT NULL AND (v_token IS NULL OR v_token <> p_redeem) THEN
+        RAISE EXCEPTION USING ERRCODE = 'RP002',
+            MESSAGE = format('run %L: the resume token is no longer live', p_run_id);
+    END IF;
+    -- Sharing is recorded where it is created (repertory.storage.history_gc): an entry or a
+    -- revision already held, and the held revision new ones attach to when it is not the base.
+    IF cardinality(p_entry_ids) > 0 THEN
+        INSERT INTO repertory.history_entries (id, created_at, message)
+        SELECT * FROM unnest(p_entry_ids, p_entry_created, p_entry_messages) ON CONFLICT (id) DO NOTHING;
+        GET DIAGNOSTICS v_written = ROW_COUNT;
+        IF v_written < cardinality(p_entry_ids) THEN
+            INSERT INTO repertory.history_shared_entries (entry_id)
+            SELECT unnest(p_entry_ids) ON CONFLICT DO NOTHING;
+        END IF;
+    END IF;
+    IF cardinality(p_rev_ids) > 0 THEN
+        INSERT INTO repertory.history_revisions (id, parent_id, entry_id, depth, created_at, thread_id)
+        SELECT r.*, p_thread_id FROM unnest(p_rev_ids, p_rev_parents, p_rev_entries, p_rev_depths, p_rev_created) AS r
+        ON CONFLICT (id) DO NOTHING;
+        GET DIAGNOSTICS v_written = ROW_COUNT;
+        IF v_written < cardinality(p_rev_ids) THEN
+            INSERT INTO repertory.history_pins (revision_id, thread_id)
+            SELECT unnest(p_rev_ids), p_thread_id ON CONFLICT DO NOTHING;
+        END IF;
+        v_joined := p_rev_parents[1];  -- the delta is root-most first
+    ELSE
+        v_joined := p_head;
+    END IF;
+    IF v_joined IS NOT NULL AND v_joined IS DISTINCT FROM p_base THEN
+        INSERT INTO repertory.history_pins (revision_id, thread_id) VALUES (v_joined, p_thread_id)
+        ON CONFLICT DO NOTHING;
     END IF;
     INSERT INTO repertory.runs (run_id, thread_id, status, updated_at, write_seq, token, state)
     VALUES (p_run_id, p_thread_id, p_status, p_updated, nextval('repertory.runs_write_seq'), p_token, p_state)
@@ -269,5 +360,18 @@ MIGRATIONS: dict[int, list[str]] = {
                attempts integer NOT NULL, due_at bigint NOT NULL, record text NOT NULL, ord bigserial NOT NULL)""",
         "CREATE INDEX webhooks_pending ON repertory.webhooks (due_at) WHERE status = 'pending'",
         "CREATE INDEX webhooks_by_submission ON repertory.webhooks (submission_id)",
+    ],
+    # Deleting sessions (``delete_sessions``, ``repertory.storage.history_gc``): each revision's
+    # writer, the pins where a thread's lineage joins history it did not write, and entries a
+    # second revision came to hold; the commit function records them (same signature, so the
+    # batch function that calls it is unchanged). Nothing written at every step is indexed.
+    7: [
+        "ALTER TABLE repertory.history_revisions ADD COLUMN thread_id text",
+        """CREATE TABLE repertory.history_pins (
+               revision_id text NOT NULL, thread_id text NOT NULL, PRIMARY KEY (revision_id, thread_id))""",
+        "CREATE INDEX history_pins_by_thread ON repertory.history_pins (thread_id)",
+        "CREATE TABLE repertory.history_shared_entries (entry_id text PRIMARY KEY)",
+        "CREATE INDEX memory_messages_by_thread ON repertory.memory_messages (thread_id)",
+        _COMMIT_FUNCTION_V3,
     ],
 }

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from pydantic import JsonValue
 
 from repertory.core.tree import (
     OPEN_TURN_STATUSES,
@@ -24,7 +26,10 @@ from repertory.errors import CommitConflict, StoreError
 from repertory.storage.queries import SqlDialect, session_counts_query, session_page_query
 from repertory.storage.sqlite.connection import SqliteBase, db_errors
 
-__all__ = ["SqliteTreeTables", "insert_events"]
+__all__ = ["INSERT_PIN", "SqliteTreeTables", "insert_events"]
+
+INSERT_PIN = "INSERT OR IGNORE INTO history_pins (revision_id, thread_id) VALUES (?, ?)"
+"""Where a thread's lineage joins history it did not write (``repertory.storage.history_gc``)."""
 
 # What an update may change (``TreeStore.update_session`` / ``update_turn``); the rest is the row's
 # place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
@@ -84,6 +89,8 @@ class SqliteTreeTables(SqliteBase):
                 "INSERT INTO threads (thread_id, head, created_at, updated_at) VALUES (?, ?, ?, ?)",
                 (session.session_id, head, session.created_at, session.created_at),
             )
+            if head is not None:  # a fork: its lineage is another thread's up to here
+                conn.execute(INSERT_PIN, (head, session.session_id))
 
         await self._write("create_session", write)
 
@@ -108,6 +115,28 @@ class SqliteTreeTables(SqliteBase):
             )
 
         await self._write("update_session", write)
+
+    async def amend_session(
+        self, session_id: str, *, agent: str | None = None, metadata: Mapping[str, JsonValue] | None = None
+    ) -> SessionRecord:
+        """Rewrite the session's agent and/or metadata (it must exist), in one transaction."""
+        self._check_open()
+        changes: dict[str, object] = {}
+        if agent is not None:
+            changes["agent"] = agent
+        if metadata is not None:
+            changes["metadata"] = dict(metadata)
+
+        def write(conn: sqlite3.Connection) -> SessionRecord:
+            row = conn.execute("SELECT record FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no session {session_id!r} to amend")
+            stored = SessionRecord.model_validate_json(row[0])
+            record = SessionRecord.model_validate({**stored.model_dump(), **changes})
+            conn.execute("UPDATE sessions SET record = ? WHERE session_id = ?", (record.model_dump_json(), session_id))
+            return record
+
+        return await self._write("amend_session", write)
 
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Children oldest first."""

@@ -14,7 +14,7 @@ from repertory.errors import StoreError
 
 __all__ = ["SCHEMA_VERSION", "ensure_schema", "check_file"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Entries carry whole messages (often KBs), so they live in a rowid table: WITHOUT ROWID tables
 # spill rows over ~1 KB to overflow pages. Revisions, threads and runs are small and keyed by id.
@@ -128,6 +128,21 @@ _MIGRATIONS: dict[int, list[str]] = {
                record TEXT NOT NULL)""",
         """CREATE INDEX webhooks_pending ON webhooks (due_at) WHERE status = 'pending'""",
         """CREATE INDEX webhooks_by_submission ON webhooks (submission_id)""",
+    ],
+    # Deleting sessions (``delete_sessions``, ``repertory.storage.history_gc``): which thread first
+    # wrote each revision, where a thread's lineage joins history another thread wrote (a pin:
+    # written when a thread is created on a revision, or a commit attaches to held ones), and
+    # entries a second revision came to hold. Only pins and shared entries are indexed, and they
+    # are written at forks, not at every step: a commit costs the same pages as before.
+    6: [
+        """ALTER TABLE history_revisions ADD COLUMN thread_id TEXT""",
+        """CREATE TABLE history_pins (
+               revision_id TEXT NOT NULL,
+               thread_id TEXT NOT NULL,
+               PRIMARY KEY (revision_id, thread_id)) WITHOUT ROWID""",
+        """CREATE INDEX history_pins_by_thread ON history_pins (thread_id)""",
+        """CREATE TABLE history_shared_entries (entry_id TEXT PRIMARY KEY) WITHOUT ROWID""",
+        """CREATE INDEX memory_messages_by_thread ON memory_messages (thread_id)""",
     ],
 }
 

@@ -26,19 +26,30 @@ from collections.abc import Sequence
 
 from repertory.core.history import MessageHistory
 from repertory.core.state import RunState, RunStatus, ThreadState
-from repertory.core.store import StoreAliases
+from repertory.core.store import DeletedRows, StoreAliases
 from repertory.core.tree import SessionEvent
 from repertory.errors import StoreError
 from repertory.storage.commit_plan import check_event_sessions, check_stored_state, plan_commit
+from repertory.storage.history_gc import attach_point
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.queries import runs_query
+from repertory.storage.sqlite._delete import delete_sessions
 from repertory.storage.sqlite._memory_tables import SqliteMemoryTables
 from repertory.storage.sqlite._time_tables import SqliteTimeTables
-from repertory.storage.sqlite._tree_tables import SqliteTreeTables, insert_events
+from repertory.storage.sqlite._tree_tables import INSERT_PIN, SqliteTreeTables, insert_events
 from repertory.storage.sqlite.connection import Durability, connect, db_errors, use_wal
 from repertory.storage.sqlite.schema import check_file, ensure_schema
 
-__all__ = ["LINEAGE_SQL", "UPSERT_RUN", "UPSERT_THREAD", "Durability", "SqliteSessionStore", "run_row"]
+__all__ = [
+    "INSERT_ENTRIES",
+    "INSERT_REVISIONS",
+    "LINEAGE_SQL",
+    "UPSERT_RUN",
+    "UPSERT_THREAD",
+    "Durability",
+    "SqliteSessionStore",
+    "run_row",
+]
 
 # The statements and row shape of a commit are public so ``benchmarks.store`` can time a raw sqlite3
 # loop that runs exactly them: a benchmark that drifts from the store's SQL would measure nothing.
@@ -61,6 +72,15 @@ ON CONFLICT (run_id) DO UPDATE SET
     status = excluded.status, updated_at = excluded.updated_at,
     write_seq = excluded.write_seq, token = excluded.token, state = excluded.state
 """
+
+INSERT_ENTRIES = "INSERT OR IGNORE INTO history_entries (id, created_at, message) VALUES (?, ?, ?)"
+SHARE_ENTRY = "INSERT OR IGNORE INTO history_shared_entries (entry_id) VALUES (?)"
+
+# ``thread_id`` is the revision's writer (``repertory.storage.history_gc``): a held revision keeps its own.
+INSERT_REVISIONS = (
+    "INSERT OR IGNORE INTO history_revisions (id, parent_id, entry_id, depth, created_at, thread_id) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
 
 UPSERT_THREAD = """
 INSERT INTO threads (thread_id, head, created_at, updated_at) VALUES (?, ?, ?, ?)
@@ -181,6 +201,13 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         row = run_row(run)
         await self._write("save", lambda conn: conn.execute(UPSERT_RUN, row), atomic=False)
 
+    async def delete_sessions(self, session_ids: Sequence[str]) -> DeletedRows:
+        """Delete sessions and what is theirs alone, in one write transaction (``TreeStore.delete_sessions``)."""
+        ids = list(session_ids)
+        if not ids:
+            return DeletedRows()
+        return await self._write("delete_sessions", lambda conn: delete_sessions(conn, ids))
+
     # -- history ----------------------------------------------------------------------------------
 
     async def load_history(self, revision_id: str) -> MessageHistory | None:
@@ -215,9 +242,11 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
             delta = plan_commit(run, thread, history, base_revision_id, self._holds)
         # Serialise before taking the write lock, so the lock is held for the statements alone.
         run_values = run_row(run)
+        tid = thread.thread_id
         entry_rows = [(e.id, e.created_at, e.message.model_dump_json()) for e in delta.entries]
-        rev_rows = [(r.id, r.parent_id, r.entry_id, r.depth, r.created_at) for r in delta.revisions]
-        thread_row = (thread.thread_id, thread.history_revision_id, thread.created_at, thread.updated_at)
+        rev_rows = [(r.id, r.parent_id, r.entry_id, r.depth, r.created_at, tid) for r in delta.revisions]
+        thread_row = (tid, thread.history_revision_id, thread.created_at, thread.updated_at)
+        joined = attach_point(delta.revisions, history.revision_id, base_revision_id)
 
         def apply(conn: sqlite3.Connection) -> None:
             head_row = conn.execute("SELECT head FROM threads WHERE thread_id = ?", (thread.thread_id,)).fetchone()
@@ -232,16 +261,14 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
                 redeem_token,
                 None if status_row is None else status_row[1],
             )
-            if entry_rows:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO history_entries (id, created_at, message) VALUES (?, ?, ?)", entry_rows
-                )
-            if rev_rows:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO history_revisions (id, parent_id, entry_id, depth, created_at) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    rev_rows,
-                )
+            # Sharing is recorded where it is created (``history_gc``); a step that shares nothing,
+            # the usual case, writes no row more than before.
+            if entry_rows and conn.executemany(INSERT_ENTRIES, entry_rows).rowcount < len(entry_rows):
+                conn.executemany(SHARE_ENTRY, [(row[0],) for row in entry_rows])
+            if rev_rows and conn.executemany(INSERT_REVISIONS, rev_rows).rowcount < len(rev_rows):
+                conn.executemany(INSERT_PIN, [(row[0], tid) for row in rev_rows])
+            if joined is not None:
+                conn.execute(INSERT_PIN, (joined, tid))
             conn.execute(UPSERT_RUN, run_values)
             if events:
                 insert_events(conn, events)

@@ -19,6 +19,7 @@ plain pytest class to subclass; the subclass supplies the store with a fixture a
 - ``StoreConformance``: runs, thread heads and the history graph (``SessionStore``).
 - ``GroupCommitConformance``: concurrent commits each keep their own guards and errors.
 - ``TreeConformance``: sessions, turns and the event log (``TreeStore``).
+- ``DeletionConformance``: deleting sessions (history another lineage reaches stays) and amending them.
 - ``MemoryConformance``: the long-term memory tables (``MemoryStore``).
 - ``TimeConformance``: timers, schedules and webhook deliveries (``TimeStore``).
 
@@ -38,6 +39,7 @@ This package imports pytest (a development dependency, not a dependency of ``rep
 it only from test code. ``records`` has the builders the suites use, for a store's own tests.
 """
 
+from repertory.testing.conformance.deletion import DeletionConformance
 from repertory.testing.conformance.group_commit import GroupCommitConformance
 from repertory.testing.conformance.memory import MemoryConformance
 from repertory.testing.conformance.probe import (
@@ -53,6 +55,7 @@ from repertory.testing.conformance.tree import TreeConformance
 
 __all__ = [
     "INJECTED_FAILURE",
+    "DeletionConformance",
     "GroupCommitConformance",
     "HistoryWrites",
     "InjectedFailure",

@@ -14,6 +14,7 @@ from repertory.core.messages import ModelMessage
 from repertory.core.timing import ScheduleRecord, TimerRecord, TimeStore, WebhookRecord
 from repertory.errors import CommitConflict
 from repertory.testing.conformance._looks import Conformance
+from repertory.testing.conformance.tree_records import session_record
 
 __all__ = ["TimeConformance"]
 
@@ -43,6 +44,20 @@ class TimeConformance(Conformance):
 
     async def test_every_store_is_a_time_store(self, store: Any) -> None:
         assert isinstance(store, TimeStore)
+
+    async def test_deleting_a_session_drops_its_timers_and_schedules(self, store: Any) -> None:
+        """``delete_sessions`` (the tree's delete) takes the session's timers and schedules with it, and no others."""
+        for sid in ("s1", "s2"):
+            await store.create_session(session_record(sid))
+        await store.arm_timer(_timer("r1", 100, session_id="s1"))
+        await store.arm_timer(_timer("r2", 100, session_id="s2"))
+        await store.add_schedule(_schedule("c1", 100, session_id="s1"))
+        await store.add_schedule(_schedule("c2", 100, session_id="s2"))
+        await store.add_schedule(_schedule("c3", 100, session_id=None))  # stateless: nobody's session
+        deleted = await store.delete_sessions(["s1"])
+        assert (deleted.timers, deleted.schedules) == (1, 1)
+        assert [t.run_id for t in await store.list_timers()] == ["r2"]
+        assert sorted(s.schedule_id for s in await store.list_schedules()) == ["c2", "c3"]
 
     # -- timers -------------------------------------------------------------------------------------
 

@@ -1,0 +1,124 @@
+"""``repertory sessions delete`` and ``repertory retention``: sessions leave the store.
+
+Both delete through ``Runtime.delete_session`` (each session's actor stopped, then one store
+transaction) on a runtime that is never started: starting one finishes the turns another process
+left open, which a delete must not do. That runtime hosts nothing, so it cannot stop a turn that a
+server is running right now: ``sessions delete`` refuses a tree with a turn queued or running
+unless ``--force`` (delete it through that server instead: ``DELETE /threads/{id}``), and
+retention never picks a busy tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from repertory.cli.sessions import DEFAULT_STORE, StoreOption, sessions_app
+from repertory.core.store import DeletedRows, TreeStore
+from repertory.errors import RepertoryError, SessionNotFound
+from repertory.runtime.host import LocalHost
+from repertory.tree.retention import IdleTree, delete_idle_trees, idle_trees
+from repertory.tree.runtime import Runtime
+
+__all__ = ["register", "retention", "sessions_delete"]
+
+_T = TypeVar("_T")
+
+
+def _console() -> Console:
+    """A console; off a terminal, wide enough that ids never get cut."""
+    return Console() if sys.stdout.isatty() else Console(width=220)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+async def _with_runtime(url: str, work: Callable[[Runtime], Awaitable[_T]]) -> _T:
+    from repertory.storage.url import open_store
+
+    store = await open_store(url)
+    try:
+        if not isinstance(store, TreeStore):
+            raise RepertoryError(f"{url} does not hold sessions")
+        # Not started (see the module docstring): it stops nothing and re-drives nothing.
+        runtime = Runtime(store, LocalHost(store, {}), "local", owns_store=False)
+        return await work(runtime)
+    finally:
+        await store.close()
+
+
+def _summary(rows: DeletedRows) -> str:
+    return (
+        f"deleted {rows.sessions} session(s), {rows.runs} run(s), {rows.turns} turn(s), {rows.events} event(s), "
+        f"{rows.memory_records} memory record(s); collected {rows.revisions} history revision(s) and "
+        f"{rows.entries} entr{'y' if rows.entries == 1 else 'ies'} no other session uses"
+    )
+
+
+def sessions_delete(
+    session_id: str,
+    store: StoreOption = DEFAULT_STORE,
+    forks: Annotated[bool, typer.Option("--forks", help="Delete its forks too (by default they survive).")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Delete even while a turn is queued or running (in a server?).")
+    ] = False,
+) -> None:
+    """Delete a session with what it spawned: runs, turns, events, memory records; forks survive unless --forks."""
+
+    async def main(rt: Runtime) -> DeletedRows:
+        record = await rt.store.load_session(session_id)
+        if record is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+        if not force:
+            open_turns = {t.session_id for t in await rt.store.list_open_turns()}
+            tree = [r for r in await rt.store.list_sessions() if r.root_id == record.root_id]
+            busy = sorted(r.session_id for r in tree if r.session_id in open_turns)
+            if busy:
+                raise RepertoryError(
+                    f"session(s) {', '.join(busy)} of this tree have a turn queued or running: stop it where it "
+                    "runs, delete through that server (DELETE /threads/{id}), or pass --force"
+                )
+        return await rt.delete_session(session_id, forks=forks)
+
+    _console().print(_summary(asyncio.run(_with_runtime(store, main))))
+
+
+def retention(
+    idle_days: Annotated[float, typer.Option("--idle-days", min=0, help="Delete trees idle this many days or more.")],
+    store: StoreOption = DEFAULT_STORE,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the trees, delete nothing.")] = False,
+) -> None:
+    """Delete whole session trees (forks included) nobody has written to for --idle-days days."""
+
+    async def main(rt: Runtime) -> tuple[list[IdleTree], DeletedRows | None]:
+        found = await idle_trees(rt, idle_days=idle_days)
+        return found, None if dry_run else await delete_idle_trees(rt, found)
+
+    found, deleted = asyncio.run(_with_runtime(store, main))
+    table = Table(
+        title=f"trees idle for {idle_days:g} day(s) or more" + (" (dry run: nothing deleted)" if dry_run else "")
+    )
+    for column in ("root", "sessions", "last active", "root exists"):
+        table.add_column(column)
+    for tree in found:
+        table.add_row(
+            tree.root_id, str(len(tree.session_ids)), _iso(tree.last_active), "yes" if tree.root_exists else "no"
+        )
+    console = _console()
+    console.print(table)
+    if deleted is not None:
+        console.print(_summary(deleted))
+
+
+def register(app: typer.Typer) -> None:
+    """Attach ``sessions delete`` and ``retention``."""
+    sessions_app.command("delete")(sessions_delete)
+    app.command("retention")(retention)

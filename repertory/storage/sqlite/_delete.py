@@ -1,0 +1,85 @@
+"""``delete_sessions`` on SQLite: one write transaction (``BEGIN IMMEDIATE`` holds every other writer off).
+
+Which history stays follows ``repertory.storage.history_gc``: one recursive walk up from the
+deleted heads (by primary key), then the writers of what it reached (thread rows, by primary key)
+and the pins on it (``history_pins``, by primary key). Id lists travel as one JSON array
+parameter each (``json_each``), so a tree of any size is one statement per table, never one per
+row nor a list of placeholders past SQLite's limit.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+from repertory.core.store import DeletedRows
+from repertory.storage.history_gc import collectable
+
+__all__ = ["delete_sessions"]
+
+_IDS = "(SELECT value FROM json_each(?))"
+
+# UNION, not UNION ALL: deleted threads that share a prefix walk it once.
+_REACHED = """
+WITH RECURSIVE reached(id) AS (
+    SELECT value FROM json_each(?)
+    UNION
+    SELECT r.parent_id FROM history_revisions AS r JOIN reached ON r.id = reached.id WHERE r.parent_id IS NOT NULL
+)
+SELECT h.id, h.parent_id, h.entry_id, h.thread_id FROM history_revisions AS h JOIN reached ON h.id = reached.id
+"""
+
+
+def _count(conn: sqlite3.Connection, sql: str, *params: object) -> int:
+    return conn.execute(sql, params).rowcount
+
+
+def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> DeletedRows:
+    """Delete inside the caller's transaction; see ``TreeStore.delete_sessions``."""
+    wanted = json.dumps(list(dict.fromkeys(session_ids)))
+    gone = [r[0] for r in conn.execute(f"SELECT session_id FROM sessions WHERE session_id IN {_IDS}", (wanted,))]
+    if not gone:
+        return DeletedRows()
+    ids = json.dumps(gone)
+    heads = [
+        r[0] for r in conn.execute(f"SELECT head FROM threads WHERE thread_id IN {_IDS} AND head IS NOT NULL", (ids,))
+    ]
+    rows = conn.execute(_REACHED, (json.dumps(heads),)).fetchall()
+    reached = {row[0]: (row[1], row[2]) for row in rows}
+    writers = sorted({row[3] for row in rows if row[3] is not None})
+    alive = {
+        r[0]
+        for r in conn.execute(
+            f"SELECT thread_id FROM threads WHERE thread_id IN {_IDS} AND thread_id NOT IN {_IDS}",
+            (json.dumps(writers), ids),
+        )
+    }
+    pinned = {
+        r[0]
+        for r in conn.execute(
+            f"SELECT revision_id FROM history_pins WHERE revision_id IN {_IDS} AND thread_id NOT IN {_IDS}",
+            (json.dumps(list(reached)), ids),
+        )
+    }
+    # A revision with no writer predates the bookkeeping: nobody knows who needs it, so it stays.
+    seeds = [row[0] for row in rows if row[3] is None or row[3] in alive or row[0] in pinned]
+    plan = collectable(reached, seeds)
+    revisions = _count(conn, f"DELETE FROM history_revisions WHERE id IN {_IDS}", json.dumps(plan.revisions))
+    entries = _count(
+        conn,
+        f"DELETE FROM history_entries WHERE id IN {_IDS} AND id NOT IN (SELECT entry_id FROM history_shared_entries)",
+        json.dumps(sorted(plan.entries)),
+    )
+    conn.execute(f"DELETE FROM history_pins WHERE thread_id IN {_IDS}", (ids,))
+    counts = {
+        "runs": _count(conn, f"DELETE FROM runs WHERE thread_id IN {_IDS}", ids),
+        "turns": _count(conn, f"DELETE FROM turns WHERE session_id IN {_IDS}", ids),
+        "events": _count(conn, f"DELETE FROM events WHERE session_id IN {_IDS}", ids),
+        "memory_records": _count(conn, f"DELETE FROM memory_messages WHERE thread_id IN {_IDS}", ids),
+        "timers": _count(conn, f"DELETE FROM timers WHERE session_id IN {_IDS}", ids),
+        "schedules": _count(conn, f"DELETE FROM schedules WHERE session_id IN {_IDS}", ids),
+    }
+    conn.execute(f"DELETE FROM threads WHERE thread_id IN {_IDS}", (ids,))
+    sessions = _count(conn, f"DELETE FROM sessions WHERE session_id IN {_IDS}", ids)
+    return DeletedRows(sessions=sessions, revisions=revisions, entries=entries, **counts)
