@@ -62,6 +62,7 @@ class Collector:
         self.spans: list[GotSpan] = []
         self._changed = asyncio.Condition()
         self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.StreamWriter] = set()
         self.endpoint = ""
 
     @property
@@ -82,6 +83,8 @@ class Collector:
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.close()
+        for writer in list(self._connections):  # exporters keep their connections alive
+            writer.close()
         await self._server.wait_closed()
 
     async def wait_for(self, predicate: Callable[[list[GotSpan]], bool], within: float = 60.0) -> list[GotSpan]:
@@ -99,6 +102,7 @@ class Collector:
         return list(self.spans)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._connections.add(writer)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -124,6 +128,7 @@ class Collector:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            self._connections.discard(writer)
             writer.close()
 
     async def _take(self, body: bytes) -> None:
