@@ -18,27 +18,39 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
-__all__ = ["INSTRUMENTATION", "otel_trace", "tracer"]
+__all__ = ["INSTRUMENTATION", "otel_context", "otel_trace", "tracer"]
 
 INSTRUMENTATION = "repertory"
 """The instrumentation scope name of every span repertory emits."""
 
 _UNKNOWN = object()
 _trace: object = _UNKNOWN  # the module opentelemetry.trace, or None when it is not installed
+_context: ModuleType | None = None  # opentelemetry.context, imported with it
 _cached: tuple[object, Tracer] | None = None  # (provider, its repertory tracer)
 
 
 def otel_trace() -> ModuleType | None:
     """The ``opentelemetry.trace`` module, imported on the first call; ``None`` when it is not installed."""
-    global _trace
+    global _trace, _context
     if _trace is _UNKNOWN:
         try:
+            import opentelemetry.context as context
             import opentelemetry.trace as module
         except ImportError:
             _trace = None
         else:
-            _trace = module
+            _trace, _context = module, context
     return _trace if isinstance(_trace, ModuleType) else None
+
+
+def otel_context() -> ModuleType:
+    """The ``opentelemetry.context`` module; only for callers that already have ``otel_trace()``.
+
+    Kept as a module reference, not imported in each span's ``__enter__``: an import statement per
+    span was a measurable part of a traced step.
+    """
+    assert _context is not None, "otel_trace() first"
+    return _context
 
 
 def _version() -> str:

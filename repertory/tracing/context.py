@@ -12,7 +12,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from repertory.tracing._otel import otel_trace
+from repertory.tracing._otel import otel_context, otel_trace
 
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
@@ -72,8 +72,7 @@ def in_caller_context(fn: Callable[[_S], Awaitable[_R]]) -> Callable[[_S], Await
     trace = otel_trace()
     if trace is None:
         return fn
-    from opentelemetry import context
-
+    context = otel_context()
     captured = context.get_current()
 
     async def in_context(arg: _S) -> _R:

@@ -33,7 +33,7 @@ from repertory.core.model import ModelResponse, ModelSettings
 from repertory.core.state import RunState, Usage
 from repertory.core.tree import SessionRecord, TurnRecord
 from repertory.errors import RunCancelled
-from repertory.tracing._otel import otel_trace, tracer
+from repertory.tracing._otel import otel_context, otel_trace, tracer
 from repertory.tracing.content import content_captured, dumps, input_messages, output_messages
 from repertory.tracing.context import format_traceparent, parse_traceparent
 
@@ -139,13 +139,14 @@ def _cancelled(exc: BaseException | None) -> bool:
     return isinstance(exc, asyncio.CancelledError | RunCancelled)
 
 
-def _usage_attributes(span: Span, usage: Usage) -> None:
-    span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-    span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+def _usage_attributes(out: dict[str, Any], usage: Usage) -> dict[str, Any]:
+    out["gen_ai.usage.input_tokens"] = usage.input_tokens
+    out["gen_ai.usage.output_tokens"] = usage.output_tokens
     if usage.cache_read_tokens:
-        span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens)
+        out["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read_tokens
     if usage.cache_write_tokens:
-        span.set_attribute("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens)
+        out["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
+    return out
 
 
 def _unanswered(messages: list[ModelMessage]) -> set[str]:
@@ -174,8 +175,7 @@ class _DriveSpan:
         self._cost = run.cost
 
     def __enter__(self) -> _NoSpan:
-        from opentelemetry import context
-
+        context = otel_context()
         trace = otel_trace()
         assert trace is not None
         run = self._run
@@ -247,25 +247,21 @@ class _DriveSpan:
         return "approve" if decided[-1].decision == "approved" else "reject"
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        from opentelemetry import context
-
+        context = otel_context()
         span, run = self._span, self._run
         try:
-            span.set_attribute("repertory.run.status", run.status)
-            span.set_attribute("repertory.run.step_index", run.step_index)
-            used = run.usage
-            before = self._usage
-            _usage_attributes(
-                span,
-                Usage(
-                    input_tokens=used.input_tokens - before.input_tokens,
-                    output_tokens=used.output_tokens - before.output_tokens,
-                    cache_read_tokens=used.cache_read_tokens - before.cache_read_tokens,
-                    cache_write_tokens=used.cache_write_tokens - before.cache_write_tokens,
-                ),
+            used, before = run.usage, self._usage
+            drive_usage = Usage(
+                input_tokens=used.input_tokens - before.input_tokens,
+                output_tokens=used.output_tokens - before.output_tokens,
+                cache_read_tokens=used.cache_read_tokens - before.cache_read_tokens,
+                cache_write_tokens=used.cache_write_tokens - before.cache_write_tokens,
             )
+            ending: dict[str, Any] = {"repertory.run.status": run.status, "repertory.run.step_index": run.step_index}
+            _usage_attributes(ending, drive_usage)
             if run.cost is not None:
-                span.set_attribute("repertory.cost", run.cost - (self._cost or 0.0))
+                ending["repertory.cost"] = run.cost - (self._cost or 0.0)
+            span.set_attributes(ending)
             waiting = run.suspended_on
             if run.status == "suspended" and waiting is not None:
                 event: dict[str, Any] = {"repertory.suspend.kind": waiting.kind}
@@ -310,8 +306,7 @@ class _ChatSpan:
         self._messages = messages
 
     def __enter__(self) -> _ChatSpan:
-        from opentelemetry import context
-
+        context = otel_context()
         trace = otel_trace()
         assert trace is not None
         name = _model_name(self._model)
@@ -334,23 +329,21 @@ class _ChatSpan:
 
     def response(self, response: ModelResponse) -> None:
         """Record what came back: the serving model, usage, cost, finish reason (and the reply, with content)."""
-        span = self._span
         message = response.message
-        if message.model is not None:
-            span.set_attribute("gen_ai.response.model", message.model)
-        _usage_attributes(span, response.usage)
-        if response.cost is not None:
-            span.set_attribute("repertory.cost", response.cost)
         # A reply that stopped early (length, refusal) is a ModelError in every adapter, so a
         # response that arrives finished either on tool calls or on its own.
         finish = "tool_call" if message.tool_calls else "stop"
-        span.set_attribute("gen_ai.response.finish_reasons", [finish])
+        out = _usage_attributes({"gen_ai.response.finish_reasons": (finish,)}, response.usage)
+        if message.model is not None:
+            out["gen_ai.response.model"] = message.model
+        if response.cost is not None:
+            out["repertory.cost"] = response.cost
         if content_captured():
-            span.set_attribute("gen_ai.output.messages", output_messages(message, finish))
+            out["gen_ai.output.messages"] = output_messages(message, finish)
+        self._span.set_attributes(out)  # one call: each takes the span's lock
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        from opentelemetry import context
-
+        context = otel_context()
         try:
             if exc is not None and not _cancelled(exc):
                 _fail(self._span, exc)
@@ -383,8 +376,7 @@ class _ToolSpan:
         self._args = args
 
     def __enter__(self) -> _ToolSpan:
-        from opentelemetry import context
-
+        context = otel_context()
         trace = otel_trace()
         assert trace is not None
         attributes: dict[str, Any] = {
@@ -416,8 +408,7 @@ class _ToolSpan:
             span.set_attribute("gen_ai.tool.call.result", dumps(result.result))
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        from opentelemetry import context
-
+        context = otel_context()
         try:
             if exc is not None and not _cancelled(exc):
                 _fail(self._span, exc)
@@ -447,8 +438,7 @@ class _TurnSpan:
         self._run = run
 
     def __enter__(self) -> _NoSpan:
-        from opentelemetry import context
-
+        context = otel_context()
         trace = otel_trace()
         assert trace is not None
         record, turn = self._record, self._turn
@@ -496,8 +486,7 @@ class _TurnSpan:
         return NO_SPAN
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        from opentelemetry import context
-
+        context = otel_context()
         trace = otel_trace()
         assert trace is not None
         span, turn = self._span, self._turn
