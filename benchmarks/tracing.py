@@ -1,31 +1,34 @@
 """Tracing benchmark: what OpenTelemetry spans cost a step, off (no provider) and on (SDK), against no tracing code.
 
-Run ``python -m benchmarks.tracing [--quick] [--steps N] [--rounds R] [--runs K] [--baseline REF]``. It prints a
-table and writes ``benchmarks/results/tracing.json``. Nothing here asserts a speed (DESIGN.md,
-rule 8): a figure over its target is a finding, not a failure.
+Run ``python -m benchmarks.tracing [--quick] [--steps N] [--rounds R] [--runs K] [--baseline REF]``.
+It prints a table and writes ``benchmarks/results/tracing.json``. Nothing here asserts a speed
+(DESIGN.md, rule 8): a figure over its target is a finding, not a failure.
 
-Three builds run the same steps, side by side, in one invocation:
+The same steps run, side by side, under five configurations:
 
 - ``baseline``: repertory as it was before ``repertory.tracing`` existed (``git archive`` of the
-  parent of the commit that added ``repertory/tracing/__init__.py``, or ``--baseline REF``), so the
+  parent of the commit that added ``repertory/tracing/__init__.py``, or ``--baseline REF``): the
   engine makes no tracing calls at all. This is "today" for the "off costs nothing" target.
 - ``off``: this tree, no tracer provider set (``opentelemetry-api`` is installed, as it is wherever
   ``anthropic`` is): the engine's tracing calls run and find nothing to record.
 - ``on``: this tree with an SDK ``TracerProvider`` and a ``SimpleSpanProcessor`` into an
-  ``InMemorySpanExporter`` (the export is part of the cost); ``on+content`` adds
-  ``capture_content(True)``, which serialises every request's messages (informational, no target).
+  ``InMemorySpanExporter`` (the export is part of the cost).
 - ``sdk-floor``: as ``on``, but the engine's ``chat`` and ``execute_tool`` spans are replaced by bare
   SDK spans (a name, no attributes, no context): what the SDK charges for two spans a step at all,
   so ``on - sdk-floor`` is what repertory's attributes and context handling add on top.
+- ``on+content``: ``on`` with ``capture_content(True)``, which serialises every request's messages
+  (the whole conversation, every step: informational, no target).
 
-Each measurement is a fresh child process (``python -c``, its working directory and ``PYTHONPATH``
-the build's tree, and the child checks which ``repertory`` it imported), so the builds never share
-an interpreter, and the order of the builds rotates round by round so a noisy neighbour on this
-shared machine hits all of them alike. A child warms up with a short run, then times ``--runs``
-runs of N tool steps plus a final reply, and reports microseconds per model request of CPU time
+How, and why so: this machine is shared (a load of ~8 on 2 cores is usual), and two child
+processes measuring the same code differ by 10-30%, far more than the 2% to be read. So both builds
+run in one process and the configurations alternate run by run (rotating their order), and the
+figures compare runs that saw the same machine. The baseline tree is unpacked as the package
+``repertory_baseline`` (its ``import repertory...`` statements rewritten), so it and this tree are
+separate packages side by side; the provider is switched between runs by resetting the API's
+global (what OpenTelemetry's own test utilities do). Each of ``--rounds`` child processes warms
+up, then times ``--runs`` passes over the configurations, in CPU time per model request
 (``time.process_time``: every thread of the process, so SQLite's and the span processor's work
-count). Wall time is recorded too, but this machine is shared (a load of ~8 on 2 cores is usual),
-and there wall time is mostly the other processes: a 2% target cannot be read off it.
+count; wall time is recorded too).
 
 The workloads, both of ``Session.start()`` as in ``benchmarks/steps.py``:
 
@@ -45,7 +48,7 @@ import argparse
 import json
 import os
 import platform
-import shutil
+import re
 import statistics
 import subprocess
 import sys
@@ -62,91 +65,99 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "tracing.json"
 DEFAULT_STEPS = 500
 QUICK_STEPS = 50
-DEFAULT_ROUNDS = 7
-DEFAULT_RUNS = 3
+DEFAULT_ROUNDS = 4
+DEFAULT_RUNS = 5
 TARGET_OFF_PCT = 2.0
 TARGET_ON_US = 30.0
 WORKLOADS = ("steps", "engine")
 MODES = ("baseline", "off", "on", "sdk-floor", "on+content")
+BASELINE_PACKAGE = "repertory_baseline"
 
-# The child: measures one (build, mode, workload) and prints one JSON line. It imports nothing
-# from benchmarks/, only the repertory of the tree it was started in.
+# The child: every configuration of one workload, alternating, in one process; one JSON line out.
+# It imports nothing from benchmarks/, only this tree's repertory and the baseline's copy.
 CHILD = r'''
-import asyncio, gc, json, os, random, string, sys, tempfile, time, timeit
+import asyncio, contextlib, gc, importlib, json, random, string, sys, tempfile, time, timeit
 from pathlib import Path
 
-mode, workload, steps, runs, tree = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+workload, steps, runs, with_baseline = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.util._once import Once
+
 import repertory
-from repertory import Agent, InMemorySessionStore, Session, tool
-from repertory.storage.sqlite.store import SqliteSessionStore
-from repertory.testing import ScriptedModel
+import repertory.runtime._calls as calls_module
+import repertory.runtime._loop as loop_module
+from repertory.tracing import capture_content
 
-where = os.path.realpath(repertory.__file__)
-if not where.startswith(os.path.realpath(tree) + os.sep):
-    raise SystemExit(f"imported {where}, not the repertory of {tree}")
-exporter = None
-if mode.startswith("on"):
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+builds = {"current": repertory}
+if with_baseline:
+    builds["baseline"] = importlib.import_module("repertory_baseline")
+    assert not hasattr(builds["baseline"], "tracing") and "tracing" not in dir(builds["baseline"])
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+bare_tracer = provider.get_tracer("bench")
+real_chat, real_tool = loop_module.chat_span, calls_module.tool_span
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
-    if mode == "on+content":
-        from repertory.tracing import capture_content
-        capture_content(True)
-    if mode == "sdk-floor":
-        # The SDK's own price of two spans a step: the engine's chat and tool spans replaced by
-        # bare ones (no attributes, no context), everything else as in "on".
-        import repertory.runtime._calls as calls_module
-        import repertory.runtime._loop as loop_module
 
-        bare_tracer = provider.get_tracer("bench")
+class Bare:
+    def __init__(self, name):
+        self.name = name
+    def __enter__(self):
+        self.span = bare_tracer.start_span(self.name)
+        return self
+    def __exit__(self, *exc):
+        self.span.end()
+    def response(self, response):
+        pass
+    def outcome(self, *args):
+        pass
 
-        class Bare:
-            def __init__(self, name):
-                self.name = name
-            def __enter__(self):
-                self.span = bare_tracer.start_span(self.name)
-                return self
-            def __exit__(self, *exc):
-                self.span.end()
-            def response(self, response):
-                pass
-            def outcome(self, *args):
-                pass
 
-        loop_module.chat_span = lambda *args: Bare("chat")
-        calls_module.tool_span = lambda *args: Bare("execute_tool")
+def configure(mode):
+    """No provider, or the SDK one; bare spans for sdk-floor; content for on+content."""
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+    if mode in ("on", "sdk-floor", "on+content"):
+        trace.set_tracer_provider(provider)
+    floor = mode == "sdk-floor"
+    loop_module.chat_span = (lambda *args: Bare("chat")) if floor else real_chat
+    calls_module.tool_span = (lambda *args: Bare("execute_tool")) if floor else real_tool
+    capture_content(mode == "on+content")
+    exporter.clear()
+
 
 FILLER = "".join(random.Random(1).choices(string.ascii_letters + " ", k=1000))
 USAGE = {"input_tokens": 100, "output_tokens": 20}
 
-def make_agent(n):
-    idempotent = workload == "engine"
-    @tool(name="fetch", idempotent=idempotent)
+
+def make_agent(pkg, n):
+    tool = pkg.tool
+    @tool(name="fetch", idempotent=workload == "engine")
     async def fetch(i: int) -> str:
         """Fetch record i."""
         prefix = f"record {i:06d}: "
         return prefix + FILLER[len(prefix):]
+    scripted = importlib.import_module(pkg.__name__ + ".testing").ScriptedModel
     if workload == "steps":
-        model = ScriptedModel([{"tool": "fetch", "args": {"i": k}} for k in range(n)] + [{"text": "done"}])
+        model = scripted([{"tool": "fetch", "args": {"i": k}} for k in range(n)] + [{"text": "done"}])
     else:
         plan = [{"tool": "fetch", "args": {"i": k}, "usage": USAGE} for k in range(n)]
         plan.append({"text": "done", "usage": USAGE})
-        model = ScriptedModel(lambda messages, tools: plan[(len(messages) - 1) // 2])
-    return Agent(name="bench", model=model, tools=[fetch], max_steps=n + 1)
+        model = scripted(lambda messages, tools: plan[(len(messages) - 1) // 2])
+    return pkg.Agent(name="bench", model=model, tools=[fetch], max_steps=n + 1)
 
-async def one(n, workdir):
+
+async def one(pkg, n, workdir):
     if workload == "steps":
-        store = await SqliteSessionStore.open(Path(workdir) / f"b{time.monotonic_ns()}.db", durability="normal")
+        sqlite = importlib.import_module(pkg.__name__ + ".storage.sqlite.store")
+        store = await sqlite.SqliteSessionStore.open(Path(workdir) / f"b{time.monotonic_ns()}.db", durability="normal")
     else:
-        store = InMemorySessionStore()
+        store = pkg.InMemorySessionStore()
     try:
-        session = Session(store=store, agent=make_agent(n))
+        session = pkg.Session(store=store, agent=make_agent(pkg, n))
         gc.collect()
         start, cpu = time.perf_counter(), time.process_time()
         result = await session.start("Fetch every record, one tool call at a time.")
@@ -157,46 +168,56 @@ async def one(n, workdir):
         raise SystemExit(f"run ended wrongly: {result.status} at {result.state.step_index}")
     return cpu_seconds * 1e6 / (n + 1), seconds * 1e6 / (n + 1)
 
-async def main():
-    with tempfile.TemporaryDirectory() as workdir:
-        await one(min(steps, 50), workdir)
-        out, wall = [], []
-        spans = 0
-        for _ in range(runs):
-            if exporter is not None:
-                exporter.clear()
-            cpu_us, wall_us = await one(steps, workdir)
-            out.append(cpu_us)
-            wall.append(wall_us)
-            if exporter is not None:
-                spans = len(exporter.get_finished_spans())
-    hooks = None
-    if mode == "off":
-        from repertory.core.messages import ModelMessage, ToolResultPart
-        from repertory.core.model import ModelResponse, ModelSettings
-        from repertory.core.state import RunState
-        from repertory.tracing import chat_span, drive_span, tool_span
-        settings = ModelSettings()
-        response = ModelResponse(message=ModelMessage.user("x"))
-        part = ToolResultPart(tool_call_id="c", tool_name="fetch", result="r")
-        args = {"i": 1}
-        agent = make_agent(1)
-        run = RunState(run_id="r", thread_id="t")
-        def step():
-            with chat_span(agent.model, settings, list) as span:
-                span.response(response)
-            with tool_span("fetch", "c", args) as span:
-                span.outcome(part, None, False)
-        def drive():
-            with drive_span(run, agent, [], "start"):
-                pass
+
+def hook_costs():
+    """The tracing calls of one step and of one drive, alone, with no provider (ns)."""
+    from repertory.core.messages import ModelMessage, ToolResultPart
+    from repertory.core.model import ModelResponse, ModelSettings
+    from repertory.core.state import RunState
+    from repertory.tracing import chat_span, drive_span, tool_span
+    configure("off")
+    settings = ModelSettings()
+    response = ModelResponse(message=ModelMessage.user("x"))
+    part = ToolResultPart(tool_call_id="c", tool_name="fetch", result="r")
+    args = {"i": 1}
+    agent = make_agent(repertory, 1)
+    run = RunState(run_id="r", thread_id="t")
+    def step():
+        with chat_span(agent.model, settings, list) as span:
+            span.response(response)
+        with tool_span("fetch", "c", args) as span:
+            span.outcome(part, None, False)
+    def drive():
         with drive_span(run, agent, [], "start"):
-            n = 200_000
-            step_ns = min(timeit.repeat(step, number=n, repeat=5)) / n * 1e9
-        drive_ns = min(timeit.repeat(drive, number=50_000, repeat=5)) / 50_000 * 1e9
-        hooks = {"step_hooks_ns": step_ns, "drive_hook_ns": drive_ns}
-    print(json.dumps({"repertory": where, "us_per_step": out, "wall_us_per_step": wall, "spans_per_run": spans,
-                      "hooks": hooks}))
+            pass
+    with drive_span(run, agent, [], "start"):
+        step_ns = min(timeit.repeat(step, number=100_000, repeat=5)) / 100_000 * 1e9
+    drive_ns = min(timeit.repeat(drive, number=20_000, repeat=5)) / 20_000 * 1e9
+    return {"step_hooks_ns": step_ns, "drive_hook_ns": drive_ns}
+
+
+async def main():
+    modes = ["off", "on", "sdk-floor", "on+content"]
+    if with_baseline:
+        modes.insert(0, "baseline")
+    cpu = {m: [] for m in modes}
+    wall = {m: [] for m in modes}
+    spans = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        for mode in modes:
+            configure(mode)
+            await one(builds["baseline" if mode == "baseline" else "current"], min(steps, 50), workdir)
+        for i in range(runs):
+            for mode in modes[i % len(modes):] + modes[: i % len(modes)]:
+                configure(mode)
+                c, w = await one(builds["baseline" if mode == "baseline" else "current"], steps, workdir)
+                cpu[mode].append(c)
+                wall[mode].append(w)
+                if mode != "off" and mode != "baseline":
+                    spans[mode] = len(exporter.get_finished_spans())
+    configure("off")
+    print(json.dumps({"cpu": cpu, "wall": wall, "spans_per_run": spans, "hooks": hook_costs(),
+                      "files": {k: v.__file__ for k, v in builds.items()}}))
 
 asyncio.run(main())
 '''
@@ -215,7 +236,11 @@ def baseline_ref() -> str:
 
 
 def export_tree(ref: str, into: Path) -> str:
-    """``repertory/`` as of ``ref``, unpacked under ``into``; returns the commit it resolved to."""
+    """``repertory/`` as of ``ref``, unpacked as the package ``repertory_baseline`` under ``into``.
+
+    Its own imports are rewritten (``repertory`` -> ``repertory_baseline``, in import statements
+    and ``importlib`` strings) so it loads beside this tree in one process. Returns the commit.
+    """
     commit = _git("rev-parse", ref)
     archive = into / "baseline.tar"
     with archive.open("wb") as fh:
@@ -223,30 +248,41 @@ def export_tree(ref: str, into: Path) -> str:
     with tarfile.open(archive) as tar:
         tar.extractall(into, filter="data")
     archive.unlink()
+    package = into / BASELINE_PACKAGE
+    (into / "repertory").rename(package)
+    statement = re.compile(r"^(\s*)(from|import) repertory(?=[.\s])", re.MULTILINE)
+    quoted = re.compile(r"([\"'])repertory\.")
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        text = statement.sub(rf"\1\2 {BASELINE_PACKAGE}", text)
+        path.write_text(quoted.sub(rf"\1{BASELINE_PACKAGE}.", text))
     return commit
 
 
-def measure(tree: Path, mode: str, workload: str, steps: int, runs: int) -> dict[str, Any]:
-    """One child process: ``runs`` timed runs of ``workload`` under ``mode`` with the repertory of ``tree``."""
+def measure(baseline: Path | None, workload: str, steps: int, runs: int) -> dict[str, Any]:
+    """One child process: ``runs`` passes over every configuration of ``workload``, alternating."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env["PYTHONPATH"] = str(tree)
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (ROOT, baseline) if p is not None)
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, mode, workload, str(steps), str(runs), str(tree)],
-        cwd=tree,
+        [sys.executable, "-c", CHILD, workload, str(steps), str(runs), "1" if baseline else "0"],
+        cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         check=False,
-        timeout=1800,
+        timeout=3600,
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"{mode}/{workload} failed:\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"{workload} failed:\n{proc.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    here = str(ROOT / "repertory")
+    if not result["files"]["current"].startswith(here):
+        raise RuntimeError(f"the child imported {result['files']['current']}, not this tree's repertory")
     return result
 
 
 def run(steps: int, rounds: int, runs: int, baseline: str | None) -> dict[str, Any]:
-    """Measure every mode and workload, ``rounds`` times, rotating the order; return the report."""
+    """``rounds`` child processes per workload; return the report."""
     machine: dict[str, Any] = {
         "platform": platform.platform(),
         "python": sys.version.split()[0],
@@ -263,39 +299,38 @@ def run(steps: int, rounds: int, runs: int, baseline: str | None) -> dict[str, A
     extra: dict[str, Any] = {"spans_per_run": {}, "hooks": []}
     skipped: str | None = None
     with tempfile.TemporaryDirectory(prefix="repertory-tracing-bench-") as tmp:
-        trees: dict[str, Path] = {"off": ROOT, "on": ROOT, "sdk-floor": ROOT, "on+content": ROOT}
+        tree: Path | None = None
         try:
             ref = baseline or baseline_ref()
             extra["baseline_commit"] = export_tree(ref, Path(tmp))
             extra["baseline_ref"] = ref
-            trees["baseline"] = Path(tmp)
+            tree = Path(tmp)
         except (OSError, RuntimeError, subprocess.CalledProcessError) as exc:
             skipped = f"baseline not measured: {exc}"
             print(f"  {skipped}", file=sys.stderr)
-        modes = [m for m in MODES if m in trees]
         for rnd in range(rounds):
-            order = modes[rnd % len(modes) :] + modes[: rnd % len(modes)]
             for workload in WORKLOADS:
-                for mode in order:
-                    got = measure(trees[mode], mode, workload, steps, runs)
-                    samples[(mode, workload)].extend(got["us_per_step"])
-                    wall[(mode, workload)].extend(got["wall_us_per_step"])
-                    if got["spans_per_run"]:
-                        extra["spans_per_run"][f"{mode}/{workload}"] = got["spans_per_run"]
-                    if got["hooks"]:
-                        extra["hooks"].append(got["hooks"])
-                    print(
-                        f"  round {rnd + 1}/{rounds} {workload:6} {mode:10} "
-                        + " ".join(f"{v:7.1f}" for v in got["us_per_step"])
-                        + " CPU us/step (wall "
-                        + " ".join(f"{v:.1f}" for v in got["wall_us_per_step"])
-                        + ")",
-                        file=sys.stderr,
-                    )
+                got = measure(tree, workload, steps, runs)
+                for mode, values in got["cpu"].items():
+                    samples[(mode, workload)].extend(values)
+                    wall[(mode, workload)].extend(got["wall"][mode])
+                for mode, count in got["spans_per_run"].items():
+                    extra["spans_per_run"][f"{mode}/{workload}"] = count
+                extra["hooks"].append(got["hooks"])
+                line = ", ".join(f"{m} {statistics.median(v):.1f}" for m, v in got["cpu"].items())
+                print(f"  round {rnd + 1}/{rounds} {workload:6} median CPU us/step: {line}", file=sys.stderr)
     machine["load_average_after"] = list(os.getloadavg())
     extra["wall_us_per_step_median"] = {f"{m}/{w}": statistics.median(v) for (m, w), v in wall.items() if v}
     extra["wall_samples"] = {f"{m}/{w}": v for (m, w), v in wall.items() if v}
     return summarise(samples, extra, steps, rounds, runs, machine, skipped)
+
+
+def _paired(by: dict[str, list[float]], a: str, b: str, relative: bool) -> float | None:
+    """Median over passes of ``a - b`` (in % of ``b`` if ``relative``): runs of one pass ran back to back."""
+    if a not in by or b not in by:
+        return None
+    pairs = zip(by[a], by[b], strict=True)
+    return statistics.median([(x - y) / y * 100 if relative else x - y for x, y in pairs])
 
 
 def summarise(
@@ -317,9 +352,9 @@ def summarise(
             for (m, w), v in samples.items()
             if w == workload and v
         }
-        off, on, base = med.get("off"), med.get("on"), med.get("baseline")
-        off_pct = None if off is None or base is None else (off - base) / base * 100
-        on_us = None if off is None or on is None else on - off
+        by = {m: v for (m, w), v in samples.items() if w == workload and v}
+        off_pct = _paired(by, "off", "baseline", True)
+        on_us = _paired(by, "on", "off", False)
         rows.append(
             {
                 "workload": workload,
@@ -331,12 +366,9 @@ def summarise(
                 if "off" not in low or "baseline" not in low
                 else (low["off"] - low["baseline"]) / low["baseline"] * 100,
                 "on_minus_off_us_per_step": on_us,
-                "sdk_floor_minus_off_us_per_step": None
-                if off is None or "sdk-floor" not in med
-                else med["sdk-floor"] - off,
-                "content_minus_off_us_per_step": None
-                if off is None or "on+content" not in med
-                else med["on+content"] - off,
+                "sdk_floor_minus_off_us_per_step": _paired(by, "sdk-floor", "off", False),
+                "on_minus_sdk_floor_us_per_step": _paired(by, "on", "sdk-floor", False),
+                "content_minus_off_us_per_step": _paired(by, "on+content", "off", False),
                 "meets_off": None if off_pct is None else off_pct <= TARGET_OFF_PCT,
                 "meets_on": None if on_us is None else on_us <= TARGET_ON_US,
             }
@@ -352,7 +384,8 @@ def summarise(
         "runs_per_child": runs,
         "durability": "steps: SQLite WAL + synchronous=NORMAL; engine: in-memory store",
         "clock": "CPU time of the measuring process (all its threads), per model request; wall time is kept "
-        "apart (wall_*): on a shared machine it measures the other processes as much as this one",
+        "apart (wall_*)",
+        "method": "both builds in one process, configurations alternating run by run (see the module docstring)",
         "targets": {"off_vs_baseline_pct_max": TARGET_OFF_PCT, "on_minus_off_us_max": TARGET_ON_US},
         "baseline": skipped or "measured",
         "rows": rows,
@@ -368,8 +401,8 @@ def summarise(
 def render(report: dict[str, Any]) -> str:
     """The summary table."""
     lines = [
-        f"tracing: {report['steps']} tool steps + 1 reply a run, {report['rounds']} rounds x "
-        f"{report['runs_per_child']} runs, median CPU us per model request",
+        f"tracing: {report['steps']} tool steps + 1 reply a run, {report['rounds']} processes x "
+        f"{report['runs_per_child']} alternating passes, median CPU us per model request",
         "",
         "| workload | baseline | off | on | sdk-floor | on+content | off vs baseline | on - off | sdk-floor - off "
         "| targets met |",
@@ -426,8 +459,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs = args.runs if args.runs is not None else (1 if args.quick else DEFAULT_RUNS)
     if steps < 1 or rounds < 1 or runs < 1:
         parser.error("--steps, --rounds and --runs must be >= 1")
-    if shutil.which("git") is None and args.baseline is not None:
-        parser.error("--baseline needs git")
     report = run(steps, rounds, runs, args.baseline)
     print(render(report))
     args.out.parent.mkdir(parents=True, exist_ok=True)
