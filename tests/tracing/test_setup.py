@@ -91,3 +91,30 @@ async def test_configure_otlp_exports_and_leaves_a_provider_already_set(no_otel_
         [span] = await collector.wait_for(lambda got: bool(got))
     assert span.name == "hello" and span.resource["service.name"] == "billing"
     assert isinstance(span.resource["process.pid"], int)
+
+
+def test_the_package_names_are_sorted_and_pinned() -> None:
+    import repertory.tracing as tracing
+
+    assert tracing.__all__ == sorted(tracing.__all__)
+    assert tracing.__all__ == [
+        "DriveCause",
+        "TraceRequests",
+        "capture_content",
+        "chat_span",
+        "configure_from_env",
+        "configure_otlp",
+        "content_captured",
+        "current_traceparent",
+        "drive_span",
+        "format_traceparent",
+        "in_caller_context",
+        "otlp_env",
+        "parse_traceparent",
+        "tool_span",
+        "traces_url",
+        "tracing_on",
+        "turn_span",
+    ]
+    # DriveCause is a Literal alias: its docstring is in the source, not on the object.
+    assert all(getattr(tracing, name).__doc__ for name in tracing.__all__ if name != "DriveCause")
