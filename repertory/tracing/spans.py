@@ -315,8 +315,9 @@ class _ChatSpan:
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": _provider(self._model),
             "gen_ai.request.model": name,
-            "gen_ai.output.type": "json" if settings.output_schema is not None else "text",
         }
+        if settings.output_schema is not None:  # the conventions ask for it when the request sets a format
+            attributes["gen_ai.output.type"] = "json"
         if settings.temperature is not None:
             attributes["gen_ai.request.temperature"] = settings.temperature
         if settings.max_tokens is not None:
