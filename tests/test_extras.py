@@ -102,6 +102,10 @@ async def ray_backend():
 out["postgres_url"] = error_of(lambda: asyncio.run(postgres_url()))
 out["ray_backend"] = error_of(lambda: asyncio.run(ray_backend()))
 out["model_string"] = error_of(lambda: Agent(name="m", model="openai:gpt-4o-mini"))
+# The engine calls repertory.tracing on every drive: without opentelemetry it imports and does nothing.
+tracing = importlib.import_module("repertory.tracing")
+out["tracing_on"] = tracing.tracing_on()
+out["tracing_configure"] = error_of(lambda: tracing.configure_otlp("http://127.0.0.1:4318"))
 print(json.dumps(out))
 """
 
@@ -132,6 +136,10 @@ def test_a_plain_install_runs_on_sqlite_and_each_part_names_its_extra(tmp_path: 
     assert "pip install 'repertory[postgres]'" in out["postgres_url"]["message"]
     assert "pip install 'repertory[ray]'" in out["ray_backend"]["message"]
     assert out["model_string"]["message"] == "repertory.models needs the openai extra: pip install 'repertory[openai]'"
+    assert out["tracing_on"] is False
+    assert out["tracing_configure"]["message"] == (
+        "repertory.tracing.configure_otlp needs the otel extra: pip install 'repertory[otel]'"
+    )
 
 
 CLI = """

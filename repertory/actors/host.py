@@ -47,6 +47,7 @@ from repertory.runtime.actor import IfBusy
 from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.host import LocalHost, MemoryFactory
 from repertory.runtime.results import turn_result
+from repertory.tracing import configure_from_env
 from repertory.tree.agent_specs import AgentSpec, resolve_agents
 
 __all__ = ["SessionHost", "host_actor_class", "shared_host_index"]
@@ -86,6 +87,7 @@ class SessionHost:
         memory: MemoryFactory | None = None,
     ) -> None:
         tune_gc()  # a host process holds many sessions (see repertory.runtime.gc_tuning)
+        configure_from_env()  # a host is repertory's own process: it exports spans if OTEL_EXPORTER_OTLP_* says where
         self.store_url = store_url
         self.index = index
         self.hosts = hosts

@@ -7,7 +7,8 @@ The socket is bound before anything else starts, so a port in use is one ``error
 code 2, like every other mistake; then the runtime starts (finishing turns a previous process
 left open) and uvicorn serves until Ctrl-C, after which the runtime closes cleanly. Keys may also
 come from ``REPERTORY_API_KEYS`` and ``REPERTORY_ADMIN_KEYS`` (whitespace-separated), which keeps
-them out of ``ps``.
+them out of ``ps``. ``--otlp-endpoint URL`` (or ``OTEL_EXPORTER_OTLP_ENDPOINT``) exports OpenTelemetry
+spans, the server's own and, with ``--backend ray``, its session hosts' (see ``repertory.tracing``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import asyncio
 import os
 import socket
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -27,7 +28,7 @@ from repertory.errors import RepertoryError
 from repertory.runtime.agent import Agent
 from repertory.runtime.gc_tuning import tune_gc
 
-__all__ = ["register", "serve", "ui"]
+__all__ = ["OtlpEndpointOption", "check_otlp_endpoint", "otlp_runtime_options", "register", "serve", "ui"]
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -78,6 +79,7 @@ async def _serve(
     max_streams: int,
     log_level: str,
     ui_only: bool = False,
+    otlp_endpoint: str | None = None,
 ) -> None:
     import uvicorn
 
@@ -88,7 +90,8 @@ async def _serve(
 
     # On Ray each host imports the agents from their path itself (nothing about them must pickle).
     specs: dict[str, AgentSpec] = {name: agents_path for name in agents} if backend == "ray" else dict(agents)
-    runtime = await Runtime.start(store=store, backend="ray" if backend == "ray" else "local", agents=specs)
+    options = otlp_runtime_options(backend, otlp_endpoint)
+    runtime = await Runtime.start(store=store, backend="ray" if backend == "ray" else "local", agents=specs, **options)
     try:
         if ui_only:
             app = ui_only_app(runtime, keys or None)
@@ -114,6 +117,31 @@ async def _serve(
         await server.serve(sockets=[sock])
     finally:
         await runtime.close()
+
+
+def otlp_runtime_options(backend: str, endpoint: str | None) -> dict[str, Any]:
+    """Export this process's spans (``--otlp-endpoint``, else ``OTEL_EXPORTER_OTLP_*``); Ray hosts get the same.
+
+    Returns the ``Runtime.start`` options that hand the exporter settings to Ray session hosts
+    (other processes, which configure their own exporter from them).
+    """
+    from repertory.tracing import configure_from_env, configure_otlp, otlp_env
+
+    configured = configure_otlp(endpoint) if endpoint is not None else configure_from_env()
+    env = otlp_env(endpoint)
+    if backend != "ray" or (configured is None and endpoint is None) or not env:
+        return {}
+    return {"host_options": {"runtime_env": {"env_vars": env}}}
+
+
+OtlpEndpointOption = Annotated[
+    str | None,
+    typer.Option(
+        "--otlp-endpoint",
+        help="Send OpenTelemetry spans to this OTLP/HTTP collector (http://localhost:4318); "
+        "default: OTEL_EXPORTER_OTLP_ENDPOINT, else no export.",
+    ),
+]
 
 
 def serve(
@@ -159,6 +187,7 @@ def serve(
             help="Signs run webhooks (X-Repertory-Signature, HMAC-SHA256); without it, runs asking for one get 422.",
         ),
     ] = None,
+    otlp_endpoint: OtlpEndpointOption = None,
 ) -> None:
     """Serve the runtime over HTTP: LangGraph's API (langgraph-sdk, agent-chat-ui) with OpenAPI at /openapi.json.
 
@@ -178,6 +207,7 @@ def serve(
         ui_only=False,
         webhook_secret=webhook_secret,
         admin_key=admin_key or [],
+        otlp_endpoint=otlp_endpoint,
     )
 
 
@@ -216,6 +246,7 @@ def _run(
     ui_only: bool,
     webhook_secret: str | None = None,
     admin_key: list[str] | None = None,
+    otlp_endpoint: str | None = None,
 ) -> None:
     """What ``serve`` and ``ui`` share: check, bind, start the runtime, serve until Ctrl-C."""
     if backend not in ("local", "ray"):
@@ -228,6 +259,8 @@ def _run(
     if set(keys) & set(admins):
         raise RepertoryError("a key cannot be both an --api-key and an --admin-key")
     registry = load_agents(agents)  # a bad --agents fails before the port is taken
+    if otlp_endpoint is not None:
+        check_otlp_endpoint(otlp_endpoint)  # a bad URL or a missing otel extra fails before the port is taken
     sock = _listen(host, port)
     tune_gc()  # a server process holds many sessions (see repertory.runtime.gc_tuning)
     try:
@@ -245,12 +278,24 @@ def _run(
                 max_streams,
                 log_level,
                 ui_only,
+                otlp_endpoint,
             )
         )
     except KeyboardInterrupt:
         pass  # Ctrl-C: uvicorn already shut down gracefully and the runtime closed
     finally:
         sock.close()
+
+
+def check_otlp_endpoint(endpoint: str) -> None:
+    """``--otlp-endpoint`` is an http(s) URL and the ``otel`` extra is installed, else a one-line error."""
+    from repertory.tracing import traces_url
+
+    try:
+        traces_url(endpoint)
+    except ValueError as exc:
+        raise RepertoryError(f"--otlp-endpoint: {exc}") from None
+    require("--otlp-endpoint", "otel")
 
 
 def register(app: typer.Typer) -> None:

@@ -315,10 +315,21 @@ def demo(
     ),
     delay: float = typer.Option(0.2, "--delay", min=0.0, help="Seconds a scripted model takes per reply (about)."),
     out: str = typer.Option(".repertory/export", "--out", help="Where the Parquet export goes."),
+    otlp_endpoint: str | None = typer.Option(
+        None,
+        "--otlp-endpoint",
+        help="Send OpenTelemetry spans to this OTLP/HTTP collector (http://localhost:4318); "
+        "default: OTEL_EXPORTER_OTLP_ENDPOINT, else no export.",
+    ),
 ) -> None:
     """The main job: a fleet of agent sessions on the embedded default (local Ray + SQLite)."""
     if backend not in ("ray", "local"):
         raise RepertoryError(f"--backend must be ray or local, not {backend!r}")
+    from repertory.cli.serve import check_otlp_endpoint, otlp_runtime_options
+
+    if otlp_endpoint is not None:
+        check_otlp_endpoint(otlp_endpoint)
+    tracing_options = otlp_runtime_options(backend, otlp_endpoint)
     from repertory.demo import run_demo
 
     real = None
@@ -338,6 +349,7 @@ def demo(
             model=real,
             delay=delay,
             export_dir=out,
+            runtime_options=tracing_options,
         )
     )
     if stats.errors:

@@ -168,6 +168,10 @@ class RunState(BaseModel):
     context: list[ModelMessage] = Field(default_factory=list)
     context_depth: int | None = None
     output_retries: int = 0
+    # The W3C ``traceparent`` every drive of this run continues (``repertory.tracing``): one trace per
+    # run across resumes, decisions, crashes and processes. Left out of the JSON while unset, so a
+    # run never traced is stored exactly as before the field existed.
+    traceparent: str | None = Field(default=None, exclude_if=_is_none)
 
     @field_validator("schema_version")
     @classmethod

@@ -55,6 +55,10 @@ EventType = Literal[
 ]
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
 class Lineage(BaseModel):
     """How a session came to exist: a root, spawned by a parent, or forked from one."""
 
@@ -169,6 +173,10 @@ class TurnRecord(BaseModel):
     error: ErrorInfo | None = None
     created_at: int = Field(default_factory=now_ms)
     updated_at: int = Field(default_factory=now_ms)
+    # The W3C ``traceparent`` of the span that sent the turn (``repertory.tracing``), so the turn's
+    # span continues the sender's trace even when it runs after a restart. Left out of the JSON
+    # while unset, so an untraced turn is stored exactly as before the field existed.
+    traceparent: str | None = Field(default=None, exclude_if=_is_none)
 
 
 class SessionEvent(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from rich.live import Live
 from rich.table import Table
@@ -27,15 +27,21 @@ async def run_demo(
     delay: float = 0.2,
     export_dir: str | None = None,
     live: bool = True,
+    runtime_options: dict[str, Any] | None = None,
 ) -> FleetStats:
-    """Run the demo fleet and print what happened; returns the totals."""
+    """Run the demo fleet and print what happened; returns the totals.
+
+    ``runtime_options`` go to ``Runtime.start`` (``repertory demo --otlp-endpoint`` hands the Ray
+    hosts their span exporter's settings this way).
+    """
     out = console()
     if store.startswith("sqlite:///") and not store.startswith("sqlite:////"):
         Path(store[len("sqlite:///") :].split("?")[0]).parent.mkdir(parents=True, exist_ok=True)
     agents = make_agents(delay=delay, model=model)
-    options = {"hosts": 2, "keep_hosts": False} if backend == "ray" else {}
+    options: dict[str, Any] = {"hosts": 2, "keep_hosts": False} if backend == "ray" else {}
+    options.update(runtime_options or {})
     out.print(f"[bold]repertory demo[/]: {sessions} orchestrators on the {backend} backend, store {store}")
-    async with await Runtime.start(store=store, backend=backend, agents=agents, **options) as rt:  # type: ignore[arg-type]
+    async with await Runtime.start(store=store, backend=backend, agents=agents, **options) as rt:
         if live:
             with Live(progress_table(FleetStats(projects=sessions)), console=out, refresh_per_second=8) as view:
                 stats = await run_fleet(rt, sessions, on_tick=lambda s: view.update(progress_table(s)))

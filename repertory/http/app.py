@@ -8,6 +8,7 @@ Errors are JSON ``{"detail": "..."}`` with a 4xx status for anything a client ca
 malformed body is 422 with every problem spelled out, never a 500.
 """
 
+import inspect
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -33,6 +34,7 @@ from repertory.http.threads import thread_routes
 from repertory.http.ui import WebUI
 from repertory.http.views import assistant_view
 from repertory.http.webhooks import Webhooks, WebhookSettings
+from repertory.tracing import TraceRequests
 from repertory.tree.runtime import Runtime
 
 __all__ = ["create_app"]
@@ -183,4 +185,16 @@ def create_app(
             allow_headers=["*"],
             expose_headers=["Location", "Content-Location"],
         )
-    return BodyLimit(app, max_body_bytes)
+    return _traced(BodyLimit(app, max_body_bytes))
+
+
+def _traced(app: Any) -> Any:
+    """``app`` with a server span per request that continues the caller's ``traceparent``.
+
+    FastAPI releases that trace requests themselves (the ``FastAPI(telemetry=...)`` option) already
+    make that span, with the same conventions; older ones get ``repertory.tracing.TraceRequests``.
+    Either way a turn sent while handling a request is parented to it (``repertory.tracing``).
+    """
+    if "telemetry" in inspect.signature(FastAPI).parameters:
+        return app
+    return TraceRequests(app)

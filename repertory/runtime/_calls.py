@@ -16,6 +16,7 @@ from typing import Any
 from repertory.core.messages import ModelMessage, Origin, ToolCallPart, ToolResultPart
 from repertory.errors import SuspendSignal, ToolError
 from repertory.runtime.tools import Tool, ToolContext
+from repertory.tracing import tool_span
 
 __all__ = ["CallOutcome", "error_result", "run_calls", "tool_message", "unanswered_calls"]
 
@@ -28,6 +29,7 @@ class CallOutcome:
 
     result: ToolResultPart
     suspend: SuspendSignal | None = None
+    error_type: str | None = None  # the exception behind an error result, for its span
 
 
 def unanswered_calls(messages: list[ModelMessage]) -> list[ToolCallPart]:
@@ -52,6 +54,14 @@ def tool_message(results: list[ToolResultPart]) -> ModelMessage:
 
 
 async def _run_one(tool: Tool, call: ToolCallPart, args: dict[str, Any], ctx: ToolContext) -> CallOutcome:
+    """One call inside its ``execute_tool`` span (``repertory.tracing``)."""
+    with tool_span(tool.name, call.tool_call_id, args) as span:
+        outcome = await _invoke(tool, call, args, ctx)
+        span.outcome(outcome.result, outcome.error_type, outcome.suspend is not None)
+    return outcome
+
+
+async def _invoke(tool: Tool, call: ToolCallPart, args: dict[str, Any], ctx: ToolContext) -> CallOutcome:
     try:
         value = await tool.invoke(args, ctx)
     except SuspendSignal as signal:
@@ -60,12 +70,14 @@ async def _run_one(tool: Tool, call: ToolCallPart, args: dict[str, Any], ctx: To
             ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=note), signal
         )
     except ToolError as exc:
-        return CallOutcome(error_result(call, exc.message))
+        return CallOutcome(error_result(call, exc.message), error_type=type(exc).__name__)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # a tool's failure is the model's to handle, never the run's
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return CallOutcome(error_result(call, f"tool {call.tool_name!r} failed: {detail}"))
+        return CallOutcome(
+            error_result(call, f"tool {call.tool_name!r} failed: {detail}"), error_type=type(exc).__name__
+        )
     return CallOutcome(ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=value))
 
 

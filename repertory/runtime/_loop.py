@@ -44,6 +44,7 @@ from repertory.runtime.output import parse_output
 from repertory.runtime.signals import AbortSignal
 from repertory.runtime.timekeeper import TimerArm
 from repertory.runtime.tools import Tool
+from repertory.tracing import chat_span
 
 __all__ = ["Drive", "OUTPUT_RETRIES", "parse_output"]  # parse_output: its home is repertory.runtime.output
 
@@ -202,6 +203,13 @@ class Drive:
             self._agent_tools = self.agent.tools
 
     async def request(self) -> ModelResponse:
+        """One model request inside its ``chat`` span (``repertory.tracing``)."""
+        with chat_span(self.agent.model, self.settings, self.request_messages) as span:
+            response = await self._request()
+            span.response(response)
+        return response
+
+    async def _request(self) -> ModelResponse:
         """One model request; deltas go to the listener, the final response comes back."""
         response: ModelResponse | None = None
         stream = self.agent.model.request(self.request_messages(), self.tool_specs, self.settings)

@@ -36,6 +36,7 @@ from repertory.runtime.events import EventBus
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal
 from repertory.runtime.timekeeper import TimerArm
+from repertory.tracing import current_traceparent, in_caller_context, tracing_on, turn_span
 
 __all__ = ["IfBusy", "SessionActor"]
 
@@ -174,6 +175,7 @@ class SessionActor:
                 message=message,
                 run_id=new_id(),
                 output_type=type_path(output_type),
+                traceparent=current_traceparent(),  # the turn's span continues the sender's trace
             )
             turn = await self.store.add_turn(turn)
             if busy and if_busy == "interrupt" and self._current is not None and self._current.kind == "turn":
@@ -186,7 +188,8 @@ class SessionActor:
         """Run a decision (approve, reject, resume) in mailbox order and return its result."""
         self._refuse_if_retired()
         self.touch()
-        job = _Job("decision", decide=decide, future=asyncio.get_running_loop().create_future())
+        # Run by the mailbox worker, in the decider's trace context (an HTTP request, the caller's span).
+        job = _Job("decision", decide=in_caller_context(decide), future=asyncio.get_running_loop().create_future())
         self._jobs.append(job)
         self._ensure_worker()
         assert job.future is not None
@@ -260,8 +263,15 @@ class SessionActor:
     # -- turns --------------------------------------------------------------------------------------
 
     async def _run_turn(self, job: _Job) -> None:
+        """Run a turn inside its ``turn`` span (``repertory.tracing``)."""
         turn = job.turn
         assert turn is not None
+        # A turn left running by a previous host continues its run's trace, which the run row holds.
+        run = await self.store.load_run(turn.run_id) if turn.status == "running" and tracing_on() else None
+        with turn_span(self.record, turn, run):
+            await self._drive_turn(job, turn)
+
+    async def _drive_turn(self, job: _Job, turn: TurnRecord) -> None:
         if job.signal.aborted:
             await self._finish(turn, "cancelled")
             return

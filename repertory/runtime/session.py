@@ -53,6 +53,7 @@ from repertory.runtime.events import Outbox
 from repertory.runtime.output import parse_output
 from repertory.runtime.signals import AbortSignal, Signal
 from repertory.runtime.timekeeper import TimerArm
+from repertory.tracing import DriveCause, drive_span
 
 __all__ = ["Session", "SessionInput", "snapshot"]
 
@@ -214,6 +215,12 @@ class Session:
         return self._new_drive(run, history, head, created, signal, output_type, just_decided)
 
     async def _run(self, drive: Drive, first_commit: str | None = None, *, commit: bool = False) -> RunResult:
+        """Run a claimed drive to rest inside its ``invoke_agent`` span (``repertory.tracing``)."""
+        cause: DriveCause = "recover" if not commit else "start" if first_commit is None else "decision"
+        with drive_span(drive.run_state, self.agent, drive.messages, cause):
+            return await self._drive_to_rest(drive, first_commit, commit=commit)
+
+    async def _drive_to_rest(self, drive: Drive, first_commit: str | None, *, commit: bool) -> RunResult:
         """Run a claimed drive to rest; keeps the history cache only when the drive ended cleanly."""
         self._drive, self._drive_task = drive, asyncio.current_task()
         drive.detach_on_cancel = self.detach_on_cancel
