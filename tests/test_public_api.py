@@ -14,6 +14,8 @@ PINNED = [
     "Agent",
     "ApprovalRecord",
     "CommitConflict",
+    "Compaction",
+    "CompactionResult",
     "Disposable",
     "ErrorInfo",
     "HistoryEntry",
@@ -40,6 +42,7 @@ PINNED = [
     "ReasoningPart",
     "RecalledContext",
     "RepertoryError",
+    "RevisionNotFound",
     "RunCancelled",
     "RunNotFound",
     "RunResult",
@@ -80,7 +83,7 @@ PINNED = [
     "tool",
 ]
 
-# The names of API.md sections 1-7 that live at the top level (sections 2 and 6 name their own
+# The names of API.md sections 1-7 and 10 that live at the top level (sections 2 and 6 name their own
 # modules: repertory.storage, repertory.storage.export, repertory.analytics, repertory.models).
 API_TOP_LEVEL = {
     # 1. records
@@ -99,7 +102,9 @@ API_TOP_LEVEL = {
     # 7. errors
     "RepertoryError", "StoreError", "CommitConflict", "RunNotFound", "SessionNotFound", "InvalidResumeToken",
     "WrongSuspensionKind", "NotSuspended", "RunSuspended", "RunCancelled", "SessionBusy", "StepBudgetExceeded",
-    "OutputValidationError", "ModelError", "ToolError", "SuspendSignal",
+    "OutputValidationError", "ModelError", "ToolError", "SuspendSignal", "RevisionNotFound",
+    # 10. context: compaction and forks at any revision
+    "Compaction",
 }  # fmt: skip
 
 

@@ -48,6 +48,7 @@ from repertory.core.tree import (
 )
 from repertory.errors import CommitConflict, SessionNotFound
 from repertory.runtime.agent import Agent
+from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.host import lookup_agent, resolve_output_type
 
 __all__ = ["VERSION", "RayHostClient"]
@@ -265,6 +266,12 @@ class RayHostClient:
     async def pending_approvals(self, session_id: str) -> list[SuspendReason]:
         """The session's live approval request, if any."""
         result: list[SuspendReason] = await self._call(session_id, "pending_approvals", session_id)
+        return result
+
+    async def compact(self, session_id: str) -> CompactionResult | None:
+        """Compact the session's context now; not retried (a summary request costs tokens)."""
+        result: CompactionResult | None = await self._call(session_id, "compact", session_id, retry=False)
+        await self._flush(session_id)
         return result
 
     async def decide(

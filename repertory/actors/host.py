@@ -37,6 +37,7 @@ from repertory.core.tree import (
     TurnRecord,
 )
 from repertory.errors import CommitConflict
+from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.host import LocalHost, MemoryFactory
 from repertory.tree.agent_specs import AgentSpec, resolve_agents
@@ -259,6 +260,11 @@ class SessionHost:
         """The session's live approval request, if any."""
         host = await self._ready()
         return await host.pending_approvals(session_id)
+
+    async def compact(self, session_id: str) -> CompactionResult | None:
+        """Compact the session's context now, in its mailbox order (never retried by the client)."""
+        host = await self._ready()
+        return await host.compact(session_id)
 
     async def decide(
         self,

@@ -137,7 +137,7 @@ def sessions_tree(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
 
 @sessions_app.command("show")
 def sessions_show(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
-    """A session's conversation, its runs' statuses and its usage."""
+    """A session's whole conversation (compaction summaries marked where they sit), its runs and its usage."""
 
     async def main(s: TreeStore) -> list[Any]:
         record = await s.load_session(session_id)
@@ -158,7 +158,9 @@ def sessions_show(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
                 f"{'error ' if r.is_error else ''}result {json.dumps(r.result)[:80]}" for r in message.tool_results
             ]
             origin = f"{message.origin.kind}:{message.origin.id or ''}" if message.origin else ""
-            table.add_row(str(i), message.role, origin, " | ".join(parts)[:160])
+            # A compaction's summary is shown where it sits, marked: every message is still here.
+            role = f"{message.role} [context boundary]" if message.boundary else message.role
+            table.add_row(str(i), role, origin, " | ".join(parts)[:160])
         usage = sum((r.usage.total_tokens for r in runs), 0)
         statuses = ", ".join(f"{r.run_id[-6:]}={r.status}" for r in runs[:10])
         return [table, f"runs: {len(runs)} ({statuses}); tokens: {usage:,}"]

@@ -126,13 +126,24 @@ class Origin(BaseModel):
     id: str | None = None
 
 
+def _is_false(value: object) -> bool:
+    return value is False
+
+
 class ModelMessage(BaseModel):
-    """One message of a conversation: a role, its parts and where it came from."""
+    """One message of a conversation: a role, its parts and where it came from.
+
+    ``boundary`` marks a context boundary: the summary a compaction wrote of everything before it
+    (``repertory.Compaction``). The model sees a thread from its latest boundary on
+    (``MessageHistory.context_messages()``); every message before it stays in the history. It is
+    left out of the JSON when ``False``, so an ordinary message is stored as before the field existed.
+    """
 
     model_config = _FROZEN
     role: Role
     parts: list[Part] = Field(default_factory=list)
     origin: Origin | None = None
+    boundary: bool = Field(default=False, exclude_if=_is_false)
 
     @property
     def text(self) -> str:

@@ -22,6 +22,7 @@ __all__ = [
     "ModelSettings",
     "ReasoningDelta",
     "TextDelta",
+    "TokenCounter",
     "ToolSpec",
 ]
 
@@ -78,3 +79,19 @@ class Model(Protocol):
         self, messages: list[ModelMessage], tools: list[ToolSpec], settings: ModelSettings
     ) -> AsyncIterator[ModelEvent]:
         """Stream events for one request, ending with exactly one ``ModelResponse``."""
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """A model that can say how many input tokens a request would cost before sending it.
+
+    Only adapters whose provider (or a tokenizer it ships) answers exactly implement it: an estimate
+    is the caller's business, so a caller can tell a count from a guess. ``None`` means this model
+    cannot count this request (a ``FallbackModel`` none of whose models counts); a provider that
+    fails to answer raises ``ModelError``.
+    """
+
+    async def count_tokens(
+        self, messages: list[ModelMessage], tools: list[ToolSpec], settings: ModelSettings
+    ) -> int | None:
+        """The input tokens of this request as the provider counts them, system and tools included."""

@@ -38,6 +38,7 @@ from repertory.core.tree import (
 from repertory.errors import RepertoryError, SessionNotFound
 from repertory.runtime.actor import IfBusy, SessionActor, type_path
 from repertory.runtime.agent import Agent
+from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.session import Session
 
 __all__ = ["LocalHost", "MemoryFactory", "lookup_agent", "resolve_output_type"]
@@ -348,6 +349,11 @@ class LocalHost:
         """The live approval request of the session, if any."""
         actor = await self.actor(session_id)
         return await actor.pending_approvals()
+
+    async def compact(self, session_id: str) -> CompactionResult | None:
+        """Compact the session's context now, in its mailbox order (``SessionHandle.compact()``)."""
+        actor = await self.actor(session_id)
+        return await actor.compact()
 
     async def decide(
         self,

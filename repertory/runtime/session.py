@@ -28,6 +28,8 @@ from repertory.core.store import SessionStore
 from repertory.errors import (
     CommitConflict,
     InvalidResumeToken,
+    RevisionNotFound,
+    RunCancelled,
     RunNotFound,
     RunSuspended,
     SessionBusy,
@@ -46,13 +48,16 @@ from repertory.runtime._decisions import (
 )
 from repertory.runtime._loop import Drive
 from repertory.runtime.agent import Agent
+from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.events import Outbox
+from repertory.runtime.forks import FORK_REASON, fork_point
 from repertory.runtime.output import parse_output
 from repertory.runtime.signals import AbortSignal, Signal
 
 __all__ = ["Session", "SessionInput", "snapshot"]
 
 USER_ORIGIN = Origin(kind="user")
+_COMPACT_ATTEMPTS = 5
 
 
 class Session:
@@ -251,6 +256,7 @@ class Session:
         signal: AbortSignal | None,
         output_type: type[BaseModel] | None,
         fork_of: MessageHistory | None,
+        unanswered: str = "superseded: the conversation moved on before this call was answered",
     ) -> RunResult:
         messages = input_messages(input, self.origin)
         self._claim()
@@ -263,7 +269,7 @@ class Session:
             thread = await self.store.load_thread(self.thread_id)
             base = None if thread is None else thread.history_revision_id
             history = fork_of if fork_of is not None else await self._load_history(base)
-            pair_unanswered(history, "superseded: the conversation moved on before this call was answered")
+            pair_unanswered(history, unanswered)
             context: list[ModelMessage] = []
             if self.memory is not None:
                 context = fold_context(await self.memory.recall(thread_id=self.thread_id, query=messages))
@@ -284,20 +290,31 @@ class Session:
         return await self._run(drive, commit=True)
 
     async def fork(
-        self, input: SessionInput, *, run_id: str | None = None, signal: AbortSignal | None = None
+        self,
+        input: SessionInput,
+        *,
+        at_revision: str | None = None,
+        run_id: str | None = None,
+        signal: AbortSignal | None = None,
     ) -> RunResult:
-        """Start a run on a new thread that shares this thread's history up to now.
+        """Start a run on a new thread that shares this thread's history up to ``at_revision`` (default: now).
 
-        Costs no copy: the new thread's head is built on the shared revisions. This session stays
-        on its own thread; continue the fork with ``Session(thread_id=result.state.thread_id)``.
+        ``at_revision`` is any revision of this thread's lineage (a run's ``history_revision_id``,
+        also one read before a compaction re-added it); anything else raises ``RevisionNotFound``.
+        Calls left without a result at that revision get error results in the fork ("not run in
+        this fork"). Costs no copy: the new thread's head is built on the shared revisions. This
+        session stays on its own thread; continue the fork with ``Session(thread_id=result.state.thread_id)``.
         """
-        if self._state is None:
+        if self._state is None and at_revision is None:
             raise RunNotFound("this session has not started a run, so there is nothing to fork")
         thread = await self.store.load_thread(self.thread_id)
         head = None if thread is None else thread.history_revision_id
         if head is None:
+            if at_revision is not None:
+                raise RevisionNotFound(f"thread {self.thread_id!r} has no history, so no revision {at_revision!r}")
             raise RunNotFound(f"thread {self.thread_id!r} has no committed history to fork")
-        shared = (await self._load_history(head)).branch()
+        cached = self._history if self._history is not None and self._history.revision_id == head else None
+        shared = await fork_point(self.store, head, at_revision, history=cached)
         alt = Session(
             store=self.store,
             agent=self.agent,
@@ -306,7 +323,76 @@ class Session:
             on_checkpoint=self.on_checkpoint,
             origin=self.origin,
         )
-        return await alt._start(input, run_id=run_id, signal=signal, output_type=None, fork_of=shared)
+        return await alt._start(
+            input, run_id=run_id, signal=signal, output_type=None, fork_of=shared, unanswered=FORK_REASON
+        )
+
+    # -- compaction -------------------------------------------------------------------------------
+
+    async def compact(self) -> CompactionResult | None:
+        """Compact this thread's context now, whatever its size; ``None`` when there is nothing to compact.
+
+        Needs ``Agent(compaction=...)`` (its ``keep_last``, model and instructions). The summary is
+        committed through the run that owns the thread's head when there is one (a suspended run,
+        whose token stays live, or an ``error`` run, which ``recover()`` then continues from the
+        compacted context); otherwise it is recorded as a run of its own, ``done`` with no result,
+        so its usage counts like any model request. A concurrent writer makes the commit fail
+        whole; the compaction then reads the thread again and retries (a few times, then
+        ``CommitConflict``). While this session drives a run it raises ``SessionBusy``.
+        """
+        if self.agent.compaction is None:
+            raise ValueError(f"agent {self.agent.name!r} has no Compaction (Agent(compaction=Compaction(...)))")
+        self._claim()
+        try:
+            for _ in range(_COMPACT_ATTEMPTS):
+                drive = await self._compaction_drive()
+                if drive is None:
+                    return None
+                events = self.outbox
+                try:
+                    result = await drive.compact()
+                except (CommitConflict, RunCancelled):
+                    # A concurrent writer moved the head (or cancelled the run that owned it): read again.
+                    self._history = None
+                    if events is not None:
+                        events.take()  # the failed commit's events (its context.compacted) never happened
+                    continue
+                self._history = drive.history
+                return result
+            raise CommitConflict(
+                f"could not compact thread {self.thread_id!r}: it kept changing", thread_id=self.thread_id
+            )
+        finally:
+            self._busy = False
+
+    async def _compaction_drive(self) -> Drive | None:
+        """A drive of the run owning the thread's head (or of a new compaction run), ``None`` if empty."""
+        thread = await self.store.load_thread(self.thread_id)
+        head = None if thread is None else thread.history_revision_id
+        if thread is None or head is None:
+            return None
+        history = await self._load_history(head)
+        owner = None
+        for run in await self.store.list_runs(self.thread_id, statuses=("suspended", "error", "running"), limit=8):
+            if run.history_revision_id == head:
+                owner = run
+                break
+        drive = self._new_drive(
+            owner or RunState(run_id=new_id(), thread_id=self.thread_id, agent=self.agent.name, status="done"),
+            history,
+            head,
+            thread.created_at,
+            None,
+            None,
+        )
+        if owner is None:
+            drive.on_commit = self._observe_compaction
+        return drive
+
+    def _observe_compaction(self, run: RunState) -> None:
+        """A compaction run of its own committed: ``on_checkpoint`` hears it, ``state`` stays the last real run."""
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(snapshot(run))
 
     # -- decisions --------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ plain pytest class to subclass; the subclass supplies the store with a fixture a
 - ``StoreConformance``: runs, thread heads and the history graph (``SessionStore``).
 - ``GroupCommitConformance``: concurrent commits each keep their own guards and errors.
 - ``TreeConformance``: sessions, turns and the event log (``TreeStore``).
+- ``HeadConformance``: ``TreeStore.move_head``, the head moves no run makes (forks, rewinds).
 - ``MemoryConformance``: the long-term memory tables (``MemoryStore``).
 
 The ``store`` fixture yields an open, empty store per test and closes it afterwards; some tests
@@ -38,6 +39,7 @@ it only from test code. ``records`` has the builders the suites use, for a store
 """
 
 from repertory.testing.conformance.group_commit import GroupCommitConformance
+from repertory.testing.conformance.heads import HeadConformance
 from repertory.testing.conformance.memory import MemoryConformance
 from repertory.testing.conformance.probe import (
     INJECTED_FAILURE,
@@ -52,6 +54,7 @@ from repertory.testing.conformance.tree import TreeConformance
 __all__ = [
     "INJECTED_FAILURE",
     "GroupCommitConformance",
+    "HeadConformance",
     "HistoryWrites",
     "InjectedFailure",
     "MemoryConformance",
