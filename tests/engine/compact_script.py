@@ -1,7 +1,8 @@
 """A scripted conversation for the compaction tests (the crash worker uses it too).
 
 Turn ``i`` is four messages: the user's ``t{i} ...`` (padded so a few turns fill a small budget), a
-call to ``lookup``, its result, and the answer. A summary request (recognised by its origin) is
+call to ``lookup``, its result, and the answer; a prompt saying ``wire`` calls ``wire_money`` instead,
+which waits for a human's approval. A summary request (recognised by its origin) is
 answered with ``covers t3 t4 ...``: every turn its transcript names, the earlier summary's turns
 included, so a test can check that stacked summaries lose no turn. Every request is recorded with
 its estimated tokens and must pair each tool call with one result.
@@ -49,6 +50,12 @@ async def lookup(q: str) -> str:
     return f"facts about {q}: " + "x" * 80
 
 
+@tool(requires_approval=True)
+async def wire_money(amount: int) -> str:
+    """Move money (a human approves)."""
+    return f"wired {amount}"
+
+
 class Conversation:
     """The step function of the scripted model: summaries, lookups and answers, every request recorded."""
 
@@ -66,6 +73,8 @@ class Conversation:
             return {"text": "covers " + " ".join(f"t{n}" for n in covered), "usage": SUMMARY_USAGE}
         assert_paired(messages)
         last = messages[-1]
+        if last.role == "user" and "wire" in last.text:
+            return {"tool": "wire_money", "args": {"amount": 5}}
         if last.role == "tool":
             q = last.tool_results[0].tool_name
             return {"text": f"answer from {q}"}
@@ -87,7 +96,7 @@ def compacting_agent(conversation: Conversation, *, budget: int = BUDGET, keep: 
         name="compacting",
         model=ScriptedModel(conversation),
         instructions="Answer from what lookup returns.",
-        tools=[lookup, *kw.pop("tools", [])],
+        tools=[lookup, wire_money],
         compaction=Compaction(max_input_tokens=budget, keep_last=keep),
         **kw,
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from repertory import Agent, Compaction, ModelMessage, Session, ToolSpec, tool
+from repertory import Agent, Compaction, ModelMessage, Session, ToolSpec
 from repertory.errors import ModelError, RunCancelled
 from repertory.runtime.compaction import SUMMARY_PREFIX, estimate_tokens
 from repertory.storage import SessionStore
@@ -24,7 +24,6 @@ from tests.engine.compact_script import (
     SUMMARY_USAGE,
     Conversation,
     compacting_agent,
-    is_summary,
     prompt,
     turns_named,
 )
@@ -155,25 +154,9 @@ async def test_a_message_larger_than_the_budget_is_a_model_error_before_any_requ
     assert len(messages) == 1 and messages[0].text.startswith("t0 ")  # kept, never sent
 
 
-@tool(requires_approval=True)
-async def wire_money(amount: int) -> str:
-    """Move money (a human approves)."""
-    return f"wired {amount}"
-
-
-class Approving(Conversation):
-    """Turns whose prompt says ``wire`` call the approval tool instead of lookup."""
-
-    async def __call__(self, messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
-        if not is_summary(messages) and messages[-1].role == "user" and "wire" in messages[-1].text:
-            self.requests.append((list(messages), estimate_tokens(messages, tools), False))
-            return {"tool": "wire_money", "args": {"amount": 5}}
-        return await super().__call__(messages, tools)
-
-
 async def test_a_pending_approval_is_never_parted_from_its_call(store: SessionStore) -> None:
-    conversation = Approving()
-    agent = compacting_agent(conversation, keep=0, tools=[wire_money])
+    conversation = Conversation()
+    agent = compacting_agent(conversation, keep=0)
     sess = Session(store=store, agent=agent)
     await _converse(sess, range(8))
     r = await sess.start("t8 wire the money")
