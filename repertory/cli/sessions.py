@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -159,7 +160,7 @@ def sessions_show(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
             ]
             origin = f"{message.origin.kind}:{message.origin.id or ''}" if message.origin else ""
             # A compaction's summary is shown where it sits, marked: every message is still here.
-            role = f"{message.role} [context boundary]" if message.boundary else message.role
+            role = f"{message.role} {escape('[context boundary]')}" if message.boundary else message.role
             table.add_row(str(i), role, origin, " | ".join(parts)[:160])
         usage = sum((r.usage.total_tokens for r in runs), 0)
         statuses = ", ".join(f"{r.run_id[-6:]}={r.status}" for r in runs[:10])
