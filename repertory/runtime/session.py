@@ -8,6 +8,10 @@ Token checks happen in this order: the run exists (``RunNotFound``); the token i
 token, whatever its status (``InvalidResumeToken``); the suspension kind (``WrongSuspensionKind``,
 which leaves the token live). The token is then consumed by the same commit that records the
 decision, so of several racing redemptions exactly one proceeds.
+
+One module past the usual size because it is one concept: every way a thread's runs begin or
+change (start, the three decisions, fork, compaction on demand, cancel, recovery) claims the
+session and enters the one step loop, and they share that plumbing.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from repertory.core.ids import new_id, now_ms
 from repertory.core.memory import Memory, fold_context
 from repertory.core.messages import ModelMessage, Origin
 from repertory.core.result import RunResult
-from repertory.core.state import RunState, SuspendKind, snapshot
+from repertory.core.state import RunState, SuspendKind, ThreadState, snapshot
 from repertory.core.store import SessionStore
 from repertory.errors import (
     CommitConflict,
@@ -264,9 +268,10 @@ class Session:
             run_id = run_id or new_id()
             if await self.store.load_run(run_id) is not None:
                 raise CommitConflict(f"a run with id {run_id!r} already exists", run_id=run_id)
-            if fork_of is None:
-                await supersede_open_runs(self.store, self.thread_id, memory=self.memory)
             thread = await self.store.load_thread(self.thread_id)
+            if fork_of is None and not self._nothing_open(thread):
+                await supersede_open_runs(self.store, self.thread_id, memory=self.memory)
+                thread = await self.store.load_thread(self.thread_id)
             base = None if thread is None else thread.history_revision_id
             history = fork_of if fork_of is not None else await self._load_history(base)
             pair_unanswered(history, unanswered)
@@ -289,11 +294,30 @@ class Session:
             raise
         return await self._run(drive, commit=True)
 
+    def _nothing_open(self, thread: ThreadState | None) -> bool:
+        """True when no run of the thread can be open, so superseding (a scan of its runs) is skipped.
+
+        That holds when the last run this session saw is finished and still owns the thread's head:
+        every run commits its input before anything else, moving the head, so a run begun since
+        would have moved it, and every run open before that one began was superseded when it began
+        (or it was the run a decision or a recovery drove). A thread of 100,000 turns otherwise
+        reads its 100,000 runs before every turn.
+        """
+        last = self._state
+        return (
+            thread is not None
+            and last is not None
+            and last.thread_id == self.thread_id
+            and last.status in ("done", "cancelled", "error")
+            and last.history_revision_id is not None
+            and last.history_revision_id == thread.history_revision_id
+        )
+
     async def fork(
         self,
         input: SessionInput,
-        *,
         at_revision: str | None = None,
+        *,
         run_id: str | None = None,
         signal: AbortSignal | None = None,
     ) -> RunResult:
