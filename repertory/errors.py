@@ -18,6 +18,7 @@
     ├── StepBudgetExceeded         the run asked for more model requests than max_steps
     ├── OutputValidationError      the final reply never validated into the output type
     ├── ModelError                 the model failed or a scripted model ran out of steps
+    ├── RevisionNotFound           a fork or a rewind named a revision that is not on the thread's lineage
     └── ToolError                  raised by a tool to choose the message the model reads
 
     SuspendSignal                  control flow: a tool called suspend(); not a fault
@@ -41,6 +42,7 @@ __all__ = [
     "NotSuspended",
     "OutputValidationError",
     "RepertoryError",
+    "RevisionNotFound",
     "RunCancelled",
     "RunNotFound",
     "RunSuspended",
@@ -143,6 +145,10 @@ class OutputValidationError(RepertoryError):
 
 class ModelError(RepertoryError):
     """The model failed to answer (transport, protocol, or a scripted model out of steps)."""
+
+
+class RevisionNotFound(RepertoryError):
+    """The revision is not on the thread's lineage (unknown, or another thread's): nothing was forked."""
 
 
 class ToolError(RepertoryError):

@@ -15,6 +15,8 @@ PINNED = [
     "ApprovalRecord",
     "Clock",
     "CommitConflict",
+    "Compaction",
+    "CompactionResult",
     "Disposable",
     "ErrorInfo",
     "HistoryEntry",
@@ -41,6 +43,7 @@ PINNED = [
     "ReasoningPart",
     "RecalledContext",
     "RepertoryError",
+    "RevisionNotFound",
     "RunCancelled",
     "RunNotFound",
     "RunResult",
@@ -85,7 +88,7 @@ PINNED = [
     "tool",
 ]
 
-# The names of API.md sections 1-7 that live at the top level (sections 2 and 6 name their own
+# The names of API.md sections 1-7 and 10 that live at the top level (sections 2 and 6 name their own
 # modules: repertory.storage, repertory.storage.export, repertory.analytics, repertory.models).
 API_TOP_LEVEL = {
     # 1. records
@@ -104,7 +107,9 @@ API_TOP_LEVEL = {
     # 7. errors
     "RepertoryError", "StoreError", "CommitConflict", "RunNotFound", "SessionNotFound", "InvalidResumeToken",
     "WrongSuspensionKind", "NotSuspended", "RunSuspended", "RunCancelled", "SessionBusy", "StepBudgetExceeded",
-    "OutputValidationError", "ModelError", "ToolError", "SuspendSignal",
+    "OutputValidationError", "ModelError", "ToolError", "SuspendSignal", "RevisionNotFound",
+    # 10. context: compaction and forks at any revision
+    "Compaction",
 }  # fmt: skip
 
 

@@ -56,13 +56,14 @@ from repertory.core.tree import (
 from repertory.errors import SessionExists, SessionNotFound
 from repertory.runtime.actor import IfBusy
 from repertory.runtime.agent import Agent
+from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.host import lookup_agent, resolve_output_type
 
 __all__ = ["VERSION", "RayHostClient"]
 
 _T = TypeVar("_T")
 _DEAD = (RayActorError, ActorDiedError, ActorUnavailableError)
-VERSION = "v4"  # bumped with incompatible host code: a detached actor keeps the code it started with
+VERSION = "v5"  # bumped with incompatible host code: a detached actor keeps the code it started with
 
 
 class RayHostClient:
@@ -336,6 +337,12 @@ class RayHostClient:
     async def pending_approvals(self, session_id: str) -> list[SuspendReason]:
         """The session's live approval request, if any."""
         result: list[SuspendReason] = await self._call(session_id, "pending_approvals", session_id)
+        return result
+
+    async def compact(self, session_id: str) -> CompactionResult | None:
+        """Compact the session's context now; not retried (a summary request costs tokens)."""
+        result: CompactionResult | None = await self._call(session_id, "compact", session_id, retry=False)
+        await self._flush(session_id)
         return result
 
     async def decide(self, session_id: str, decision: Decision, principal: Principal) -> RunResult:

@@ -44,6 +44,7 @@ from repertory.core.tree import (
 )
 from repertory.errors import SessionExists
 from repertory.runtime.actor import IfBusy
+from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.host import LocalHost, MemoryFactory
 from repertory.runtime.results import turn_result
@@ -270,6 +271,11 @@ class SessionHost:
         """The session's live approval request, if any."""
         host = await self._ready()
         return await host.pending_approvals(session_id)
+
+    async def compact(self, session_id: str) -> CompactionResult | None:
+        """Compact the session's context now, in its mailbox order (never retried by the client)."""
+        host = await self._ready()
+        return await host.compact(session_id)
 
     async def decide(self, session_id: str, decision: Decision, principal: Principal) -> RunResult:
         """Approve, reject or resume (single-use tokens make a retry fail safely)."""

@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -138,7 +139,7 @@ def sessions_tree(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
 
 @sessions_app.command("show")
 def sessions_show(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
-    """A session's conversation (with the model that wrote each reply), its runs' statuses and its usage."""
+    """A session's whole conversation (each reply's model, compaction summaries marked), its runs and its usage."""
 
     async def main(s: TreeStore) -> list[Any]:
         record = await s.load_session(session_id)
@@ -160,7 +161,9 @@ def sessions_show(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
                 f"{'error ' if r.is_error else ''}result {json.dumps(r.result)[:80]}" for r in message.tool_results
             ]
             origin = f"{message.origin.kind}:{message.origin.id or ''}" if message.origin else ""
-            table.add_row(str(i), message.role, origin, message.model or "", " | ".join(parts)[:160])
+            # A compaction's summary is shown where it sits, marked: every message is still here.
+            role = f"{message.role} {escape('[context boundary]')}" if message.boundary else message.role
+            table.add_row(str(i), role, origin, message.model or "", " | ".join(parts)[:160])
         usage = sum((r.usage for r in runs), Usage())
         statuses = ", ".join(f"{r.run_id[-6:]}={r.status}" for r in runs[:10])
         cached = f"cache read {usage.cache_read_tokens:,}, cache written {usage.cache_write_tokens:,}"

@@ -10,6 +10,14 @@ threads reach it.
 records inside are immutable; the container grows in place through :meth:`MessageHistory.append`
 so that a session keeps its history in memory between steps at O(1) per message instead of
 copying the conversation every step.
+
+A context boundary (a message with ``boundary=True``: a compaction's summary) splits a lineage in
+two for the model only: it sees the latest boundary and what follows it
+(:meth:`MessageHistory.context_messages`), while ``messages`` is still every message. A compaction
+puts its summary *into* the lineage, right after the last message it summarises, with
+:meth:`MessageHistory.insert`: the messages it keeps get new revisions on top of the summary that
+point at their existing entries, so the lineage reads in the order the model sees it, no message
+is copied and no revision or entry is changed or deleted.
 """
 
 from __future__ import annotations
@@ -136,6 +144,50 @@ class MessageHistory(BaseModel):
             out.append(entry.message)
         return out
 
+    def context_revisions(self) -> list[HistoryRevision]:
+        """The revisions the model sees, root first: from the latest context boundary to the head.
+
+        The whole lineage when there is no boundary. The walk stops at the boundary, so its cost is
+        the context's length, not the history's.
+        """
+        out: list[HistoryRevision] = []
+        current = self.revision_id
+        revs, entries = self._revs(), self._entries()
+        while current is not None:
+            rev = revs.get(current)
+            if rev is None:
+                raise HistoryIntegrityError(f"history does not hold revision {current!r}")
+            out.append(rev)
+            entry = entries.get(rev.entry_id)
+            if entry is None:
+                raise HistoryIntegrityError(f"history does not hold entry {rev.entry_id!r}")
+            if entry.message.boundary:
+                break
+            current = rev.parent_id
+        out.reverse()
+        return out
+
+    def context_messages(self) -> list[ModelMessage]:
+        """What the model sees of this conversation: the latest context boundary and every message after it.
+
+        Without a boundary this is ``messages``. The agent's instructions (and memory recalled for a
+        run) are added by the engine for each request; they are never in the history.
+        """
+        entries = self._entries()
+        return [entries[r.entry_id].message for r in self.context_revisions()]
+
+    def reaches(self, revision_id: str) -> bool:
+        """True when ``revision_id`` is on the head's lineage (the head itself included)."""
+        target = self._revs().get(revision_id)
+        head = self.head
+        if target is None or head is None or target.depth > head.depth:
+            return False
+        current: HistoryRevision | None = head
+        revs = self._revs()
+        while current is not None and current.depth > target.depth:
+            current = revs.get(current.parent_id) if current.parent_id is not None else None
+        return current is not None and current.id == revision_id
+
     def append(self, message: ModelMessage) -> HistoryRevision:
         """Add ``message`` on top of the head, in place, and return the new revision.
 
@@ -159,6 +211,46 @@ class MessageHistory(BaseModel):
         revs[rev.id] = rev
         self.revision_id = rev.id
         return rev
+
+    def _add_revision(self, entry: HistoryEntry, at: int) -> HistoryRevision:
+        """A new revision of ``entry`` (new or already in the graph) on top of the head; it becomes the head."""
+        parent = self.head
+        rev = HistoryRevision(
+            id=new_id(),
+            parent_id=None if parent is None else parent.id,
+            entry_id=entry.id,
+            depth=1 if parent is None else parent.depth + 1,
+            created_at=at,
+        )
+        revs = self._revs()
+        self.revisions.append(rev)
+        revs[rev.id] = rev
+        self.revision_id = rev.id
+        return rev
+
+    def insert(self, message: ModelMessage, *, after: str) -> HistoryRevision:
+        """Put ``message`` into the head's lineage right after revision ``after``; return its revision.
+
+        The revisions that followed ``after`` are added again on top of the new one, each pointing
+        at the entry it already had, so the new head's lineage reads ``..., after, message, <what
+        followed>``: the messages are shared, not copied, and cost a revision row each. Nothing in
+        the graph changes: the old head and its revisions stay, and any thread pointing at them is
+        unaffected. This is how a compaction's summary takes its place before the messages it keeps.
+        """
+        if not self.reaches(after):
+            raise HistoryIntegrityError(f"revision {after!r} is not on the head's lineage")
+        followed = self.walk_back(stop_at=after)
+        followed.reverse()
+        entries = self._entries()
+        at = now_ms()
+        self.revision_id = after
+        entry = HistoryEntry(id=new_id(), message=message, created_at=at)
+        self.entries.append(entry)
+        entries[entry.id] = entry
+        inserted = self._add_revision(entry, at)
+        for rev in followed:
+            self._add_revision(entries[rev.entry_id], at)
+        return inserted
 
     def extend(self, messages: list[ModelMessage]) -> HistoryRevision | None:
         """Append several messages in order; returns the last new revision (``None`` if none)."""

@@ -143,6 +143,11 @@ class ModelMessage(BaseModel):
 
     ``model`` names the model that wrote an assistant message (as its server reported it, else as
     it was asked for), so a conversation served by a ``FallbackModel`` says who answered each step.
+
+    ``boundary`` marks a context boundary: the summary a compaction wrote of everything before it
+    (``repertory.Compaction``). The model sees a thread from its latest boundary on
+    (``MessageHistory.context_messages()``); every message before it stays in the history. It is
+    left out of the JSON when ``False``, so an ordinary message is stored as before the field existed.
     """
 
     model_config = _FROZEN
@@ -150,6 +155,7 @@ class ModelMessage(BaseModel):
     parts: list[Part] = Field(default_factory=list)
     origin: Origin | None = None
     model: str | None = Field(default=None, exclude_if=_is_none)
+    boundary: bool = Field(default=False, exclude_if=_is_false)
 
     @property
     def text(self) -> str:

@@ -123,6 +123,18 @@ class TreeStore(SessionStore, Protocol):
         Raises ``CommitConflict`` if the session or its thread already exists.
         """
 
+    async def move_head(self, thread_id: str, *, history: MessageHistory, base_revision_id: str | None) -> None:
+        """Point an existing thread's head at ``history.revision_id``, writing what of ``history`` is new.
+
+        ``commit_session`` without a run, for the head moves no run makes: a fork's first revision
+        (error results for calls left open where it forked) and a thread set back to an earlier
+        revision (an HTTP run from a checkpoint). The same compare-and-set guards it: it raises
+        ``CommitConflict`` and writes nothing unless the thread exists and its stored head is
+        ``base_revision_id``. The revisions and entries written are those walked back from the new
+        head until one the store holds, as for a fork's first commit; ``history.revision_id`` may be
+        ``None`` (the thread is set back to empty). Nothing is deleted: the old head's revisions stay.
+        """
+
     async def load_session(self, session_id: str) -> SessionRecord | None:
         """A copy of the session row, or ``None``."""
 

@@ -49,6 +49,7 @@ EventType = Literal[
     "approval.requested",
     "run.suspended",
     "checkpoint",
+    "context.compacted",
     "turn.completed",
     "notification",
     "error",

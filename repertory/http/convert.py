@@ -7,6 +7,10 @@ minted once and shared by every thread that reaches the message, so ids stay sta
 reads, forks and replays. A repertory tool message carries a whole step's results; it becomes
 one LangChain tool message per result (``<entry id>.<n>`` when there are several).
 
+A compaction's summary (a context boundary, ``ModelMessage.boundary``) is in the conversation too,
+where the model reads it: a ``system`` message with ``additional_kwargs.repertory_boundary`` and an
+id starting ``do-not-render-``, the prefix agent-chat-ui hides, so the thread shows what was said.
+
 Input goes the other way: one human message per run, text only (a turn is one message, and the
 runtime, not the client, writes assistant and tool messages and stamps who said what). Tool
 messages ahead of it are dropped: agent-chat-ui answers every call it sees without a result with
@@ -28,10 +32,12 @@ from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
 from repertory.core.messages import ModelMessage, ReasoningPart
 from repertory.http.errors import HttpError
 
-__all__ = ["chunk_dict", "input_text", "iso", "lineage", "message_dicts", "result_text"]
+__all__ = ["BOUNDARY_ID_PREFIX", "chunk_dict", "input_text", "iso", "lineage", "message_dicts", "result_text"]
 
 Dict = dict[str, Any]
 _HUMAN_ROLES = frozenset({"human", "user"})
+BOUNDARY_ID_PREFIX = "do-not-render-"
+"""What a boundary message's id starts with (agent-chat-ui's ``DO_NOT_RENDER_ID_PREFIX``)."""
 
 
 def iso(ms: int | None) -> str | None:
@@ -61,6 +67,10 @@ def _base(kind: str, entry_id: str, content: str, message: ModelMessage) -> Dict
 
 def message_dicts(entry_id: str, message: ModelMessage) -> list[Dict]:
     """One stored message as LangChain message dicts (a tool message splits per result)."""
+    if message.boundary:
+        out = _base("system", BOUNDARY_ID_PREFIX + entry_id, message.text, message)
+        out["additional_kwargs"]["repertory_boundary"] = True
+        return [out]
     if message.role == "user":
         return [{**_base("human", entry_id, message.text, message), "example": False}]
     if message.role == "system":

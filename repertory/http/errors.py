@@ -12,6 +12,7 @@ from repertory.errors import (
     InvalidResumeToken,
     NotSuspended,
     RepertoryError,
+    RevisionNotFound,
     RunCancelled,
     RunNotFound,
     RunSuspended,
@@ -38,6 +39,7 @@ _STATUS: tuple[tuple[type[RepertoryError], int], ...] = (
     (HttpError, 400),  # overridden by the error's own status
     (SessionNotFound, 404),
     (RunNotFound, 404),
+    (RevisionNotFound, 404),  # a checkpoint that is not on the thread's lineage
     # A token used by a racing request, a decision of the wrong kind, a busy thread: the request
     # was well formed but conflicts with the thread's current state.
     (InvalidResumeToken, 409),

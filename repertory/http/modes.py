@@ -149,7 +149,9 @@ class StreamConverter:
         if history is None:
             return []
         added: list[tuple[str, Dict]] = []
-        for rev in reversed(history.walk_back(base if isinstance(base, str) else None)):
+        # A compaction's checkpoint re-points at messages already said, after its summary: nothing new.
+        walked = [] if data.get("compacted") else history.walk_back(base if isinstance(base, str) else None)
+        for rev in reversed(walked):
             entry = history.entry(rev.entry_id)
             if entry is not None:
                 added.extend((m["type"], m) for m in self._dicts(entry.id, entry.message))

@@ -14,6 +14,17 @@ A run from an earlier checkpoint (``checkpoint`` or ``checkpoint_id`` other than
 agent-chat-ui's Regenerate and edit-and-rerun send) needs a fork at that revision; ``start``
 refuses it with 409 until that exists, at the one place it would plug in.
 
+A run from an earlier checkpoint (``checkpoint_id``, or ``checkpoint.checkpoint_id``: what
+agent-chat-ui sends to edit a message or regenerate a reply) continues the *same* thread from
+there, as LangGraph does: the thread's head goes back to that revision (``repertory.runtime.forks.rewind``;
+nothing is deleted, the later revisions stay in the store and in any fork or run that points at
+them) and the run's message starts a new branch. With no ``input`` it regenerates: the thread goes
+back to just before the latest human message at or before the checkpoint and that message is sent
+again, so the reply (and any tool calls) is produced afresh. The checkpoint must be on the thread's
+lineage (404 otherwise). A thread that is busy cannot go back under ``multitask_strategy="enqueue"``
+(its running run would lose its head): that answers 409, ``reject`` answers 409 as always, and
+``interrupt``/``rollback`` cancel what runs first.
+
 What the store does not keep about a run (its request metadata, the stream modes it asked for,
 a decision still being applied) lives in a bounded in-memory book; a run it has forgotten is
 found again through the thread's turns.
@@ -29,17 +40,18 @@ from typing import Any
 from repertory.core.ids import now_ms
 from repertory.core.principal import Principal
 from repertory.core.tree import SessionRecord, TurnRecord
-from repertory.errors import RunCancelled, SessionBusy
+from repertory.errors import CommitConflict, RunCancelled, SessionBusy
 from repertory.http.auth import Caller
 from repertory.http.convert import input_text
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
 from repertory.http.hitl import apply_decisions, parse_resume
 from repertory.http.schemas import RunCreate
-from repertory.http.views import run_status, run_view, thread_status
+from repertory.http.views import EMPTY_CHECKPOINT, run_status, run_view, thread_status
 from repertory.http.webhooks import Webhooks
 from repertory.runtime.actor import IfBusy
-from repertory.tree.handle import TurnHandle
+from repertory.runtime.forks import fork_point, rewind
+from repertory.tree.handle import SessionHandle, TurnHandle
 
 __all__ = ["HttpRun", "RunBook"]
 
@@ -128,22 +140,19 @@ class RunBook:
         principal = caller.principal
         agent = gw.agent(body.assistant_id)
         tid = record.session_id
-        wanted = body.checkpoint_revision
-        if wanted is not None and wanted != await gw.head(tid):
-            # The plug for runs from a checkpoint (Regenerate, edit-and-rerun): a fork of the
-            # thread at ``wanted`` (``SessionHandle.fork(at_revision=...)``) that this run then
-            # drives, once forks at any revision exist.
-            raise HttpError(
-                "a run must start from the thread's head checkpoint: runs from an earlier one "
-                "(editing or regenerating a message) are not supported",
-                status=409,
-            )
         if body.command is None:
             record = await gw.bind(record, body.assistant_id, caller)
         if record.agent != body.assistant_id:
             raise HttpError(
                 f"thread {tid!r} runs assistant {record.agent!r}, not {body.assistant_id!r} "
                 "(a repertory session has one agent)",
+                status=409,
+            )
+        wanted = body.checkpoint_revision
+        head = await gw.head(tid)
+        if body.command is not None and wanted is not None and wanted != head:
+            raise HttpError(
+                "command.resume answers the interrupt at the thread's head checkpoint, not an earlier one",
                 status=409,
             )
         handle = await gw.runtime.session(tid, principal)
@@ -185,11 +194,17 @@ class RunBook:
                 decisions = parse_resume(body.command.resume, latest, agent, principal.model_dump(mode="json"))
                 run.driver = gw.spawn(apply_decisions(handle, gw.store, latest.run_id, decisions))
         else:
-            text = input_text(body.input)
+            text = None if body.input is None else input_text(body.input)
             if_busy = _IF_BUSY[body.multitask_strategy]
-            if if_busy == "interrupt":
+            going_back = wanted is not None and (text is None or wanted != head)
+            if going_back:
+                assert wanted is not None
+                if_busy = "enqueue"  # the thread is idle once it has gone back
+                text = await self._go_back(handle, record, body, head, wanted, text)
+            elif if_busy == "interrupt":
                 for other in self.driving(tid):  # a decision in flight is stopped like a running turn
                     await handle.get_turn(other.submission_id).cancel()
+            assert text is not None
             sent = await handle.send(text, if_busy=if_busy)
             queued = await gw.store.load_turn(sent.submission_id)
             assert queued is not None
@@ -200,6 +215,62 @@ class RunBook:
                                         assistant_id=record.agent, metadata=run.metadata,
                                         wait=lambda: self.wait_rest(run))  # fmt: skip
         return run
+
+    async def _go_back(
+        self,
+        handle: SessionHandle,
+        record: SessionRecord,
+        body: RunCreate,
+        head: str | None,
+        wanted: str,
+        text: str | None,
+    ) -> str:
+        """Set the thread back to checkpoint ``wanted`` (see the module docstring); the text the run sends."""
+        gw, tid = self.gw, record.session_id
+        status, _ = await thread_status(gw.store, record)
+        if status == "busy" or self.driving(tid):
+            if body.multitask_strategy == "reject":
+                raise SessionBusy(f"thread {tid!r} is busy", session_id=tid)
+            if body.multitask_strategy == "enqueue":
+                raise HttpError(
+                    f"thread {tid!r} is busy: a run from an earlier checkpoint sets the thread back, so it cannot "
+                    "wait behind the run in progress; retry once the thread is idle, or use "
+                    "multitask_strategy 'interrupt' or 'rollback'",
+                    status=409,
+                )
+            for other in self.driving(tid):
+                await handle.get_turn(other.submission_id).cancel()
+            await handle.cancel()
+            head = await gw.head(tid)
+        target: str | None = None if wanted == EMPTY_CHECKPOINT else wanted
+        if text is None:
+            target, text = await self._regenerate(head, target)
+        try:
+            await rewind(gw.store, tid, target)
+        except CommitConflict:
+            raise HttpError(
+                f"thread {tid!r} moved while it was set back to checkpoint {wanted!r}; retry", status=409
+            ) from None
+        return text
+
+    async def _regenerate(self, head: str | None, target: str | None) -> tuple[str | None, str]:
+        """Where a regenerate goes back to, and what it sends: before the latest human message up to ``target``."""
+        if target is not None:
+            history = await fork_point(self.gw.store, head, target)
+            current: str | None = history.revision_id
+            while current is not None:
+                rev = history.revision(current)
+                entry = None if rev is None else history.entry(rev.entry_id)
+                if rev is None or entry is None:
+                    break
+                message = entry.message
+                if message.role == "user" and not message.boundary and message.text:
+                    return rev.parent_id, message.text
+                current = rev.parent_id
+        raise HttpError(
+            "a run without input regenerates from a checkpoint, and this one has no human message at or before it",
+            status=422,
+        )
 
     # -- finding ------------------------------------------------------------------------------------
 

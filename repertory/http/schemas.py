@@ -271,8 +271,10 @@ class RunCreate(_Body):
             self.input = None
         if self.command is not None and self.input is not None:
             raise ValueError("give input or command, not both")
-        if self.command is None and self.input is None:
-            raise ValueError("a run needs input ({'messages': [...]}) or command ({'resume': ...})")
+        if self.command is None and self.input is None and self.checkpoint_revision is None:
+            raise ValueError(
+                "a run needs input ({'messages': [...]}), command ({'resume': ...}), or a checkpoint to regenerate from"
+            )
         if self.interrupt_before or self.interrupt_after:
             raise ValueError(
                 "interrupt_before/interrupt_after are not supported: tools that need a human use "
@@ -287,7 +289,7 @@ class RunCreate(_Body):
         if self.on_completion == "delete":
             raise ValueError("on_completion='delete' is not supported: repertory keeps every session")
         normalize_stream_modes(self.stream_mode)
-        if self.command is None:
+        if self.command is None and self.input is not None:
             try:
                 input_text(self.input)  # refused before a stateless run creates its thread
             except HttpError as exc:
@@ -301,7 +303,7 @@ class RunCreate(_Body):
 
     @property
     def checkpoint_revision(self) -> str | None:
-        """The checkpoint the client believes is the thread head, if it named one."""
+        """The checkpoint the run starts from, if it named one (``checkpoint_id`` or ``checkpoint.checkpoint_id``)."""
         if self.checkpoint_id:
             return self.checkpoint_id
         value = (self.checkpoint or {}).get("checkpoint_id")

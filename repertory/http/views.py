@@ -4,7 +4,9 @@ Mapping: an assistant is an agent (``assistant_id`` = ``graph_id`` = the agent's
 is a session (``thread_id`` = session id), a run is a turn's run (``run_id`` = the engine's run
 id). A checkpoint is a history revision: each revision adds one message on top of its parent, so
 ``checkpoint_id`` is the revision id and ``parent_checkpoint`` its parent, and a thread's history
-is its head's lineage. A pending approval or suspension is an interrupt, shown as
+is its head's lineage, oldest last, ending (as LangGraph's does) with the empty state before the
+first message, whose id is ``EMPTY_CHECKPOINT``: a run from it starts the thread over (the
+history stays; see ``runbook``). A pending approval or suspension is an interrupt, shown as
 ``values["__interrupt__"]`` and under the head state's ``tasks``, with the value agent-chat-ui's
 approval card reads: ``{"action_requests": [...], "review_configs": [...]}`` (langchain's
 ``HumanInTheLoopMiddleware`` request). Resume tokens never appear: an interrupt's id is the id of
@@ -26,6 +28,7 @@ from repertory.runtime.agent import Agent
 __all__ = [
     "RESERVED_PREFIX",
     "UNBOUND",
+    "EMPTY_CHECKPOINT",
     "ThreadStatus",
     "approval_request",
     "assistant_view",
@@ -41,6 +44,8 @@ __all__ = [
 ]
 
 Dict = dict[str, Any]
+EMPTY_CHECKPOINT = "0" * 26
+"""The checkpoint id of a thread's state before its first message (no revision id is all zeros)."""
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 RESERVED_PREFIX = "repertory:"
 """Metadata keys the server keeps for itself on a session's record; never shown, never settable."""
@@ -207,7 +212,9 @@ def states_view(
             return []
         end, limit = ids.index(at) + 1, 1
     elif before is not None:
-        end = ids.index(before) if before in ids else 0
+        if before not in ids:
+            return []
+        end = ids.index(before)
     out: list[Dict] = []
     for i in range(end - 1, max(end - limit, 0) - 1, -1):
         rev, entry = pairs[i]
@@ -226,9 +233,23 @@ def states_view(
                     "writes": None,
                 },
                 "checkpoint": _checkpoint(thread_id, rev.id),
-                "parent_checkpoint": _checkpoint(thread_id, rev.parent_id) if rev.parent_id else None,
+                "parent_checkpoint": _checkpoint(thread_id, rev.parent_id or EMPTY_CHECKPOINT),
                 "created_at": iso(rev.created_at),
                 "interrupts": interrupts if head else [],
+            }
+        )
+    if len(out) < limit and end - len(out) == 0:
+        # The window reached the first message: the empty state before it comes last, as in LangGraph.
+        out.append(
+            {
+                "values": values_view([], []),
+                "next": [],
+                "tasks": [],
+                "metadata": {"source": "input", "step": -1, "parents": {}, "writes": None},
+                "checkpoint": _checkpoint(thread_id, EMPTY_CHECKPOINT),
+                "parent_checkpoint": None,
+                "created_at": iso(pairs[0][0].created_at),
+                "interrupts": [],
             }
         )
     return out

@@ -32,6 +32,7 @@ from repertory.core.state import (
     Usage,
 )
 from repertory.runtime.agent import Agent
+from repertory.runtime.compaction import Compaction, CompactionResult
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal, Signal
 from repertory.runtime.tools import Tool, ToolContext, sleep, suspend, tool
@@ -40,6 +41,8 @@ __all__ = [
     "AbortSignal",
     "Agent",
     "ApprovalRecord",
+    "Compaction",
+    "CompactionResult",
     "Memory",
     "Model",
     "ModelEvent",

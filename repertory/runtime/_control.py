@@ -21,9 +21,30 @@ __all__ = ["commit_cancelled", "supersede_open_runs", "pair_unanswered"]
 _ATTEMPTS = 5
 
 
+def _since_last_assistant(history: MessageHistory) -> list[ModelMessage]:
+    """The head's messages back to the latest assistant message, oldest first: all ``unanswered_calls`` reads.
+
+    Walking back only that far keeps superseding and forking at the cost of the last step, not of
+    the whole conversation.
+    """
+    out: list[ModelMessage] = []
+    current = history.revision_id
+    while current is not None:
+        rev = history.revision(current)
+        entry = None if rev is None else history.entry(rev.entry_id)
+        if rev is None or entry is None:
+            return history.messages  # a partial view: let the full read say what is missing
+        out.append(entry.message)
+        if entry.message.role == "assistant":
+            break
+        current = rev.parent_id
+    out.reverse()
+    return out
+
+
 def pair_unanswered(history: MessageHistory, reason: str) -> ModelMessage | None:
     """Give every unanswered call at the head an error result; returns the message appended, if any."""
-    calls = unanswered_calls(history.messages)
+    calls = unanswered_calls(_since_last_assistant(history))
     if not calls:
         return None
     message = tool_message([error_result(c, reason) for c in calls])

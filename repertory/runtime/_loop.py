@@ -5,6 +5,10 @@ crash recovery all enter the same ``Drive.run()``. It first settles the calls of
 assistant message that have no result (after a crash some may have started: only idempotent tools
 run again, others get "outcome unknown"), then asks the model, step after step, committing a
 checkpoint after every step.
+
+The model sees the thread's context (``MessageHistory.context_messages()``: from the latest
+compaction summary on), which the drive keeps in memory beside the history; with
+``Agent(compaction=...)`` each request is first fitted to the budget (``_compact``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from repertory.core.history import MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.memory import Memory
 from repertory.core.messages import ModelMessage, Origin, TextPart
-from repertory.core.model import ModelResponse, ModelSettings, ReasoningDelta, TextDelta
+from repertory.core.model import ModelResponse, ModelSettings, ReasoningDelta, TextDelta, TokenCounter
 from repertory.core.result import RunResult
 from repertory.core.state import (
     ErrorInfo,
@@ -37,8 +41,10 @@ from repertory.errors import (
     StepBudgetExceeded,
     StoreError,
 )
+from repertory.runtime._compact import MAX_PASSES, compact
 from repertory.runtime._settle import settle_calls
 from repertory.runtime.agent import Agent
+from repertory.runtime.compaction import CompactionResult, estimate_tokens, message_tokens
 from repertory.runtime.events import Outbox
 from repertory.runtime.output import parse_output
 from repertory.runtime.signals import AbortSignal
@@ -91,7 +97,11 @@ class Drive:
         self.detach_on_cancel = False
         self.signal = signal
         self.just_decided = set(just_decided)
-        self.messages = history.messages
+        self.messages: list[ModelMessage] = []
+        self.context_offset = 0  # messages of the lineage before ``messages`` (summarised ones)
+        self.context_tokens = 0  # estimated tokens of ``messages``, kept only with compaction
+        self._fixed_tokens: int | None = None
+        self.reset_context()
         # Durable time (set by the session): the clock a sleep() reads, and who arms its timer.
         self.clock: Clock = _SYSTEM_CLOCK
         self.timers: TimerArm | None = None
@@ -113,9 +123,79 @@ class Drive:
         """Add a message to the run's history (committed with the next checkpoint)."""
         self.history.append(message)
         self.messages.append(message)
+        if self.agent.compaction is not None:
+            self.context_tokens += message_tokens(message)
 
-    async def commit(self, redeem_token: str | None = None) -> None:
-        """Commit the run, the thread head and the history since the last commit, atomically."""
+    def reset_context(self) -> None:
+        """Read the context again from the history (at the start, and after a compaction moved it)."""
+        self.messages = self.history.context_messages()
+        self.context_offset = self.history.depth - len(self.messages)
+        if self.agent.compaction is not None:
+            self.context_tokens = sum(message_tokens(m) for m in self.messages)
+
+    def fixed_tokens(self) -> int:
+        """Estimated tokens every request carries beside the context: instructions, recalled memory, tools."""
+        if self._fixed_tokens is None:
+            fixed = estimate_tokens(self.run_state.context, self.tool_specs)
+            if self.agent.instructions:
+                fixed += message_tokens(ModelMessage.system(self.agent.instructions))
+            self._fixed_tokens = fixed
+        return self._fixed_tokens
+
+    def estimated_tokens(self) -> int:
+        """The next request's input tokens at about four characters a token."""
+        return self.fixed_tokens() + self.context_tokens
+
+    async def input_tokens(self) -> int:
+        """The next request's input tokens: the model's own count where it offers one, else the estimate."""
+        model = self.agent.model
+        if isinstance(model, TokenCounter):
+            counted = await model.count_tokens(self.request_messages(), self.tool_specs, self.settings)
+            if counted is not None:
+                return counted
+        return self.estimated_tokens()
+
+    async def compact(self) -> CompactionResult | None:
+        """Compact the context now (``Session.compact()``), whatever its size; ``None`` if nothing can be."""
+        return await compact(self, await self.input_tokens())
+
+    async def fit_context(self) -> None:
+        """Compact until the next request fits ``max_input_tokens`` (no-op without compaction).
+
+        A request that still does not fit after ``MAX_PASSES`` stacked compactions, or that no
+        compaction can shrink further, is a ``ModelError``: it is never sent over the budget.
+        """
+        compaction = self.agent.compaction
+        if compaction is None:
+            return
+        budget = compaction.max_input_tokens
+        for passes in range(MAX_PASSES + 1):
+            tokens = await self.input_tokens()
+            if tokens <= budget:
+                return
+            if passes == MAX_PASSES:
+                break
+            if await compact(self, tokens) is None:
+                raise ModelError(
+                    f"the next request of run {self.run_state.run_id!r} needs about {tokens} input tokens, over "
+                    f"max_input_tokens={budget}, and no compaction can shrink it further (what is left is the "
+                    "latest summary, the instructions and tools, and what a pending tool call keeps with it)",
+                    run_id=self.run_state.run_id,
+                )
+        raise ModelError(
+            f"the next request of run {self.run_state.run_id!r} still needs about {tokens} input tokens after "
+            f"{MAX_PASSES} compactions, over max_input_tokens={budget}: the summaries are too long for the budget "
+            "(lower Compaction.summary_tokens, or raise max_input_tokens)",
+            run_id=self.run_state.run_id,
+        )
+
+    async def commit(self, redeem_token: str | None = None, *, compaction: bool = False) -> None:
+        """Commit the run, the thread head and the history since the last commit, atomically.
+
+        ``compaction`` marks the commit of a compaction's boundary: its checkpoint event says so
+        (the revisions it adds re-point at messages already said, so readers must not show them as
+        new) and nothing goes to the memory (the summary was said by nobody; the rest it remembers).
+        """
         run = self.run_state
         run.history_revision_id = self.history.revision_id
         run.updated_at = now_ms()
@@ -126,21 +206,21 @@ class Drive:
             updated_at=run.updated_at,
         )
         fresh: list[ModelMessage] = []
-        if self.memory is not None:
+        if self.memory is not None and not compaction:
             fresh = [self.history.entry(r.entry_id).message for r in reversed(self.history.walk_back(self.base))]  # type: ignore[union-attr]
         if self.outbox is not None:
             # The revisions let a reader (the HTTP server) rebuild the state at this checkpoint and what
             # it added, from the event alone, long after the fact.
-            self.emit(
-                "checkpoint",
-                {
-                    "run_id": run.run_id,
-                    "status": run.status,
-                    "step_index": run.step_index,
-                    "history_revision_id": self.history.revision_id,
-                    "base_revision_id": self.base,
-                },
-            )
+            data: dict[str, Any] = {
+                "run_id": run.run_id,
+                "status": run.status,
+                "step_index": run.step_index,
+                "history_revision_id": self.history.revision_id,
+                "base_revision_id": self.base,
+            }
+            if compaction:
+                data["compacted"] = True
+            self.emit("checkpoint", data)
         events = [] if self.outbox is None else self.outbox.take()
         try:
             await self.store.commit_session(
@@ -181,7 +261,8 @@ class Drive:
         run = self.run_state
         msgs = self.messages
         if run.context and run.context_depth is not None:
-            msgs = msgs[: run.context_depth] + run.context + msgs[run.context_depth :]
+            at = min(max(run.context_depth - self.context_offset, 0), len(msgs))
+            msgs = msgs[:at] + run.context + msgs[at:]
         else:
             msgs = list(msgs)
         if self.agent.instructions:
@@ -211,6 +292,7 @@ class Drive:
 
     async def _request(self) -> ModelResponse:
         """One model request; deltas go to the listener, the final response comes back."""
+        await self.fit_context()
         response: ModelResponse | None = None
         stream = self.agent.model.request(self.request_messages(), self.tool_specs, self.settings)
         async for event in stream:

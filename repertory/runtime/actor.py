@@ -32,6 +32,7 @@ from repertory.core.store import TreeStore
 from repertory.core.tree import SessionEvent, SessionRecord, SessionStatus, TurnKind, TurnRecord, TurnStatus
 from repertory.errors import RepertoryError, RunCancelled, SessionBusy, SessionNotFound
 from repertory.runtime.agent import Agent
+from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.events import EventBus
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal
@@ -51,11 +52,11 @@ def type_path(kind: type[BaseModel] | None) -> str | None:
 
 @dataclass(eq=False)
 class _Job:
-    kind: Literal["turn", "decision"]
+    kind: Literal["turn", "decision", "compaction"]
     turn: TurnRecord | None = None
     output_type: type[BaseModel] | None = None
     decide: Callable[[Session], Awaitable[RunResult]] | None = None
-    future: asyncio.Future[RunResult] | None = None
+    future: asyncio.Future[Any] | None = None
     signal: AbortSignal = field(default_factory=AbortSignal)
     over: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -193,7 +194,23 @@ class SessionActor:
         self._jobs.append(job)
         self._ensure_worker()
         assert job.future is not None
-        return await job.future
+        result: RunResult = await job.future
+        return result
+
+    async def compact(self) -> CompactionResult | None:
+        """Compact the session's context now (``Session.compact()``), in mailbox order: never during a turn.
+
+        A turn running or queued finishes first; a suspended run keeps its token (the summary is
+        committed through it). The ``context.compacted`` event belongs to no turn.
+        """
+        self._refuse_if_retired()
+        self.touch()
+        job = _Job("compaction", future=asyncio.get_running_loop().create_future())
+        self._jobs.append(job)
+        self._ensure_worker()
+        assert job.future is not None
+        result: CompactionResult | None = await job.future
+        return result
 
     def _refuse_if_retired(self) -> None:
         if self._retired:
@@ -251,6 +268,8 @@ class SessionActor:
             try:
                 if job.kind == "turn":
                     await self._run_turn(job)
+                elif job.kind == "compaction":
+                    await self._run_compaction(job)
                 else:
                     await self._run_decision(job)
             finally:
@@ -350,6 +369,22 @@ class SessionActor:
             await self._finish(turn, _turn_status(result.status))
         if not job.future.done():  # a caller cancelled while it waited: the decision stands, nobody hears it
             job.future.set_result(result)
+
+    async def _run_compaction(self, job: _Job) -> None:
+        assert job.future is not None
+        self.bus.submission_id = None
+        try:
+            await self.bus.load_seq(self.store)  # the compaction's event is numbered from it
+            result = await self.session.compact()
+        except asyncio.CancelledError as exc:
+            if not job.future.done():
+                job.future.set_exception(exc)
+            raise
+        except BaseException as exc:
+            if not job.future.done():
+                job.future.set_exception(exc)
+            return
+        job.future.set_result(result)
 
     async def _suspended_turns(self) -> list[TurnRecord]:
         if self._suspended is None:

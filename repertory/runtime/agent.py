@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from repertory.core.model import Model, ModelSettings, ToolSpec
+from repertory.runtime.compaction import Compaction
 from repertory.runtime.tools import Tool, ToolSource, tool
 
 __all__ = ["Agent"]
@@ -24,6 +25,9 @@ class Agent:
     be a ``"provider:model"`` string such as ``"openai:gpt-4o-mini"`` (see ``repertory.models.infer_model``).
     ``tools`` may also hold ``ToolSource``s (an MCP server): their tools join ``tools`` once listed,
     before the first drive that needs them (``refresh_tools``).
+    ``compaction`` keeps every request within a token budget by summarising older messages into a
+    context boundary, deleting nothing (``repertory.Compaction``); without it every request carries
+    the whole conversation.
     """
 
     def __init__(
@@ -36,6 +40,7 @@ class Agent:
         max_steps: int = 100,
         output_type: type[BaseModel] | None = None,
         settings: ModelSettings | None = None,
+        compaction: Compaction | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
@@ -50,6 +55,9 @@ class Agent:
         self.max_steps = max_steps
         self.output_type = output_type
         self.settings = settings or ModelSettings()
+        if compaction is not None and not isinstance(compaction, Compaction):
+            raise TypeError(f"compaction must be a Compaction, got {type(compaction).__name__}")
+        self.compaction = compaction
         self.tools: dict[str, Tool] = {}
         sources: list[ToolSource] = []
         for t in tools:

@@ -49,6 +49,7 @@ from repertory.core.tree import (
 from repertory.errors import CommitConflict, RepertoryError, SessionExists, SessionNotFound, StoreError
 from repertory.runtime.actor import IfBusy, SessionActor, type_path
 from repertory.runtime.agent import Agent
+from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.results import turn_result
 from repertory.runtime.session import Session
 from repertory.runtime.timekeeper import TimeKeeper, log
@@ -423,6 +424,11 @@ class LocalHost:
         """The live approval request of the session, if any."""
         actor = await self.actor(session_id)
         return await actor.pending_approvals()
+
+    async def compact(self, session_id: str) -> CompactionResult | None:
+        """Compact the session's context now, in its mailbox order (``SessionHandle.compact()``)."""
+        actor = await self.actor(session_id)
+        return await actor.compact()
 
     async def run_turn(
         self, session_id: str, message: ModelMessage, kind: TurnKind, output_type: type[BaseModel] | None

@@ -8,6 +8,10 @@ Token checks happen in this order: the run exists (``RunNotFound``); the token i
 token, whatever its status (``InvalidResumeToken``); the suspension kind (``WrongSuspensionKind``,
 which leaves the token live). The token is then consumed by the same commit that records the
 decision, so of several racing redemptions exactly one proceeds.
+
+One module past the usual size because it is one concept: every way a thread's runs begin or
+change (start, the three decisions, fork, compaction on demand, cancel, recovery) claims the
+session and enters the one step loop, and they share that plumbing.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from repertory.core.ids import new_id, now_ms
 from repertory.core.memory import Memory, fold_context
 from repertory.core.messages import ModelMessage, Origin
 from repertory.core.result import RunResult
-from repertory.core.state import RunState, snapshot
+from repertory.core.state import RunState, ThreadState, snapshot
 from repertory.core.store import SessionStore
 from repertory.errors import (
     CommitConflict,
     InvalidResumeToken,
+    RevisionNotFound,
+    RunCancelled,
     RunNotFound,
     RunSuspended,
     SessionBusy,
@@ -49,7 +55,9 @@ from repertory.runtime._decisions import (
 )
 from repertory.runtime._loop import Drive
 from repertory.runtime.agent import Agent
+from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.events import Outbox
+from repertory.runtime.forks import FORK_REASON, fork_point
 from repertory.runtime.output import parse_output
 from repertory.runtime.signals import AbortSignal, Signal
 from repertory.runtime.timekeeper import TimerArm
@@ -58,6 +66,7 @@ from repertory.tracing import DriveCause, drive_span
 __all__ = ["Session", "SessionInput", "snapshot"]
 
 USER_ORIGIN = Origin(kind="user")
+_COMPACT_ATTEMPTS = 5
 
 
 class Session:
@@ -283,6 +292,7 @@ class Session:
         signal: AbortSignal | None,
         output_type: type[BaseModel] | None,
         fork_of: MessageHistory | None,
+        unanswered: str = "superseded: the conversation moved on before this call was answered",
     ) -> RunResult:
         messages = input_messages(input, self.origin)
         self._claim()
@@ -293,12 +303,13 @@ class Session:
             run_id = run_id or new_id()
             if await self.store.load_run(run_id) is not None:
                 raise CommitConflict(f"a run with id {run_id!r} already exists", run_id=run_id)
-            if fork_of is None:
-                await supersede_open_runs(self.store, self.thread_id, memory=self.memory)
             thread = await self.store.load_thread(self.thread_id)
+            if fork_of is None and not self._nothing_open(thread):
+                await supersede_open_runs(self.store, self.thread_id, memory=self.memory)
+                thread = await self.store.load_thread(self.thread_id)
             base = None if thread is None else thread.history_revision_id
             history = fork_of if fork_of is not None else await self._load_history(base)
-            pair_unanswered(history, "superseded: the conversation moved on before this call was answered")
+            pair_unanswered(history, unanswered)
             context: list[ModelMessage] = []
             if self.memory is not None:
                 context = fold_context(await self.memory.recall(thread_id=self.thread_id, query=messages))
@@ -318,21 +329,51 @@ class Session:
             raise
         return await self._run(drive, commit=True)
 
-    async def fork(
-        self, input: SessionInput, *, run_id: str | None = None, signal: AbortSignal | None = None
-    ) -> RunResult:
-        """Start a run on a new thread that shares this thread's history up to now.
+    def _nothing_open(self, thread: ThreadState | None) -> bool:
+        """True when no run of the thread can be open, so superseding (a scan of its runs) is skipped.
 
-        Costs no copy: the new thread's head is built on the shared revisions. This session stays
-        on its own thread; continue the fork with ``Session(thread_id=result.state.thread_id)``.
+        That holds when the last run this session saw is finished and still owns the thread's head:
+        every run commits its input before anything else, moving the head, so a run begun since
+        would have moved it, and every run open before that one began was superseded when it began
+        (or it was the run a decision or a recovery drove). A thread of 100,000 turns otherwise
+        reads its 100,000 runs before every turn.
         """
-        if self._state is None:
+        last = self._state
+        return (
+            thread is not None
+            and last is not None
+            and last.thread_id == self.thread_id
+            and last.status in ("done", "cancelled", "error")
+            and last.history_revision_id is not None
+            and last.history_revision_id == thread.history_revision_id
+        )
+
+    async def fork(
+        self,
+        input: SessionInput,
+        at_revision: str | None = None,
+        *,
+        run_id: str | None = None,
+        signal: AbortSignal | None = None,
+    ) -> RunResult:
+        """Start a run on a new thread that shares this thread's history up to ``at_revision`` (default: now).
+
+        ``at_revision`` is any revision of this thread's lineage (a run's ``history_revision_id``,
+        also one read before a compaction re-added it); anything else raises ``RevisionNotFound``.
+        Calls left without a result at that revision get error results in the fork ("not run in
+        this fork"). Costs no copy: the new thread's head is built on the shared revisions. This
+        session stays on its own thread; continue the fork with ``Session(thread_id=result.state.thread_id)``.
+        """
+        if self._state is None and at_revision is None:
             raise RunNotFound("this session has not started a run, so there is nothing to fork")
         thread = await self.store.load_thread(self.thread_id)
         head = None if thread is None else thread.history_revision_id
         if head is None:
+            if at_revision is not None:
+                raise RevisionNotFound(f"thread {self.thread_id!r} has no history, so no revision {at_revision!r}")
             raise RunNotFound(f"thread {self.thread_id!r} has no committed history to fork")
-        shared = (await self._load_history(head)).branch()
+        cached = self._history if self._history is not None and self._history.revision_id == head else None
+        shared = await fork_point(self.store, head, at_revision, history=cached)
         alt = Session(
             store=self.store,
             agent=self.agent,
@@ -341,7 +382,76 @@ class Session:
             on_checkpoint=self.on_checkpoint,
             origin=self.origin,
         )
-        return await alt._start(input, run_id=run_id, signal=signal, output_type=None, fork_of=shared)
+        return await alt._start(
+            input, run_id=run_id, signal=signal, output_type=None, fork_of=shared, unanswered=FORK_REASON
+        )
+
+    # -- compaction -------------------------------------------------------------------------------
+
+    async def compact(self) -> CompactionResult | None:
+        """Compact this thread's context now, whatever its size; ``None`` when there is nothing to compact.
+
+        Needs ``Agent(compaction=...)`` (its ``keep_last``, model and instructions). The summary is
+        committed through the run that owns the thread's head when there is one (a suspended run,
+        whose token stays live, or an ``error`` run, which ``recover()`` then continues from the
+        compacted context); otherwise it is recorded as a run of its own, ``done`` with no result,
+        so its usage counts like any model request. A concurrent writer makes the commit fail
+        whole; the compaction then reads the thread again and retries (a few times, then
+        ``CommitConflict``). While this session drives a run it raises ``SessionBusy``.
+        """
+        if self.agent.compaction is None:
+            raise ValueError(f"agent {self.agent.name!r} has no Compaction (Agent(compaction=Compaction(...)))")
+        self._claim()
+        try:
+            for _ in range(_COMPACT_ATTEMPTS):
+                drive = await self._compaction_drive()
+                if drive is None:
+                    return None
+                events = self.outbox
+                try:
+                    result = await drive.compact()
+                except (CommitConflict, RunCancelled):
+                    # A concurrent writer moved the head (or cancelled the run that owned it): read again.
+                    self._history = None
+                    if events is not None:
+                        events.take()  # the failed commit's events (its context.compacted) never happened
+                    continue
+                self._history = drive.history
+                return result
+            raise CommitConflict(
+                f"could not compact thread {self.thread_id!r}: it kept changing", thread_id=self.thread_id
+            )
+        finally:
+            self._busy = False
+
+    async def _compaction_drive(self) -> Drive | None:
+        """A drive of the run owning the thread's head (or of a new compaction run), ``None`` if empty."""
+        thread = await self.store.load_thread(self.thread_id)
+        head = None if thread is None else thread.history_revision_id
+        if thread is None or head is None:
+            return None
+        history = await self._load_history(head)
+        owner = None
+        for run in await self.store.list_runs(self.thread_id, statuses=("suspended", "error", "running"), limit=8):
+            if run.history_revision_id == head:
+                owner = run
+                break
+        drive = self._new_drive(
+            owner or RunState(run_id=new_id(), thread_id=self.thread_id, agent=self.agent.name, status="done"),
+            history,
+            head,
+            thread.created_at,
+            None,
+            None,
+        )
+        if owner is None:
+            drive.on_commit = self._observe_compaction
+        return drive
+
+    def _observe_compaction(self, run: RunState) -> None:
+        """A compaction run of its own committed: ``on_checkpoint`` hears it, ``state`` stays the last real run."""
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(snapshot(run))
 
     # -- decisions --------------------------------------------------------------------------------
 

@@ -16,7 +16,16 @@ from repertory.core.state import RunState, ThreadState
 from repertory.core.tree import SessionEvent
 from repertory.errors import CommitConflict, StoreError
 
-__all__ = ["CommitDelta", "check_event_sessions", "check_stored_state", "plan_commit", "plan_commit_async"]
+__all__ = [
+    "CommitDelta",
+    "check_event_sessions",
+    "check_head_move",
+    "check_stored_state",
+    "plan_commit",
+    "plan_commit_async",
+    "plan_head_move",
+    "plan_head_move_async",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +121,51 @@ async def plan_commit_async(
                 walked = walked[:i]
                 break
     return _finish(history, walked)
+
+
+def _walk_head(history: MessageHistory, thread_id: str) -> list[HistoryRevision]:
+    try:
+        return history.walk_back()
+    except HistoryIntegrityError as exc:
+        raise CommitConflict(f"history is incomplete: {exc}", thread_id=thread_id) from exc
+
+
+def plan_head_move(history: MessageHistory, thread_id: str, holds: Callable[[str], bool]) -> CommitDelta:
+    """What ``move_head`` must write: the revisions from the new head back to the first one the store holds.
+
+    A head move is never a descendant step of the old head (that is a run's commit), so there is
+    no base to meet: the walk stops at the first revision held, which is where the new lineage
+    joins what is stored (a fork's shared prefix, the revision a thread is set back to).
+    """
+    walked = _walk_head(history, thread_id)
+    for i, rev in enumerate(walked):
+        if holds(rev.id):
+            walked = walked[:i]
+            break
+    return _finish(history, walked)
+
+
+async def plan_head_move_async(
+    history: MessageHistory, thread_id: str, holds: Callable[[str], Awaitable[bool]]
+) -> CommitDelta:
+    """``plan_head_move`` for a store whose existence check is a network round trip."""
+    walked = _walk_head(history, thread_id)
+    for i, rev in enumerate(walked):
+        if await holds(rev.id):
+            walked = walked[:i]
+            break
+    return _finish(history, walked)
+
+
+def check_head_move(thread_id: str, base_revision_id: str | None, thread_exists: bool, stored_head: str | None) -> None:
+    """The in-transaction guard of ``move_head``: the thread exists and its head is still ``base_revision_id``."""
+    if not thread_exists:
+        raise CommitConflict(f"thread {thread_id!r} does not exist", thread_id=thread_id)
+    if stored_head != base_revision_id:
+        raise CommitConflict(
+            f"thread {thread_id!r} head moved: stored {stored_head!r}, expected {base_revision_id!r}",
+            thread_id=thread_id,
+        )
 
 
 def check_stored_state(

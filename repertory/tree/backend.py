@@ -36,6 +36,7 @@ from repertory.core.store import DeletedRows
 from repertory.core.tree import NewSession, SessionEvent, SessionMetadata, SessionRecord, TurnKind, TurnRecord
 from repertory.runtime.actor import IfBusy
 from repertory.runtime.agent import Agent
+from repertory.runtime.compaction import CompactionResult
 
 __all__ = ["SessionBackend", "Submission"]
 
@@ -123,6 +124,10 @@ class SessionBackend(Protocol):
 
     async def decide(self, session_id: str, decision: Decision, principal: Principal) -> RunResult:
         """Approve, reject or resume the session's suspended run on behalf of ``principal``."""
+        ...
+
+    async def compact(self, session_id: str) -> CompactionResult | None:
+        """Compact the session's context now, in its mailbox order (``None``: nothing to compact)."""
         ...
 
     # -- events -------------------------------------------------------------------------------------

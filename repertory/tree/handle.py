@@ -20,6 +20,8 @@ from repertory.core.state import SuspendReason, Usage
 from repertory.core.tree import Lineage, NewSession, SessionEvent, SessionMetadata, SessionRecord, TurnStatus
 from repertory.errors import RepertoryError, RunSuspended
 from repertory.runtime.actor import IfBusy
+from repertory.runtime.compaction import CompactionResult
+from repertory.runtime.forks import FORK_REASON, fork_point, pair_open_calls
 from repertory.runtime.results import turn_result
 
 if TYPE_CHECKING:
@@ -156,26 +158,54 @@ class SessionHandle:
         )
         return SessionHandle(self._rt, await self._rt.host.create_session(spec), self.principal)
 
-    async def fork(self, title: str | None = None, *, metadata: Mapping[str, JsonValue] | None = None) -> SessionHandle:
-        """A child sharing this conversation up to now (no copy); nothing said afterwards crosses.
+    async def fork(
+        self,
+        title: str | None = None,
+        at_revision: str | None = None,
+        *,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> SessionHandle:
+        """A child sharing this conversation up to ``at_revision`` (default: now), with no copy.
 
-        ``metadata`` is the child's (nothing of this session's is copied unless passed); the owner
-        is this session's.
+        ``at_revision`` is any revision of this session's lineage (``Lineage.forked_at_revision_id``
+        of the child is that revision); another thread's revision, or an unknown one, raises
+        ``RevisionNotFound``. Calls left without a result there (a pending approval, a step cut
+        short) get error results in the child ("not run in this fork"). Nothing said afterwards
+        crosses, either way. ``metadata`` is the child's (nothing of this session's is copied unless
+        passed); the owner is this session's.
         """
-        thread = await self._rt.store.load_thread(self.id)
+        store = self._rt.store
+        thread = await store.load_thread(self.id)
         head = None if thread is None else thread.history_revision_id
+        start = await fork_point(store, head, at_revision)
+        point = start.revision_id
+        paired = pair_open_calls(start, FORK_REASON) is not None
         spec = NewSession(
             agent=self._record.agent,
             title=title,
             model=self._record.model,
             cwd=self._record.cwd,
-            lineage=Lineage(kind="forked", parent_id=self.id, forked_at_revision_id=head),
+            lineage=Lineage(kind="forked", parent_id=self.id, forked_at_revision_id=point),
             root_id=self._record.root_id,
-            head=head,
+            head=point,
             metadata=dict(metadata or {}),
             owner=self._record.owner,
         )
-        return SessionHandle(self._rt, await self._rt.host.create_session(spec), self.principal)
+        record = await self._rt.host.create_session(spec)
+        if paired:
+            # The child's own first revision: the error results, on top of the shared one. Made
+            # after the child exists (a crash in between leaves the calls open, and its first turn
+            # answers them as superseded), through the store like any head move.
+            await store.move_head(record.session_id, history=start, base_revision_id=point)
+        return SessionHandle(self._rt, record, self.principal)
+
+    async def compact(self) -> CompactionResult | None:
+        """Compact this session's context now (``Agent(compaction=...)``), after any turn in progress.
+
+        ``None`` when there is nothing to compact. See ``Session.compact()``: the summary is one
+        more revision, nothing is deleted, and a suspended run keeps its token.
+        """
+        return await self._rt.host.compact(self.id)
 
     async def metadata(self) -> SessionMetadata:
         """Title, model, live status, cwd and times."""

@@ -12,6 +12,9 @@ the prompt picks the step.
 - ``block NAME``: waits until the test opens ``gate(NAME)`` (a threading event, because the
   server runs on its own thread), then replies.
 - ``fail``: the model raises.
+
+``compacting`` is another assistant: it echoes each prompt at length, under a small token budget,
+so its threads compact every few turns (``Agent(compaction=...)``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import asyncio
 import threading
 from typing import Any
 
-from repertory import Agent, ToolContext, suspend, tool
+from repertory import Agent, Compaction, ToolContext, suspend, tool
 from repertory.core.messages import ModelMessage
 from repertory.core.model import ToolSpec
 from repertory.errors import ModelError
@@ -108,10 +111,22 @@ async def _step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str
     return {"text": f"echo: {prompt}"}
 
 
+def _compacting_step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
+    last = messages[-1]
+    if last.origin is not None and last.origin.id == "compaction":
+        return {"text": f"summary of {len(last.text)} characters"}
+    return {"text": f"echo: {last.text} " + "and more " * 20}
+
+
 def make_agents() -> dict[str, Agent]:
-    """The served agents: ``assistant`` (every plan above) and ``second`` (another assistant)."""
+    """The served agents: ``assistant`` (every plan above), ``second`` and ``compacting`` (see above)."""
     tools = [lookup, delete_account, ask_human]
     return {
         "assistant": Agent(name="assistant", model=ScriptedModel(_step), tools=tools),
         "second": Agent(name="second", model=ScriptedModel([{"text": "second here"}] * 100)),
+        "compacting": Agent(
+            name="compacting",
+            model=ScriptedModel(_compacting_step),
+            compaction=Compaction(max_input_tokens=1200, keep_last=4),
+        ),
     }

@@ -82,8 +82,8 @@ async def test_history_is_the_checkpoint_chain_newest_first(client: LangGraphCli
     tid = thread["thread_id"]
     await client.runs.wait(tid, "assistant", input=human("research owls"))
     states = await client.threads.get_history(tid, limit=100)
-    # human, ai(call), tool, ai(call), tool, ai(reply): one checkpoint per message
-    assert len(states) == 6
+    # human, ai(call), tool, ai(call), tool, ai(reply): one checkpoint per message, then the empty state
+    assert len(states) == 7
     head, *older = states
     assert obj(head["values"])["messages"][-1]["content"] == "research done" and head["next"] == []
     for newer, parent in zip(states, older, strict=False):
@@ -93,7 +93,7 @@ async def test_history_is_the_checkpoint_chain_newest_first(client: LangGraphCli
             and parent_checkpoint["checkpoint_id"] == parent["checkpoint"]["checkpoint_id"]
         )
         assert len(obj(newer["values"])["messages"]) == len(obj(parent["values"])["messages"]) + 1
-    assert states[-1]["parent_checkpoint"] is None
+    assert states[-1]["parent_checkpoint"] is None and obj(states[-1]["values"])["messages"] == []
     state = await client.threads.get_state(tid)
     assert state["checkpoint"] == head["checkpoint"]
     before = await client.threads.get_history(tid, limit=2, before=head["checkpoint"])

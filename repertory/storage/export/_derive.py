@@ -9,7 +9,9 @@ Both are computed incrementally from what changed since the last export:
    where it leaves them: a fork's shared prefix, which older exports hold.
 2. **Messages.** Each revision walked is a row ``(thread_id, position = depth - 1, ...)``. Messages
    are decoded by DuckDB straight from the entries part file this export just wrote (entries not in
-   it are fetched by id), so no message is parsed in Python.
+   it are fetched by id), so no message is parsed in Python. A compaction's summary is a row like any
+   other, ``boundary`` true; the messages it kept are re-added after it, so their rows move one
+   position on (the key is the position, so the new rows replace the old).
 3. **Tool calls.** A call is paired with the first result for it that follows it on the same
    thread. A revision belongs to the oldest thread that reached it when it was new, so a fork does
    not repeat its parent's calls; a row is written for a thread that owns the call or the result.
@@ -38,7 +40,8 @@ __all__ = ["Derived", "derive"]
 _MESSAGE_TYPE = (
     '{"role":"VARCHAR","origin":{"kind":"VARCHAR","id":"VARCHAR"},"model":"VARCHAR",'
     '"parts":[{"type":"VARCHAR","text":"VARCHAR",'
-    '"tool_call_id":"VARCHAR","tool_name":"VARCHAR","args":"JSON","result":"JSON","is_error":"BOOLEAN"}]}'
+    '"tool_call_id":"VARCHAR","tool_name":"VARCHAR","args":"JSON","result":"JSON","is_error":"BOOLEAN"}],'
+    '"boundary":"BOOLEAN"}'
 )
 _APPROVALS_TYPE = (
     '{"approvals":[{"tool_call_id":"VARCHAR","requested_at":"BIGINT","decision":"VARCHAR","decided_at":"BIGINT",'
@@ -143,13 +146,14 @@ SELECT entry_id, created_at, s.role AS role, s.origin.kind AS origin_kind, s.ori
        list_transform(list_filter(s.parts, lambda p: p.tool_name IS NOT NULL), lambda p: p.tool_name) AS tool_names,
        list_transform(list_filter(s.parts, lambda p: p.tool_call_id IS NOT NULL), lambda p: p.tool_call_id)
            AS tool_call_ids,
-       CASE WHEN len(list_filter(s.parts, lambda p: p.tool_call_id IS NOT NULL)) > 0 THEN s.parts END AS tool_parts
+       CASE WHEN len(list_filter(s.parts, lambda p: p.tool_call_id IS NOT NULL)) > 0 THEN s.parts END AS tool_parts,
+       COALESCE(s.boundary, false) AS boundary
 FROM (SELECT entry_id, created_at, json_transform(message, '{_MESSAGE_TYPE}') AS s FROM src)
 """
 
 _MESSAGES_SQL = """
 SELECT h.thread_id, w.depth - 1 AS position, w.revision_id, w.entry_id, d.created_at, d.role, d.origin_kind,
-       d.origin_id, d.model, d.text, d.tool_names, d.tool_call_ids, CAST(NULL AS BIGINT) AS tokens,
+       d.origin_id, d.model, d.text, d.tool_names, d.tool_call_ids, CAST(NULL AS BIGINT) AS tokens, d.boundary,
        CAST($gen AS BIGINT) AS export_generation
 FROM walked AS w JOIN heads AS h USING (k) JOIN dec AS d USING (entry_id)
 """

@@ -109,7 +109,7 @@ MESSAGES = TableSpec(
     _schema(
         ("thread_id", _S), ("position", _I), ("revision_id", _S), ("entry_id", _S), ("created_at", _I),
         ("role", _S), ("origin_kind", _S), ("origin_id", _S), ("model", _S), ("text", _S), ("tool_names", pa.list_(_S)),
-        ("tool_call_ids", pa.list_(_S)), ("tokens", _I),
+        ("tool_call_ids", pa.list_(_S)), ("tokens", _I), ("boundary", pa.bool_()),
     ),
     ("thread_id", "position"),
     True,

@@ -14,11 +14,18 @@ from typing import Literal
 from pydantic import TypeAdapter
 
 from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
+from repertory.core.ids import now_ms
 from repertory.core.state import RunState, RunStatus, ThreadState
 from repertory.core.store import DeletedRows, StoreAliases
 from repertory.core.tree import SessionEvent
 from repertory.errors import StoreError
-from repertory.storage.commit_plan import check_event_sessions, check_stored_state, plan_commit
+from repertory.storage.commit_plan import (
+    check_event_sessions,
+    check_head_move,
+    check_stored_state,
+    plan_commit,
+    plan_head_move,
+)
 from repertory.storage.history_gc import attach_point, collectable
 from repertory.storage.memory._memory_tables import MemoryMemTables
 from repertory.storage.memory._time_tables import MemoryTimeTables
@@ -204,6 +211,32 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         if joined is not None:
             self._pins.setdefault(joined, set()).add(tid)
         self._write_events(event_rows)
+
+    async def move_head(self, thread_id: str, *, history: MessageHistory, base_revision_id: str | None) -> None:
+        """Compare-and-set the thread head to ``history.revision_id``, writing the revisions it lacks."""
+        self._check_open()
+        delta = plan_head_move(history, thread_id, self._revisions.__contains__)
+        raw = self._threads.get(thread_id)
+        stored = None if raw is None else ThreadState.model_validate_json(raw)
+        check_head_move(
+            thread_id, base_revision_id, stored is not None, None if stored is None else stored.history_revision_id
+        )
+        assert stored is not None
+        thread_json = stored.model_copy(
+            update={"history_revision_id": history.revision_id, "updated_at": now_ms()}
+        ).model_dump_json()
+        new_entries = [(e.id, e.model_dump_json()) for e in delta.entries]
+        new_revs = [(r.id, r.model_dump_json()) for r in delta.revisions]
+        hook = self.write_hook
+        for eid, entry_json in new_entries:
+            if hook is not None:
+                hook("history_entries", eid)
+            self._entries.setdefault(eid, entry_json)
+        for rid, rev_json in new_revs:
+            if hook is not None:
+                hook("history_revisions", rid)
+            self._revisions.setdefault(rid, rev_json)
+        self._threads[thread_id] = thread_json
 
     async def save(self, run: RunState) -> None:
         """Write the run row unconditionally."""

@@ -23,11 +23,12 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from repertory.core.history import MessageHistory
+from repertory.core.ids import now_ms
 from repertory.core.state import RunState, RunStatus, ThreadState
 from repertory.core.store import StoreAliases
 from repertory.core.tree import SessionEvent
 from repertory.errors import StoreError
-from repertory.storage.commit_plan import plan_commit_async
+from repertory.storage.commit_plan import check_head_move, plan_commit_async, plan_head_move_async
 from repertory.storage.group_commit import take_switch
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.postgres._group import COMMIT_SQL, PgCommitWriter
@@ -233,6 +234,45 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
             *event_arrays(events, thread.thread_id),
         )  # fmt: skip
         await self._write_commit(params)
+
+    async def move_head(self, thread_id: str, *, history: MessageHistory, base_revision_id: str | None) -> None:
+        """One transaction: the thread row locked, its head compared, the revisions it lacks, the new head.
+
+        Rare (forks with open calls, runs from a checkpoint), so it is plain statements rather than
+        a server-side function and group commit.
+        """
+        delta = await plan_head_move_async(history, thread_id, self._holds)
+        async with self.connection("move_head") as conn, conn.transaction():
+            cur = await conn.execute("SELECT head FROM repertory.threads WHERE thread_id = %s FOR UPDATE", (thread_id,))
+            row = await cur.fetchone()
+            check_head_move(thread_id, base_revision_id, row is not None, None if row is None else row[0])
+            if delta.entries:
+                await conn.execute(
+                    "INSERT INTO repertory.history_entries (id, created_at, message) "
+                    "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[]) ON CONFLICT (id) DO NOTHING",
+                    (
+                        [e.id for e in delta.entries],
+                        [e.created_at for e in delta.entries],
+                        [e.message.model_dump_json() for e in delta.entries],
+                    ),
+                )
+            if delta.revisions:
+                await conn.execute(
+                    "INSERT INTO repertory.history_revisions (id, parent_id, entry_id, depth, created_at) "
+                    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::bigint[]) "
+                    "ON CONFLICT (id) DO NOTHING",
+                    (
+                        [r.id for r in delta.revisions],
+                        [r.parent_id for r in delta.revisions],
+                        [r.entry_id for r in delta.revisions],
+                        [r.depth for r in delta.revisions],
+                        [r.created_at for r in delta.revisions],
+                    ),
+                )
+            await conn.execute(
+                "UPDATE repertory.threads SET head = %s, updated_at = %s WHERE thread_id = %s",
+                (history.revision_id, now_ms(), thread_id),
+            )
 
 
 async def _migrate(conn: psycopg.AsyncConnection[Any]) -> None:

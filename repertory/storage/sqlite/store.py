@@ -25,11 +25,18 @@ import time
 from collections.abc import Sequence
 
 from repertory.core.history import MessageHistory
+from repertory.core.ids import now_ms
 from repertory.core.state import RunState, RunStatus, ThreadState
 from repertory.core.store import DeletedRows, StoreAliases
 from repertory.core.tree import SessionEvent
 from repertory.errors import StoreError
-from repertory.storage.commit_plan import check_event_sessions, check_stored_state, plan_commit
+from repertory.storage.commit_plan import (
+    check_event_sessions,
+    check_head_move,
+    check_stored_state,
+    plan_commit,
+    plan_head_move,
+)
 from repertory.storage.history_gc import attach_point
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.queries import runs_query
@@ -275,3 +282,29 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
             conn.execute(UPSERT_THREAD, thread_row)
 
         await self._write("commit_session", apply)
+
+    async def move_head(self, thread_id: str, *, history: MessageHistory, base_revision_id: str | None) -> None:
+        """One transaction: compare-and-set on the thread head, the revisions it lacks, the new head."""
+        self._check_open()
+        with db_errors("move_head"):
+            delta = plan_head_move(history, thread_id, self._holds)
+        entry_rows = [(e.id, e.created_at, e.message.model_dump_json()) for e in delta.entries]
+        rev_rows = [(r.id, r.parent_id, r.entry_id, r.depth, r.created_at) for r in delta.revisions]
+        head, at = history.revision_id, now_ms()
+
+        def apply(conn: sqlite3.Connection) -> None:
+            row = conn.execute("SELECT head FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+            check_head_move(thread_id, base_revision_id, row is not None, None if row is None else row[0])
+            if entry_rows:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO history_entries (id, created_at, message) VALUES (?, ?, ?)", entry_rows
+                )
+            if rev_rows:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO history_revisions (id, parent_id, entry_id, depth, created_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    rev_rows,
+                )
+            conn.execute("UPDATE threads SET head = ?, updated_at = ? WHERE thread_id = ?", (head, at, thread_id))
+
+        await self._write("move_head", apply)

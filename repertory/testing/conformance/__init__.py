@@ -20,6 +20,7 @@ plain pytest class to subclass; the subclass supplies the store with a fixture a
 - ``GroupCommitConformance``: concurrent commits each keep their own guards and errors.
 - ``TreeConformance``: sessions, turns and the event log (``TreeStore``).
 - ``DeletionConformance``: deleting sessions (history another lineage reaches stays) and amending them.
+- ``HeadConformance``: ``TreeStore.move_head``, the head moves no run makes (forks, rewinds).
 - ``MemoryConformance``: the long-term memory tables (``MemoryStore``).
 - ``TimeConformance``: timers, schedules and webhook deliveries (``TimeStore``).
 
@@ -41,6 +42,7 @@ it only from test code. ``records`` has the builders the suites use, for a store
 
 from repertory.testing.conformance.deletion import DeletionConformance
 from repertory.testing.conformance.group_commit import GroupCommitConformance
+from repertory.testing.conformance.heads import HeadConformance
 from repertory.testing.conformance.memory import MemoryConformance
 from repertory.testing.conformance.probe import (
     INJECTED_FAILURE,
@@ -57,6 +59,7 @@ __all__ = [
     "INJECTED_FAILURE",
     "DeletionConformance",
     "GroupCommitConformance",
+    "HeadConformance",
     "HistoryWrites",
     "InjectedFailure",
     "MemoryConformance",
