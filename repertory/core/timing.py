@@ -63,13 +63,16 @@ class ScheduleRecord(BaseModel):
     ``next_at`` is the next fire time (epoch ms; ``None`` once ``end_at`` has passed). With
     ``session_id=None`` each firing runs on a new session of ``agent`` whose id is derived from the
     firing (LangGraph's stateless crons). ``metadata`` is free-form JSON (the HTTP server keeps a
-    cron's payload there).
+    cron's payload there). ``owner`` is who the sessions of a stateless schedule belong to (the
+    HTTP server's tenancy: the owner of the key that made the cron); a session schedule's turns
+    go to a session that has its own.
     """
 
     model_config = ConfigDict(extra="forbid")
     schedule_id: Id
     session_id: Id | None
     agent: str
+    owner: str | None = None
     cron: str
     tz: str = "UTC"
     message: ModelMessage

@@ -171,6 +171,7 @@ def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRoute
                 end_at=end_at,
                 enabled=body.enabled,
                 metadata=metadata,
+                owner=caller.owner,
             )
         except ValueError as exc:
             raise HttpError(str(exc), status=422) from None

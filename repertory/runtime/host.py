@@ -475,7 +475,10 @@ class LocalHost:
         if session_id is None:  # each firing on a session of its own, whose id is the firing's
             session_id = submission_id
             spec = NewSession(
-                agent=schedule.agent, session_id=session_id, metadata={"schedule_id": schedule.schedule_id}
+                agent=schedule.agent,
+                session_id=session_id,
+                metadata={"schedule_id": schedule.schedule_id},
+                owner=schedule.owner,
             )
             with contextlib.suppress(SessionExists):
                 await self.create_session(spec)

@@ -236,11 +236,13 @@ class Runtime:
         end_at: int | None = None,
         enabled: bool = True,
         metadata: Mapping[str, JsonValue] | None = None,
+        owner: str | None = None,
     ) -> Schedule:
         """A cron schedule: every fire time sends ``message`` as one durable turn.
 
         With ``session_id`` the turns go to that session (``handle.schedule`` is this); without,
-        each firing creates a session of ``agent`` of its own (LangGraph's stateless crons).
+        each firing creates a session of ``agent`` of its own (LangGraph's stateless crons), owned
+        by ``owner`` (the HTTP server passes the cron creator's, so its tenancy holds).
         ``principal`` stamps the message's origin (default: the user). A malformed expression, an
         unknown time zone or agent raises ``ValueError``; an unknown session ``SessionNotFound``.
         """
@@ -265,6 +267,7 @@ class Runtime:
             end_at=end_at,
             enabled=enabled,
             metadata=dict(metadata or {}),
+            owner=owner,
         )
         await store.add_schedule(row)
         self._host.nudge_timers(session_id)

@@ -48,6 +48,7 @@ def new_schedule(
     enabled: bool = True,
     metadata: dict[str, JsonValue] | None = None,
     schedule_id: str | None = None,
+    owner: str | None = None,
 ) -> ScheduleRecord:
     """A validated schedule row whose first fire time is the first after ``now``.
 
@@ -63,6 +64,7 @@ def new_schedule(
         schedule_id=schedule_id or new_id(),
         session_id=session_id,
         agent=agent,
+        owner=owner,
         cron=cron,
         tz=tz,
         message=message,
