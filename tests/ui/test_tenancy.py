@@ -120,8 +120,8 @@ async def test_each_owner_sees_only_their_sessions_and_the_admin_sees_all(ui_ser
         assert _counts(listed.text) == await store.session_counts()
         inbox = await client.get("/ui/approvals")
         assert "acct-alice" in inbox.text and "acct-bob" in inbox.text
-        for owned in (alice, bob):
-            assert (await client.get(f"/ui/sessions/{owned.waiting.id}")).status_code == 200
+        for scene in (alice, bob):
+            assert (await client.get(f"/ui/sessions/{scene.waiting.id}")).status_code == 200
         attention = await client.get("/ui/runs")
         assert alice.stale.run_id[:12] in attention.text and bob.stale.run_id[:12] in attention.text
         decided = await _decide(client, token, bob)
@@ -130,7 +130,8 @@ async def test_each_owner_sees_only_their_sessions_and_the_admin_sees_all(ui_ser
         assert recovered.status_code == 200 and "Recovered run" in recovered.text
     run = await store.load_run(bob.run.run_id)
     assert run is not None and [a.decision for a in run.approvals] == ["approved"]
-    assert run.approvals[0].approval["principal"]["id"] == "ops"  # stamped with who decided
+    approval = run.approvals[0].approval
+    assert isinstance(approval, dict) and approval["principal"] == {"kind": "user", "id": "ops"}  # who decided
 
 
 async def test_in_the_browser_an_owner_sees_only_theirs(page: Page, ui_server: UiServer, shots: Path) -> None:
