@@ -94,7 +94,7 @@ async def _serve(
     runtime = await Runtime.start(store=store, backend="ray" if backend == "ray" else "local", agents=specs, **options)
     try:
         if ui_only:
-            app = ui_only_app(runtime, keys or None)
+            app = ui_only_app(runtime, keys or None, admin_keys=admins or None)
         else:
             app = create_app(
                 runtime,
@@ -222,13 +222,35 @@ def ui(
         typer.Option(
             "--api-key",
             envvar="REPERTORY_API_KEYS",
-            help="KEY or NAME=KEY, as for serve; with any, the UI asks for one at its login form.",
+            help="KEY or NAME=KEY, as for serve; with any, the UI asks for one at its login form, "
+            "and a key sees only its owner's (NAME's) sessions.",
+        ),
+    ] = None,
+    admin_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--admin-key",
+            envvar="REPERTORY_ADMIN_KEYS",
+            help="KEY or NAME=KEY that sees and acts on every owner's sessions; repeat for more.",
         ),
     ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn's log level.")] = "info",
 ) -> None:
     """Serve the web UI alone (sessions, approvals, live runs) at /ui/; `serve` has it too, beside the API."""
-    _run(store, agents, backend, host, port, api_key or [], [], 1 << 20, 16, log_level, ui_only=True)
+    _run(
+        store,
+        agents,
+        backend,
+        host,
+        port,
+        api_key or [],
+        [],
+        1 << 20,
+        16,
+        log_level,
+        ui_only=True,
+        admin_key=admin_key or [],
+    )
 
 
 def _run(

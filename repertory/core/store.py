@@ -177,6 +177,7 @@ class TreeStore(SessionStore, Protocol):
         agent: str | None = None,
         status: SessionStatus | None = None,
         search: str | None = None,
+        owner: str | None = None,
     ) -> list[SessionRecord]:
         """One page of sessions, newest first: at most ``limit`` created before session ``before``.
 
@@ -185,11 +186,15 @@ class TreeStore(SessionStore, Protocol):
         unknown ``before`` gives an empty page. Filters combine: ``agent`` exactly; ``search`` an
         id prefix or a title substring, ignoring (at least ASCII) case; ``status`` by the store's rule: ``running``
         while a turn is queued or running, else ``suspended`` or ``error`` when the thread's latest
-        run is, else ``idle`` (a live host may know a moment sooner).
+        run is, else ``idle`` (a live host may know a moment sooner); ``owner`` only the sessions
+        whose ``SessionRecord.owner`` it is (the HTTP server's tenancy; ``None``: every session).
         """
 
-    async def session_counts(self) -> dict[SessionStatus, int]:
-        """How many sessions are ``running``, ``suspended`` and ``error`` by ``page_sessions``' rule."""
+    async def session_counts(self, *, owner: str | None = None) -> dict[SessionStatus, int]:
+        """How many sessions are ``running``, ``suspended`` and ``error`` by ``page_sessions``' rule.
+
+        ``owner``: only the sessions of that owner, as ``page_sessions`` filters them.
+        """
 
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:
         """Queue a turn durably; returns it with its per-session ``seq``. A known id is ``CommitConflict``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 __all__ = ["runs_query"]
@@ -69,6 +70,7 @@ def session_page_query(
     agent: str | None,
     status: str | None,
     search: str | None,
+    owner: str | None = None,
 ) -> tuple[str, tuple[object, ...]]:
     """One keyset page of sessions, newest first: the rows before the cursor's, never an OFFSET."""
     m, p, o = d.mark, d.prefix, d.order
@@ -82,6 +84,9 @@ def session_page_query(
     if agent is not None:
         where.append(f"{d.json('s.record', 'agent')} = {m}")
         params.append(agent)
+    if owner is not None:
+        where.append(_owner_is(d, "s.record"))
+        params.extend(_owner_params(owner))
     if search:
         needle = search.lower()
         title = f"{d.find}(lower(COALESCE({d.json('s.record', 'title')}, '')), {m}) > 0"
@@ -109,16 +114,36 @@ def session_page_query(
     return sql, tuple(params)
 
 
-def session_counts_query(d: SqlDialect) -> str:
-    """Sessions running, suspended and in error (one row, three columns), by the rule of the page query."""
+def _owner_is(d: SqlDialect, column: str) -> str:
+    """The record's ``owner`` is the parameter: a plain substring test of the record's JSON text first
+    (``"owner":"alice"`` sits verbatim in it), which spares parsing the JSON of rows of other owners,
+    then the field itself (the text could also be a nested key's)."""
+    return f"({d.find}({column}, {d.mark}) > 0 AND {d.json(column, 'owner')} = {d.mark})"
+
+
+def _owner_params(owner: str) -> tuple[str, str]:
+    # How pydantic writes the field (compact, non-ASCII kept); json.dumps agrees for any string.
+    return '"owner":' + json.dumps(owner, ensure_ascii=False), owner
+
+
+def session_counts_query(d: SqlDialect, owner: str | None = None) -> tuple[str, tuple[object, ...]]:
+    """Sessions running, suspended and in error (one row, three columns), by the rule of the page query.
+
+    With ``owner``, only that owner's sessions count (each candidate's session row is read by key).
+    """
     p = d.prefix
     busy, latest = _status_sets(d)
+    mine = f" AND {_owner_is(d, 's.record')}" if owner is not None else ""
+    per = _owner_params(owner) if owner is not None else ()
 
     def at_rest(status: str) -> str:
         return (
             f"SELECT COUNT(*) FROM ({latest}) l WHERE l.status = '{status}' AND l.thread_id NOT IN ({busy}) "
-            f"AND EXISTS (SELECT 1 FROM {p}sessions s WHERE s.session_id = l.thread_id)"
+            f"AND EXISTS (SELECT 1 FROM {p}sessions s WHERE s.session_id = l.thread_id{mine})"
         )
 
     running = f"SELECT COUNT(DISTINCT b.session_id) FROM ({busy}) b"
-    return f"SELECT ({running}), ({at_rest('suspended')}), ({at_rest('error')})"
+    if owner is not None:
+        running += f" WHERE EXISTS (SELECT 1 FROM {p}sessions s WHERE s.session_id = b.session_id{mine})"
+    sql = f"SELECT ({running}), ({at_rest('suspended')}), ({at_rest('error')})"
+    return sql, per * 3

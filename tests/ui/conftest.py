@@ -11,13 +11,16 @@ a temporary folder (``UI_SHOTS`` names another) for a person to look at.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import re
 import shutil
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 import pytest_asyncio
 import uvicorn
@@ -29,7 +32,9 @@ from tests.ui.agents import make_agents
 
 ALICE = "alice-key-0123456789"
 BOB = "bob-key-0123456789"
+ADMIN = "ops-key-0123456789"
 KEYS = {ALICE: Principal.user("alice"), BOB: Principal.user("bob")}
+ADMINS = {ADMIN: Principal.user("ops")}
 
 
 def chromium_path() -> str:
@@ -50,10 +55,10 @@ class UiServer:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def ui_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[UiServer]:
-    """A runtime on a SQLite file, served with API keys for alice and bob."""
+    """A runtime on a SQLite file, served with API keys for alice and bob (owners) and ops (an admin)."""
     store = tmp_path_factory.mktemp("ui-store") / "ui.db"
     runtime = await Runtime.start(store=f"sqlite:///{store}", agents=make_agents())
-    app = create_app(runtime, KEYS)
+    app = create_app(runtime, KEYS, admin_keys=ADMINS)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(256)
@@ -116,3 +121,22 @@ async def login(page: Page, key: str = ALICE) -> None:
     await page.get_by_label("API key").fill(key)
     await page.get_by_role("button", name="Log in").click()
     await page.wait_for_url("**/ui/")
+
+
+def form_token(page: str) -> str:
+    """The CSRF token of the forms on a page."""
+    match = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert match is not None, "the page has no form token"
+    return match[1]
+
+
+@contextlib.asynccontextmanager
+async def logged_in(url: str, key: str = ALICE) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+    """An HTTP client logged in with ``key`` through the form, and the token of the forms it is shown."""
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        token = form_token((await client.get("/ui/login")).text)
+        answer = await client.post("/ui/login", data={"csrf": token, "key": key, "next": "/ui/"})
+        assert answer.status_code == 303 and answer.headers["location"] == "/ui/"
+        page = await client.get("/ui/")
+        assert page.status_code == 200
+        yield client, form_token(page.text)

@@ -43,7 +43,7 @@ async def test_login_stores_the_key_in_a_strict_http_only_cookie(page: Page, sho
 
 async def test_a_session_with_tool_calls_and_a_notification(page: Page, ui_server: UiServer, shots: Path) -> None:
     rt = ui_server.runtime
-    handle = await rt.create_session(agent="assistant", title="Research trip", principal=ALICE_P)
+    handle = await rt.create_session(agent="assistant", title="Research trip", principal=ALICE_P, owner="alice")
     await handle.run("research volcanoes")
     await (await handle.notify(title="Build finished", body="All 12 checks passed.")).result()
     child = await handle.spawn(title="helper child")
@@ -80,7 +80,7 @@ async def test_a_session_with_tool_calls_and_a_notification(page: Page, ui_serve
 
 async def _suspended(ui_server: UiServer, prompt: str, title: str) -> str:
     """A session whose turn waits for a human after ``prompt``; returns its id."""
-    handle = await ui_server.runtime.create_session(agent="assistant", title=title, principal=ALICE_P)
+    handle = await ui_server.runtime.create_session(agent="assistant", title=title, principal=ALICE_P, owner="alice")
     result = await handle.run(prompt)
     assert result.status == "suspended"
     return handle.id
@@ -172,7 +172,9 @@ async def test_a_raced_decision_says_so_and_refreshes(page: Page, ui_server: UiS
 
 
 async def test_the_live_stream_of_a_running_turn(page: Page, ui_server: UiServer, shots: Path) -> None:
-    handle = await ui_server.runtime.create_session(agent="assistant", title="Live one", principal=ALICE_P)
+    handle = await ui_server.runtime.create_session(
+        agent="assistant", title="Live one", principal=ALICE_P, owner="alice"
+    )
     await login(page)
     await page.goto(f"/ui/sessions/{handle.id}")
     await expect(page.locator("#session[data-connected='1']")).to_have_count(1)
@@ -202,7 +204,9 @@ async def test_the_live_stream_of_a_running_turn(page: Page, ui_server: UiServer
 
 async def test_output_is_escaped(page: Page, ui_server: UiServer, shots: Path) -> None:
     evil = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
-    handle = await ui_server.runtime.create_session(agent="assistant", title=f"title {evil}", principal=ALICE_P)
+    handle = await ui_server.runtime.create_session(
+        agent="assistant", title=f"title {evil}", principal=ALICE_P, owner="alice"
+    )
     await handle.run(f"say {evil}")
     await login(page)
     await page.goto(f"/ui/sessions/{handle.id}")
@@ -219,11 +223,13 @@ async def test_the_list_filters_and_pages(page: Page, ui_server: UiServer, shots
     rt = ui_server.runtime
     made = []
     for i in range(23):
-        made.append(await rt.create_session(agent="helper" if i % 2 else "assistant", title=f"fleet-{i:02d}"))
-    failing = await rt.create_session(agent="assistant", title="fleet-failing")
+        made.append(
+            await rt.create_session(agent="helper" if i % 2 else "assistant", title=f"fleet-{i:02d}", owner="alice")
+        )
+    failing = await rt.create_session(agent="assistant", title="fleet-failing", owner="alice")
     with pytest.raises(Exception, match="the model is down"):
         await failing.run("fail")
-    waiting = await rt.create_session(agent="assistant", title="fleet-waiting")
+    waiting = await rt.create_session(agent="assistant", title="fleet-waiting", owner="alice")
     await waiting.run("delete acct-list")
     child = await made[0].spawn(title="fleet-child")
     await login(page)
@@ -291,7 +297,9 @@ async def test_pages_read_and_decide_without_javascript(browser: Browser, ui_ser
 
 
 async def test_attention_and_activity_pages(page: Page, ui_server: UiServer, shots: Path) -> None:
-    broken = await ui_server.runtime.create_session(agent="assistant", title="Broken one", principal=ALICE_P)
+    broken = await ui_server.runtime.create_session(
+        agent="assistant", title="Broken one", principal=ALICE_P, owner="alice"
+    )
     with pytest.raises(Exception, match="the model is down"):
         await broken.run("fail")
     await login(page)

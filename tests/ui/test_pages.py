@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import re
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -16,33 +13,15 @@ from repertory.http import create_app
 from repertory.http.ui.decisions import Decider
 from repertory.http.ui.plots import Bar, bars
 from tests.ui.agents import make_agents
-from tests.ui.conftest import ALICE, UiServer
+from tests.ui.conftest import ALICE, UiServer, form_token, logged_in
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 ALICE_P = Principal.user("alice")
 
 
-def _csrf(page: str) -> str:
-    match = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert match is not None, "the page has no form token"
-    return match[1]
-
-
-@contextlib.asynccontextmanager
-async def _logged_in(url: str) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
-    """A client logged in as alice through the form, and the token of the forms it is shown."""
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
-        token = _csrf((await client.get("/ui/login")).text)
-        answer = await client.post("/ui/login", data={"csrf": token, "key": ALICE, "next": "/ui/"})
-        assert answer.status_code == 303 and answer.headers["location"] == "/ui/"
-        page = await client.get("/ui/")
-        assert page.status_code == 200
-        yield client, _csrf(page.text)
-
-
 async def test_every_form_post_needs_the_pages_token_and_origin(ui_server: UiServer) -> None:
-    handle = await ui_server.runtime.create_session(agent="assistant", title="csrf", principal=ALICE_P)
-    async with _logged_in(ui_server.url) as (client, token):
+    handle = await ui_server.runtime.create_session(agent="assistant", title="csrf", principal=ALICE_P, owner="alice")
+    async with logged_in(ui_server.url) as (client, token):
         send = f"/ui/sessions/{handle.id}/send"
         assert (await client.post(send, data={"message": "hi"})).status_code == 403
         assert (await client.post(send, data={"message": "hi", "csrf": "forged"})).status_code == 403
@@ -63,7 +42,7 @@ async def test_pages_need_a_login_and_login_goes_back_only_to_this_ui(ui_server:
         assert answer.status_code == 303 and answer.headers["location"] == "/ui/login?next=%2Fui%2Fruns"
         live = await client.get("/ui/sessions/x/live")
         assert live.status_code == 401
-        token = _csrf((await client.get("/ui/login")).text)
+        token = form_token((await client.get("/ui/login")).text)
         answer = await client.post("/ui/login", data={"csrf": token, "key": ALICE, "next": "https://evil.test/"})
         assert answer.headers["location"] == "/ui/"
         cookie = answer.headers["set-cookie"].lower()
@@ -75,11 +54,11 @@ async def test_pages_need_a_login_and_login_goes_back_only_to_this_ui(ui_server:
 
 
 async def test_the_live_stream_resumes_after_the_last_event_id(ui_server: UiServer) -> None:
-    handle = await ui_server.runtime.create_session(agent="assistant", title="resume", principal=ALICE_P)
+    handle = await ui_server.runtime.create_session(agent="assistant", title="resume", principal=ALICE_P, owner="alice")
     await handle.run("research lava")
     last = await ui_server.runtime.store.last_event_seq(handle.id)
     assert last > 4
-    async with _logged_in(ui_server.url) as (client, _):
+    async with logged_in(ui_server.url) as (client, _):
 
         async def first_id(**kw: object) -> tuple[int, str]:
             async with client.stream("GET", f"/ui/sessions/{handle.id}/live", **kw) as stream:  # type: ignore[arg-type]
@@ -104,7 +83,9 @@ async def test_the_live_stream_resumes_after_the_last_event_id(ui_server: UiServ
 async def test_two_decisions_of_one_call_decide_it_once(ui_server: UiServer) -> None:
     decider, other = Decider(ui_server.runtime), Decider(ui_server.runtime)  # another server, say
     for first, second in ((decider, decider), (decider, other)):
-        handle = await ui_server.runtime.create_session(agent="assistant", title="twice", principal=ALICE_P)
+        handle = await ui_server.runtime.create_session(
+            agent="assistant", title="twice", principal=ALICE_P, owner="alice"
+        )
         result = await handle.run("delete acct-twice")
         [pending] = await handle.pending_approvals()
         assert pending.tool_call_id is not None
@@ -122,12 +103,14 @@ async def test_two_decisions_of_one_call_decide_it_once(ui_server: UiServer) -> 
 
 async def test_a_run_left_running_is_listed_and_recovered(ui_server: UiServer) -> None:
     store = ui_server.runtime.store
-    handle = await ui_server.runtime.create_session(agent="assistant", title="crashed", principal=ALICE_P)
+    handle = await ui_server.runtime.create_session(
+        agent="assistant", title="crashed", principal=ALICE_P, owner="alice"
+    )
     done = await handle.run("hello")
     # What a process that died mid-run leaves behind: the run still 'running', its last checkpoint old.
     stale = done.state.model_copy(update={"status": "running", "result": None, "updated_at": now_ms() - 120_000})
     await store.save(stale)
-    async with _logged_in(ui_server.url) as (client, token):
+    async with logged_in(ui_server.url) as (client, token):
         page = await client.get("/ui/runs")
         assert done.run_id[:12] in page.text and "Recover" in page.text
         recovered = await client.post(f"/ui/runs/{done.run_id}/recover", data={"csrf": token})
@@ -139,9 +122,9 @@ async def test_a_run_left_running_is_listed_and_recovered(ui_server: UiServer) -
 
 
 async def test_activity_plots_are_inline_svg_with_escaped_labels(ui_server: UiServer) -> None:
-    handle = await ui_server.runtime.create_session(agent="assistant", title="plots", principal=ALICE_P)
+    handle = await ui_server.runtime.create_session(agent="assistant", title="plots", principal=ALICE_P, owner="alice")
     await handle.run("hello")
-    async with _logged_in(ui_server.url) as (client, _):
+    async with logged_in(ui_server.url) as (client, _):
         page = await client.get("/ui/activity")
     assert page.status_code == 200 and page.text.count("<svg") == 5
     assert "&lt;b&gt;" in bars("t", [Bar("<b>", 3)]) and "<b>" not in bars("t", [Bar("<b>", 3)])
@@ -159,10 +142,12 @@ async def test_without_keys_the_ui_is_open() -> None:
 
 
 async def test_resume_tokens_never_reach_a_page(ui_server: UiServer) -> None:
-    handle = await ui_server.runtime.create_session(agent="assistant", title="secret token", principal=ALICE_P)
+    handle = await ui_server.runtime.create_session(
+        agent="assistant", title="secret token", principal=ALICE_P, owner="alice"
+    )
     await handle.run("delete acct-token")
     [pending] = await handle.pending_approvals()
-    async with _logged_in(ui_server.url) as (client, _):
+    async with logged_in(ui_server.url) as (client, _):
         pages = [
             await client.get(path)
             for path in (

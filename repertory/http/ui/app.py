@@ -12,6 +12,10 @@ Routes, relative to where the app is mounted (``/ui``): ``/`` sessions, ``/sessi
 ``/login``, ``/logout``, ``/decide``, ``/sessions/{id}/send``, ``/sessions/{id}/fork``,
 ``/runs/{run_id}/recover``.
 
+Tenancy (``access``): every route shows and acts on only what the logged-in key's ``Caller`` sees;
+another owner's session, its stream, its decisions and its runs are 404 as if they did not exist,
+and lists, counts, the inbox and the plots leave them out.
+
 One concept, the UI's request handling, so one module; what it reads and renders lives beside it
 (``reads``, ``conversation``, ``decisions``, ``live``, ``plots``, ``access``).
 """
@@ -37,8 +41,8 @@ from markupsafe import Markup
 from repertory.core.ids import now_ms
 from repertory.core.principal import Principal
 from repertory.core.state import RunState
-from repertory.core.tree import SessionStatus
-from repertory.errors import RepertoryError, SessionNotFound
+from repertory.core.tree import SessionRecord, SessionStatus
+from repertory.errors import RepertoryError, RunNotFound, SessionNotFound
 from repertory.http.auth import ApiKeys
 from repertory.http.errors import HttpError, status_for
 from repertory.http.ui import plots
@@ -54,6 +58,7 @@ from repertory.http.ui.reads import (
     session_tree,
     stale_runs,
     thread_history,
+    visible_runs,
 )
 from repertory.runtime.session import Session
 from repertory.tree.handle import SessionHandle
@@ -207,7 +212,15 @@ class WebUI:
         self.access.check_post(request.cookies, request.headers, form.get("csrf"))
         return self._viewer(request), form
 
+    async def _record(self, viewer: Viewer, session_id: str) -> SessionRecord:
+        """The session's record; ``SessionNotFound`` (404) when there is none or the viewer may not see it."""
+        record = await self.runtime.store.load_session(session_id)
+        if record is None or not viewer.sees(record):
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        return record
+
     async def _handle(self, viewer: Viewer, session_id: str) -> SessionHandle:
+        await self._record(viewer, session_id)
         return await self.runtime.session(session_id, principal=viewer.principal)
 
     # -- the app --------------------------------------------------------------------------------------
@@ -255,7 +268,7 @@ class WebUI:
             base = request.scope.get("root_path", "")
             key = form.get("key", "").strip()
             try:
-                self.access.principal_for_key(key)
+                self.access.caller_for_key(key)
             except HttpError:
                 viewer = self.access.anonymous_viewer(request.cookies)
                 return self._html(
@@ -301,10 +314,11 @@ class WebUI:
                 agent=agent or None,
                 status=wanted,
                 search=q.strip() or None,
+                owner=viewer.owner,
             )
             more = len(records) > limit
             records = records[:limit]
-            rows, counts = await asyncio.gather(session_rows(store, records), store.session_counts())
+            rows, counts = await asyncio.gather(session_rows(store, records), store.session_counts(owner=viewer.owner))
             query = {"scope": scope, "status": status, "agent": agent, "q": q, "limit": str(limit)}
             query = {k: v for k, v in query.items() if v and not (k == "limit" and v == "50")}
             next_url = f"?{urlencode({**query, 'before': records[-1].session_id})}" if more and records else None
@@ -391,13 +405,13 @@ class WebUI:
         @app.get("/approvals")
         async def approvals(request: Request) -> Response:
             viewer = self._viewer(request)
-            items = await inbox(self.runtime.store)
+            items = await inbox(self.runtime.store, viewer.sees)
             return self._html(request, viewer, "approvals.html", items=items, flash=None)
 
         @app.get("/approvals/list")
         async def approvals_list(request: Request) -> Response:
             viewer = self._viewer(request)
-            items = await inbox(self.runtime.store)
+            items = await inbox(self.runtime.store, viewer.sees)
             return self._html(request, viewer, "_inbox.html", items=items, back="approvals")
 
         @app.post("/decide")
@@ -408,18 +422,21 @@ class WebUI:
         @app.get("/runs")
         async def attention(request: Request) -> Response:
             viewer = self._viewer(request)
-            return self._html(request, viewer, "runs.html", flash=None, **await self._attention())
+            return self._html(request, viewer, "runs.html", flash=None, **await self._attention(viewer))
 
         @app.post("/runs/{run_id}/recover")
         async def recover(request: Request, run_id: str) -> Response:
             viewer, _ = await self._posted(request)
-            flash = await self._recover(run_id)
-            return self._html(request, viewer, "runs.html", flash=flash, **await self._attention())
+            flash = await self._recover(viewer, run_id)
+            return self._html(request, viewer, "runs.html", flash=flash, **await self._attention(viewer))
 
         @app.get("/activity")
         async def activity(request: Request) -> Response:
             viewer = self._viewer(request)
             runs = await self.runtime.store.list_runs(limit=ACTIVITY_RUNS)
+            if viewer.owner is not None:
+                # The latest runs of every owner, narrowed to this one's (runs carry no owner of their own).
+                runs = await visible_runs(self.runtime.store, runs, viewer.sees)
             tokens, cost = plots.usage_series(runs)
             by_status: dict[str, int] = {}
             for run in runs:
@@ -445,18 +462,17 @@ class WebUI:
 
     async def _session_context(self, viewer: Viewer, session_id: str) -> dict[str, Any]:
         store = self.runtime.store
-        record = await store.load_session(session_id)
-        if record is None:
-            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        record = await self._record(viewer, session_id)
         row, history, pending, queued, last_seq = await asyncio.gather(
             session_row(store, record),
             thread_history(store, session_id),
-            inbox(store, session_id),
+            inbox(store, viewer.sees, session_id),
             store.list_turns(session_id, ["queued"]),
             store.last_event_seq(session_id),
         )
-        tree, cut = await session_tree(store, record.root_id)
+        tree, cut = await session_tree(store, record.root_id, viewer.sees)
         parent = await store.load_session(record.lineage.parent_id) if record.lineage.parent_id else None
+        parent = parent if viewer.sees(parent) else None
         return {
             "record": record,
             "row": row,
@@ -510,7 +526,8 @@ class WebUI:
             typed = {"typed": form, "error": outcome.message}
             if _is_htmx(request):
                 wanted = form.get("tool_call_id")
-                items = [i for i in await inbox(self.runtime.store, session_id) if i.call.tool_call_id == wanted]
+                found = await inbox(self.runtime.store, viewer.sees, session_id)
+                items = [i for i in found if i.call.tool_call_id == wanted]
                 response = self._html(
                     request, viewer, "_card.html", item=items[0] if items else None, back=back, **typed
                 )
@@ -523,18 +540,21 @@ class WebUI:
             ctx = await self._session_context(viewer, session_id)
             template = "_panel.html" if _is_htmx(request) else "session.html"
         else:
-            ctx = {"items": await inbox(self.runtime.store), "back": "approvals"}
+            ctx = {"items": await inbox(self.runtime.store, viewer.sees), "back": "approvals"}
             template = "_inbox.html" if _is_htmx(request) else "approvals.html"
         ctx.update(typed)
         code = 200 if _is_htmx(request) else {"ok": 200, "raced": 409, "invalid": 422}[outcome.kind]
         return self._html(request, viewer, template, code=code, flash=flash, **ctx)
 
-    async def _attention(self) -> dict[str, Any]:
+    async def _attention(self, viewer: Viewer) -> dict[str, Any]:
         store = self.runtime.store
-        failed = await store.page_sessions(status="error", limit=100)
+        failed = await store.page_sessions(status="error", limit=100, owner=viewer.owner)
         rows = await session_rows(store, failed)
         stale: list[tuple[RunState, str]] = []
-        for run in await stale_runs(store, STALE_AFTER_MS, now_ms()):
+        found = await stale_runs(store, STALE_AFTER_MS, now_ms())
+        if viewer.owner is not None:
+            found = await visible_runs(store, found, viewer.sees)
+        for run in found:
             if await self._driven_here(run):
                 continue
             stale.append((run, "" if run.agent in self.runtime.agents else f"agent {run.agent!r} is not served here"))
@@ -547,11 +567,14 @@ class WebUI:
         handle = await self.runtime.session(run.thread_id)
         return (await handle.metadata()).status == "running"
 
-    async def _recover(self, run_id: str) -> dict[str, str]:
+    async def _recover(self, viewer: Viewer, run_id: str) -> dict[str, str]:
         store = self.runtime.store
         run = await store.load_run(run_id)
+        # A bare Session's run has no session, so no owner: only those who see everything see it.
+        if run is None or (viewer.owner is not None and not viewer.sees(await store.load_session(run.thread_id))):
+            raise RunNotFound(f"no run {run_id!r}")
         now = now_ms()
-        if run is None or run.status != "running" or now - run.updated_at < STALE_AFTER_MS:
+        if run.status != "running" or now - run.updated_at < STALE_AFTER_MS:
             return {"kind": "raced", "message": "That run is no longer stale: nothing to recover."}
         if await self._driven_here(run):
             return {"kind": "raced", "message": "A session here is driving that run again."}
@@ -577,12 +600,18 @@ class WebUI:
         return {"kind": "ok", "message": f"Recovering run {run_id}: it goes on from its last checkpoint."}
 
 
-def ui_only_app(runtime: Runtime, api_keys: Mapping[str, Principal] | Iterable[str] | None = None) -> Any:
+def ui_only_app(
+    runtime: Runtime,
+    api_keys: Mapping[str, Principal] | Iterable[str] | None = None,
+    *,
+    admin_keys: Mapping[str, Principal] | Iterable[str] | None = None,
+) -> Any:
     """An ASGI app serving the web UI alone at ``/ui`` (what ``repertory ui`` runs), ``/`` redirecting there.
 
-    ``api_keys`` as ``create_app`` takes them; the HTTP API's routes are not served.
+    ``api_keys`` and ``admin_keys`` as ``create_app`` takes them (a key sees its owner's sessions,
+    an admin key every session); the HTTP API's routes are not served.
     """
-    ui = WebUI(runtime, ApiKeys(api_keys))
+    ui = WebUI(runtime, ApiKeys(api_keys, admin_keys))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -5,11 +5,15 @@ few indexed reads per row; the tree around a session stops at ``TREE_LIMIT`` ses
 reads the suspended runs (each is a human's to-do, so there are as many as people can act on);
 plots read the latest ``ACTIVITY_RUNS`` runs. Resume tokens are read (the server holds the store)
 but never leave this process: pages name a call by its run and tool call id.
+
+Tenancy: the reads that gather sessions (the tree, the inbox, the plots' runs) take the viewer's
+``sees`` and leave out what it may not see; the sessions list filters by owner in the store query.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from repertory.core.history import MessageHistory
@@ -20,6 +24,7 @@ from repertory.core.tree import SessionRecord, SessionStatus, TurnRecord
 __all__ = [
     "ACTIVITY_RUNS",
     "TREE_LIMIT",
+    "Sees",
     "InboxItem",
     "SessionRow",
     "TreeNode",
@@ -29,10 +34,13 @@ __all__ = [
     "session_tree",
     "stale_runs",
     "thread_history",
+    "visible_runs",
 ]
 
 TREE_LIMIT = 200
 ACTIVITY_RUNS = 2000
+Sees = Callable[[SessionRecord | None], bool]
+"""Whether the viewer may see a session (``Viewer.sees``); a missing session is seen by nobody."""
 
 
 @dataclass
@@ -94,10 +102,14 @@ class TreeNode:
     tree_cost: float | None = None
 
 
-async def session_tree(store: TreeStore, root_id: str) -> tuple[list[TreeNode], bool]:
-    """The tree under ``root_id`` in display order (depth first), and whether it was cut at ``TREE_LIMIT``."""
+async def session_tree(store: TreeStore, root_id: str, sees: Sees) -> tuple[list[TreeNode], bool]:
+    """The tree under ``root_id`` in display order (depth first), and whether it was cut at ``TREE_LIMIT``.
+
+    Only sessions ``sees`` admits are in it (children and forks inherit their owner, so for an
+    owner's key that is the whole tree; the check keeps another owner's session out regardless).
+    """
     root = await store.load_session(root_id)
-    if root is None:
+    if root is None or not sees(root):
         return [], False
     top = TreeNode(await session_row(store, root), 0)
     order = [top]
@@ -106,7 +118,8 @@ async def session_tree(store: TreeStore, root_id: str) -> tuple[list[TreeNode], 
     while frontier and not cut:
         nxt: list[TreeNode] = []
         children = await asyncio.gather(*(store.list_children(n.row.record.session_id) for n in frontier))
-        for node, kids in zip(frontier, children, strict=True):
+        for node, found in zip(frontier, children, strict=True):
+            kids = [kid for kid in found if sees(kid)]
             room = TREE_LIMIT - len(order)
             if len(kids) > room:
                 kids, cut = kids[: max(room, 0)], True
@@ -148,8 +161,8 @@ class InboxItem:
     root: SessionRecord | None
 
 
-async def inbox(store: TreeStore, session_id: str | None = None) -> list[InboxItem]:
-    """Every pending approval and suspension (of one session, or of all), oldest request first."""
+async def inbox(store: TreeStore, sees: Sees, session_id: str | None = None) -> list[InboxItem]:
+    """Every pending approval and suspension the viewer ``sees`` (of one session, or of all), oldest first."""
     runs = await store.list_runs(session_id, statuses=["suspended"])
     records: dict[str, SessionRecord | None] = {}
 
@@ -161,8 +174,8 @@ async def inbox(store: TreeStore, session_id: str | None = None) -> list[InboxIt
     items: list[InboxItem] = []
     for run in runs:
         session = await record(run.thread_id)
-        if session is None or run.suspended_on is None:
-            continue  # a bare Session's run: no session, so no handle to decide it with
+        if session is None or run.suspended_on is None or not sees(session):
+            continue  # a bare Session's run (no session, so no handle to decide it with), or another owner's
         root = session if session.root_id == session.session_id else await record(session.root_id)
         live = run.suspended_on.tool_call_id
         for call in run.pending:
@@ -175,3 +188,11 @@ async def stale_runs(store: TreeStore, older_than_ms: int, now: int) -> list[Run
     """Runs still ``running`` whose last checkpoint is older than ``older_than_ms`` (oldest first)."""
     runs = await store.list_runs(statuses=["running"])
     return sorted((r for r in runs if now - r.updated_at >= older_than_ms), key=lambda r: r.updated_at)
+
+
+async def visible_runs(store: TreeStore, runs: list[RunState], sees: Sees) -> list[RunState]:
+    """The runs whose session the viewer ``sees`` (each distinct session read once, concurrently)."""
+    threads = sorted({r.thread_id for r in runs})
+    records = await asyncio.gather(*(store.load_session(t) for t in threads))
+    shown = {t for t, record in zip(threads, records, strict=True) if sees(record)}
+    return [r for r in runs if r.thread_id in shown]

@@ -165,6 +165,7 @@ class MemoryTreeTables:
         agent: str | None = None,
         status: SessionStatus | None = None,
         search: str | None = None,
+        owner: str | None = None,
     ) -> list[SessionRecord]:
         """Newest first (reversed insertion order) from the session before ``before``."""
         self._tree_open()
@@ -186,16 +187,21 @@ class MemoryTreeTables:
                 continue
             if agent is not None and record.agent != agent:
                 continue
+            if owner is not None and record.owner != owner:
+                continue
             if needle and not (sid.lower().startswith(needle) or needle in (record.title or "").lower()):
                 continue
             out.append(record)
         return out
 
-    async def session_counts(self) -> dict[SessionStatus, int]:
-        """Running, suspended and error counts."""
+    async def session_counts(self, *, owner: str | None = None) -> dict[SessionStatus, int]:
+        """Running, suspended and error counts (of ``owner``'s sessions, when named)."""
         self._tree_open()
         counts: dict[SessionStatus, int] = {"running": 0, "suspended": 0, "error": 0}
-        for status in self._statuses().values():
+        for sid, status in self._statuses().items():
+            raw = self._sessions.get(sid) if owner is not None else None
+            if owner is not None and (raw is None or SessionRecord.model_validate_json(raw).owner != owner):
+                continue
             counts[status] += 1
         return counts
 

@@ -160,20 +160,29 @@ class PgTreeTables(PgBase):
         agent: str | None = None,
         status: SessionStatus | None = None,
         search: str | None = None,
+        owner: str | None = None,
     ) -> list[SessionRecord]:
         """Newest first from the ``ord`` before ``before``'s (a backward scan of its index, no offset)."""
         sql, params = session_page_query(
-            _DIALECT, before=before, limit=limit, roots_only=roots_only, agent=agent, status=status, search=search
+            _DIALECT,
+            before=before,
+            limit=limit,
+            roots_only=roots_only,
+            agent=agent,
+            status=status,
+            search=search,
+            owner=owner,
         )
         async with self.connection("page_sessions") as conn:
             cur = await conn.execute(sql, params)
             rows = await cur.fetchall()
         return [SessionRecord.model_validate_json(r[0]) for r in rows]
 
-    async def session_counts(self) -> dict[SessionStatus, int]:
-        """Running, suspended and error counts from the open-turn and resting-run partial indexes."""
+    async def session_counts(self, *, owner: str | None = None) -> dict[SessionStatus, int]:
+        """Running, suspended and error counts from the open-turn and resting-run partial indexes (of ``owner``'s)."""
         async with self.connection("session_counts") as conn:
-            cur = await conn.execute(session_counts_query(_DIALECT))
+            sql, params = session_counts_query(_DIALECT, owner)
+            cur = await conn.execute(sql, params)
             row = await cur.fetchone()
         assert row is not None
         return {"running": int(row[0]), "suspended": int(row[1]), "error": int(row[2])}

@@ -165,18 +165,26 @@ class SqliteTreeTables(SqliteBase):
         agent: str | None = None,
         status: SessionStatus | None = None,
         search: str | None = None,
+        owner: str | None = None,
     ) -> list[SessionRecord]:
         """Newest first from the rowid before ``before``'s (a rowid range scan: no sort, no offset)."""
         sql, params = session_page_query(
-            _DIALECT, before=before, limit=limit, roots_only=roots_only, agent=agent, status=status, search=search
+            _DIALECT,
+            before=before,
+            limit=limit,
+            roots_only=roots_only,
+            agent=agent,
+            status=status,
+            search=search,
+            owner=owner,
         )
         rows = await self.read("page_sessions", lambda c: c.execute(sql, params).fetchall())
         return [SessionRecord.model_validate_json(r[0]) for r in rows]
 
-    async def session_counts(self) -> dict[SessionStatus, int]:
-        """Running, suspended and error counts from the open-turn and resting-run partial indexes."""
-        sql = session_counts_query(_DIALECT)
-        row = await self.read("session_counts", lambda c: c.execute(sql).fetchone())
+    async def session_counts(self, *, owner: str | None = None) -> dict[SessionStatus, int]:
+        """Running, suspended and error counts from the open-turn and resting-run partial indexes (of ``owner``'s)."""
+        sql, params = session_counts_query(_DIALECT, owner)
+        row = await self.read("session_counts", lambda c: c.execute(sql, params).fetchone())
         return {"running": int(row[0]), "suspended": int(row[1]), "error": int(row[2])}
 
     async def add_turn(self, turn: TurnRecord) -> TurnRecord:

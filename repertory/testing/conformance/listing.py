@@ -3,8 +3,9 @@
 The web UI's sessions page pages through every session newest first by keyset (never OFFSET over
 the whole table) and shows how many sessions are running, suspended and failed. A session's status
 for the listing: running while a turn is queued or running; otherwise suspended or error when the
-latest run of its thread is; otherwise idle. Part of ``TreeConformance``, kept apart because it is
-one query surface of its own.
+latest run of its thread is; otherwise idle. Both take an ``owner`` (the HTTP server's tenancy: the
+UI shows a key only its owner's sessions), filtered in the query itself. Part of ``TreeConformance``,
+kept apart because it is one query surface of its own.
 """
 
 from __future__ import annotations
@@ -87,3 +88,33 @@ class SessionListingConformance(Conformance):
         await store.create_session(session_record("q2", title="naïve café"))
         assert await _page_ids(store, search='"HI" \\') == ["q1"]
         assert await _page_ids(store, search="CAFÉ") == ["q2"]
+
+    async def test_page_sessions_and_counts_filter_by_owner(self, store: TreeStore) -> None:
+        await _listing_fixture(store)  # sessions of nobody in particular (the operator's)
+        await store.create_session(session_record("a1", owner="alice", title="mine"))
+        await store.create_session(session_record("b1", owner="bob", title="mine too"))
+        await store.create_session(session_record("a2", owner="alice", metadata={"owner": "bob"}))
+        await store.create_session(session_record("a3", parent="a1", kind="spawned", owner="alice"))
+        await store.create_session(session_record("e1", owner="élan:x"))  # non-ASCII owners too
+        await store.create_session(session_record("b2", owner="bob", metadata={"note": '"owner":"alice"'}))
+        assert await _page_ids(store, owner="alice") == ["a3", "a2", "a1"]
+        assert await _page_ids(store, owner="bob") == ["b2", "b1"]  # a nested "owner" key is not the owner
+        assert await _page_ids(store, owner="élan:x") == ["e1"]
+        assert await _page_ids(store, owner="nobody") == []
+        assert await _page_ids(store, owner="alice", limit=1, before="a3") == ["a2"]
+        assert await _page_ids(store, owner="alice", roots_only=True, search="MIN") == ["a1"]
+        assert len(await _page_ids(store)) == 12  # no owner: every session
+        assert await store.session_counts(owner="alice") == {"running": 0, "suspended": 0, "error": 0}
+
+        async def run(run_id: str, thread: str, status: Any) -> None:
+            await store.save(RunState(run_id=run_id, thread_id=thread, status=status, created_at=30, updated_at=30))
+
+        await run("x1", "a1", "suspended")
+        await run("x2", "a3", "error")
+        await run("x3", "b1", "suspended")
+        await store.add_turn(turn_record("a2", "ta2"))
+        assert await store.session_counts(owner="alice") == {"running": 1, "suspended": 1, "error": 1}
+        assert await store.session_counts(owner="bob") == {"running": 0, "suspended": 1, "error": 0}
+        assert await store.session_counts() == {"running": 3, "suspended": 3, "error": 2}
+        assert await _page_ids(store, owner="alice", status="suspended") == ["a1"]
+        assert await _page_ids(store, owner="bob", status="idle") == ["b2"]
