@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from pydantic import BaseModel, JsonValue
 
 from repertory.core.decisions import Approve, Reject, Resume
+from repertory.core.history import MessageHistory
 from repertory.core.principal import Message, NotificationMessage, Principal, to_model_message
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason, Usage
@@ -177,9 +178,13 @@ class SessionHandle:
         store = self._rt.store
         thread = await store.load_thread(self.id)
         head = None if thread is None else thread.history_revision_id
-        start = await fork_point(store, head, at_revision)
-        point = start.revision_id
-        paired = pair_open_calls(start, FORK_REASON) is not None
+        start: MessageHistory | None = None
+        if (at_revision is None or at_revision == head) and await self._rests_paired(head):
+            point, paired = head, False  # O(1): nothing to read, nothing open at the head
+        else:
+            start = await fork_point(store, head, at_revision)
+            point = start.revision_id
+            paired = pair_open_calls(start, FORK_REASON) is not None
         spec = NewSession(
             agent=self._record.agent,
             title=title,
@@ -192,12 +197,24 @@ class SessionHandle:
             owner=self._record.owner,
         )
         record = await self._rt.host.create_session(spec)
-        if paired:
+        if paired and start is not None:
             # The child's own first revision: the error results, on top of the shared one. Made
             # after the child exists (a crash in between leaves the calls open, and its first turn
             # answers them as superseded), through the store like any head move.
             await store.move_head(record.session_id, history=start, base_revision_id=point)
         return SessionHandle(self._rt, record, self.principal)
+
+    async def _rests_paired(self, head: str | None) -> bool:
+        """Whether the thread's head pairs every call with a result, known without reading the history.
+
+        True for an empty thread, and when the latest run ended ``done`` or ``cancelled`` at the
+        head (a finished run pairs every call); otherwise the fork reads the history to find open
+        calls. This keeps a fork at the head O(1) whatever the conversation's length.
+        """
+        if head is None:
+            return True
+        latest = await self._rt.store.list_runs(self.id, limit=1)
+        return bool(latest) and latest[0].status in ("done", "cancelled") and latest[0].history_revision_id == head
 
     async def compact(self) -> CompactionResult | None:
         """Compact this session's context now (``Agent(compaction=...)``), after any turn in progress.
