@@ -8,6 +8,7 @@ from repertory.core.principal import NotificationMessage, Principal, UserMessage
 from repertory.core.tree import Lineage, SessionEvent, SessionMetadata, TurnRecord
 from repertory.errors import (
     CommitConflict,
+    GuardrailTripped,
     InvalidResumeToken,
     ModelError,
     NotSuspended,
@@ -29,6 +30,7 @@ from repertory.runtime import (
     Agent,
     ApprovalRecord,
     ErrorInfo,
+    GuardrailContext,
     HistoryEntry,
     HistoryRevision,
     Memory,
@@ -63,6 +65,7 @@ from repertory.runtime import (
     tool,
 )
 from repertory.storage import InMemorySessionStore, SessionStore, SqliteSessionStore, TreeStore, open_store
+from repertory.tree.delegation import agent_tool
 from repertory.tree.handle import Disposable, SessionHandle, TurnHandle
 from repertory.tree.runtime import Runtime
 
@@ -75,6 +78,8 @@ __all__ = [
     "CommitConflict",
     "Disposable",
     "ErrorInfo",
+    "GuardrailContext",
+    "GuardrailTripped",
     "HistoryEntry",
     "HistoryRevision",
     "InMemorySessionStore",
@@ -134,6 +139,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "WrongSuspensionKind",
+    "agent_tool",
     "open_store",
     "suspend",
     "tool",

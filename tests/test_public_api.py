@@ -16,6 +16,8 @@ PINNED = [
     "CommitConflict",
     "Disposable",
     "ErrorInfo",
+    "GuardrailContext",
+    "GuardrailTripped",
     "HistoryEntry",
     "HistoryRevision",
     "InMemorySessionStore",
@@ -75,6 +77,7 @@ PINNED = [
     "Usage",
     "UserMessage",
     "WrongSuspensionKind",
+    "agent_tool",
     "open_store",
     "suspend",
     "tool",
@@ -99,7 +102,9 @@ API_TOP_LEVEL = {
     # 7. errors
     "RepertoryError", "StoreError", "CommitConflict", "RunNotFound", "SessionNotFound", "InvalidResumeToken",
     "WrongSuspensionKind", "NotSuspended", "RunSuspended", "RunCancelled", "SessionBusy", "StepBudgetExceeded",
-    "OutputValidationError", "ModelError", "ToolError", "SuspendSignal",
+    "OutputValidationError", "ModelError", "ToolError", "SuspendSignal", "GuardrailTripped",
+    # 14. delegation and guardrails
+    "agent_tool",
 }  # fmt: skip
 
 

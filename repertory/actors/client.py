@@ -61,7 +61,7 @@ __all__ = ["VERSION", "RayHostClient"]
 
 _T = TypeVar("_T")
 _DEAD = (RayActorError, ActorDiedError, ActorUnavailableError)
-VERSION = "v3"  # bumped with incompatible host code: a detached actor keeps the code it started with
+VERSION = "v4"  # bumped with incompatible host code: a detached actor keeps the code it started with
 
 
 class RayHostClient:

@@ -52,6 +52,7 @@ EventType = Literal[
     "turn.completed",
     "notification",
     "error",
+    "guardrail.tripped",
 ]
 
 

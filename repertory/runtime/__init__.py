@@ -23,6 +23,7 @@ from repertory.core.model import (
 from repertory.core.result import RunResult
 from repertory.core.state import (
     ApprovalRecord,
+    Delegation,
     ErrorInfo,
     PendingCall,
     RunState,
@@ -32,6 +33,8 @@ from repertory.core.state import (
     Usage,
 )
 from repertory.runtime.agent import Agent
+from repertory.runtime.guardrails import GuardrailContext
+from repertory.runtime.services import SessionServices
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal, Signal
 from repertory.runtime.tools import Tool, ToolContext, suspend, tool
@@ -40,6 +43,8 @@ __all__ = [
     "AbortSignal",
     "Agent",
     "ApprovalRecord",
+    "Delegation",
+    "GuardrailContext",
     "Memory",
     "Model",
     "ModelEvent",
@@ -50,6 +55,7 @@ __all__ = [
     "RecalledContext",
     "RunResult",
     "Session",
+    "SessionServices",
     "Signal",
     "TextDelta",
     "Tool",

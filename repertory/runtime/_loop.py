@@ -36,10 +36,12 @@ from repertory.errors import (
     StepBudgetExceeded,
     StoreError,
 )
-from repertory.runtime._settle import settle_calls
+from repertory.runtime._settle import reserve_delegations, settle_calls
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import Outbox
+from repertory.runtime.guardrails import guard, run_input
 from repertory.runtime.output import parse_output
+from repertory.runtime.services import SessionServices
 from repertory.runtime.signals import AbortSignal
 from repertory.runtime.tools import Tool
 
@@ -68,6 +70,7 @@ class Drive:
         outbox: Outbox | None = None,
         signal: AbortSignal | None = None,
         just_decided: Collection[str] = (),
+        services: SessionServices | None = None,
     ) -> None:
         self.store = store
         self.agent = agent
@@ -86,6 +89,7 @@ class Drive:
         self.detach_on_cancel = False
         self.signal = signal
         self.just_decided = set(just_decided)
+        self.services = services  # the session tree, for tools that reach it (ToolContext.services)
         self.messages = history.messages
         self.cancel_requested = False
         self.output: BaseModel | None = None
@@ -100,6 +104,10 @@ class Drive:
         """Hand an event to the outbox (the session actor's event bus), if any."""
         if self.outbox is not None:
             self.outbox.emit(kind, data)
+
+    def is_detaching(self) -> bool:
+        """Whether the host is letting go of this drive (``detach_on_cancel``) rather than cancelling it."""
+        return self.detach_on_cancel
 
     def append(self, message: ModelMessage) -> None:
         """Add a message to the run's history (committed with the next checkpoint)."""
@@ -259,6 +267,8 @@ class Drive:
             return self.result()
         if self.history.revision_id != self.base:
             await self.commit()  # results of a decision or a recovery are durable before the model sees them
+        if run.step_index == 0 and self.agent.input_guardrails:
+            await guard(self, "input", run_input(self.messages))  # before the first request: no tokens spent
         while True:
             if run.step_index >= self.agent.max_steps:
                 raise StepBudgetExceeded(
@@ -281,7 +291,8 @@ class Drive:
                 self.emit(
                     "tool.call", {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name, "args": call.args}
                 )
-            if any(self._needs_early_commit(self.tools.get(c.tool_name)) for c in calls):
+            delegating = reserve_delegations(self, calls)  # a child's ids are durable before it exists
+            if delegating or any(self._needs_early_commit(self.tools.get(c.tool_name)) for c in calls):
                 await self.commit()  # a non-idempotent tool must never run before its call is durable
             if await settle_calls(self, fresh=True):
                 return self.result()
@@ -319,6 +330,8 @@ class Drive:
                 )
                 await self.commit()
                 return False
+        if self.agent.output_guardrails:
+            await guard(self, "output", message.text)
         run.status = "done"
         run.result = message.text
         await self.commit()

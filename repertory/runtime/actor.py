@@ -32,6 +32,7 @@ from repertory.core.tree import SessionEvent, SessionRecord, SessionStatus, Turn
 from repertory.errors import RepertoryError, RunCancelled, SessionBusy
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import EventBus
+from repertory.runtime.services import SessionServices
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal
 
@@ -71,12 +72,15 @@ class SessionActor:
         resolve_output: Callable[[str | None], type[BaseModel] | None],
         listeners: list[Callable[[SessionEvent], None]] | None = None,
         memory: Memory | None = None,
+        services: SessionServices | None = None,
     ) -> None:
         self.id = record.session_id
         self.record = record
         self.store = store
         self.bus = EventBus(self.id, last_seq, listeners)
-        self.session = Session(store=store, agent=agent, memory=memory, thread_id=self.id, outbox=self.bus, origin=None)
+        self.session = Session(
+            store=store, agent=agent, memory=memory, thread_id=self.id, outbox=self.bus, origin=None, services=services
+        )
         self.session.adopt_state(last_run)
         self._resolve_output = resolve_output
         self._jobs: collections.deque[_Job] = collections.deque()

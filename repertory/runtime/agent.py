@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from repertory.core.model import Model, ModelSettings, ToolSpec
+from repertory.runtime.guardrails import Guardrail
 from repertory.runtime.tools import Tool, tool
 
 __all__ = ["Agent"]
@@ -21,6 +22,9 @@ class Agent:
     sending validation errors back to the model at most twice before ``OutputValidationError``.
     Instructions are sent with each request and never written into the history. ``model`` may
     be a ``"provider:model"`` string such as ``"openai:gpt-4o-mini"`` (see ``repertory.models.infer_model``).
+    ``input_guardrails`` check a run's input before its first model request, ``output_guardrails``
+    its final reply: callables ``(ctx, text) -> str | None``, sync or async, where a string ends
+    the run ``error`` with ``GuardrailTripped`` (see ``repertory.runtime.guardrails``).
     """
 
     def __init__(
@@ -33,6 +37,8 @@ class Agent:
         max_steps: int = 100,
         output_type: type[BaseModel] | None = None,
         settings: ModelSettings | None = None,
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
@@ -47,6 +53,11 @@ class Agent:
         self.max_steps = max_steps
         self.output_type = output_type
         self.settings = settings or ModelSettings()
+        for guardrail in (*input_guardrails, *output_guardrails):
+            if not callable(guardrail):
+                raise TypeError(f"agent {name!r}: a guardrail is a callable (ctx, text) -> str | None: {guardrail!r}")
+        self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
+        self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
         self.tools: dict[str, Tool] = {}
         for t in tools:
             t = t if isinstance(t, Tool) else tool(t)

@@ -44,6 +44,7 @@ from repertory.errors import CommitConflict, RepertoryError, SessionExists, Sess
 from repertory.runtime.actor import IfBusy, SessionActor, type_path
 from repertory.runtime.agent import Agent
 from repertory.runtime.results import turn_result
+from repertory.runtime.services import SessionServices
 from repertory.runtime.session import Session
 
 __all__ = ["LocalHost", "MemoryFactory", "lookup_agent", "resolve_output_type"]
@@ -112,6 +113,9 @@ class LocalHost:
         self._reaper: asyncio.Task[None] | None = None
         self._listeners: dict[str, list[Callable[[SessionEvent], None]]] = {}
         self.activations = 0
+        # The session tree its sessions' tools reach (agent_tool): set by whoever builds the host
+        # (repertory.tree.local, a Ray SessionHost) before ``start``, which may re-drive delegations.
+        self.services: SessionServices | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -217,6 +221,7 @@ class LocalHost:
             resolve_output=self._resolve,
             listeners=self._listeners.setdefault(session_id, []),
             memory=None if self.memory is None else self.memory(record, self.store),
+            services=self.services,
         )
         self._actors[session_id] = actor
         self.activations += 1

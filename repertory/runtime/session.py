@@ -48,6 +48,7 @@ from repertory.runtime._loop import Drive
 from repertory.runtime.agent import Agent
 from repertory.runtime.events import Outbox
 from repertory.runtime.output import parse_output
+from repertory.runtime.services import SessionServices
 from repertory.runtime.signals import AbortSignal, Signal
 
 __all__ = ["Session", "SessionInput", "snapshot"]
@@ -60,6 +61,8 @@ class Session:
 
     ``thread_id`` continues an existing conversation (default: a fresh one). ``on_checkpoint`` is
     called after every commit with a copy of the run state; ``watch()`` offers the same as a signal.
+    ``services`` is the session tree its tools reach (``ToolContext.services``): a runtime's host
+    supplies it; a bare session has none, so a delegating tool (``agent_tool``) raises ``ValueError``.
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class Session:
         on_checkpoint: Callable[[RunState], None] | None = None,
         outbox: Outbox | None = None,
         origin: Origin | None = USER_ORIGIN,
+        services: SessionServices | None = None,
     ) -> None:
         self.store = store
         self.agent = agent
@@ -81,6 +85,7 @@ class Session:
         self.outbox = outbox
         self.detach_on_cancel = False
         self.origin = origin
+        self.services = services
         self._state: RunState | None = None
         self._history: MessageHistory | None = None
         self._signal: Signal[RunState | None] = Signal(None)
@@ -176,6 +181,7 @@ class Session:
             outbox=self.outbox,
             signal=signal,
             just_decided=just_decided,
+            services=self.services,
         )
 
     async def _drive_for(
