@@ -21,7 +21,6 @@ from repertory import (
     RunCancelled,
     Runtime,
     SessionHandle,
-    ToolContext,
     agent_tool,
     suspend,
     tool,
@@ -228,7 +227,9 @@ async def test_a_childs_approval_rejected_at_the_root(make_runtime: RuntimeFacto
 
 async def test_a_childs_suspension_is_resumed_from_the_root(make_runtime: RuntimeFactory) -> None:
     boss = Script({"go": [{"tool": "worker", "args": {"task": "pick"}}, {"text": "boss done"}]})
-    worker = Script({"pick": [{"tool": "ask_human", "args": {"question": "colour?"}}], "blue": [{"text": "blue it is"}]})
+    worker = Script(
+        {"pick": [{"tool": "ask_human", "args": {"question": "colour?"}}], "blue": [{"text": "blue it is"}]}
+    )
     rt = await make_runtime(_agents(boss, worker))
     root = await rt.create_session(agent="boss")
     turn = await root.send("go")
