@@ -45,9 +45,8 @@ def thread_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRou
     ) -> JSONResponse:
         record = await gw.record(thread_id)
         snap = await gw.snapshot(record)
-        states = states_view(
-            thread_id, snap.history, snap.status, snap.run, gw.agents.get(record.agent), limit=limit, before=before
-        )
+        run, agent = gw.interrupt_source(snap)
+        states = states_view(thread_id, snap.history, snap.status, run, agent, limit=limit, before=before)
         if metadata:
             states = [s for s in states if contains(s["metadata"], metadata)]
         return JSONResponse(_select(states, select))
@@ -91,7 +90,7 @@ def thread_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRou
     async def get_state(thread_id: str, caller: CallerDep) -> JSONResponse:
         record = await gw.record(thread_id)
         snap = await gw.snapshot(record)
-        states = states_view(thread_id, snap.history, snap.status, snap.run, gw.agents.get(record.agent), limit=1)
+        states = states_view(thread_id, snap.history, snap.status, *gw.interrupt_source(snap), limit=1)
         return JSONResponse(states[0])
 
     @router.get(

@@ -12,6 +12,8 @@ the prompt picks the step.
 - ``block NAME``: waits until the test opens ``gate(NAME)`` (a threading event, because the
   server runs on its own thread), then replies.
 - ``fail``: the model raises.
+
+``lead`` delegates every prompt to ``assistant`` (``agent_tool``): a child session runs the plan.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import asyncio
 import threading
 from typing import Any
 
-from repertory import Agent, ToolContext, suspend, tool
+from repertory import Agent, ToolContext, agent_tool, suspend, tool
 from repertory.core.messages import ModelMessage
 from repertory.core.model import ToolSpec
 from repertory.errors import ModelError
@@ -108,10 +110,18 @@ async def _step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str
     return {"text": f"echo: {prompt}"}
 
 
+def _lead(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
+    """Delegates its prompt to ``assistant`` and reports what came back."""
+    if messages[-1].role == "user":
+        return {"tool": "delegate", "args": {"task": messages[-1].text}}
+    return {"text": f"lead: {messages[-1].tool_results[0].result}"}
+
+
 def make_agents() -> dict[str, Agent]:
-    """The served agents: ``assistant`` (every plan above) and ``second`` (another assistant)."""
+    """The served agents: ``assistant`` (every plan above), ``second`` (another) and ``lead`` (delegates)."""
     tools = [lookup, delete_account, ask_human]
     return {
         "assistant": Agent(name="assistant", model=ScriptedModel(_step), tools=tools),
         "second": Agent(name="second", model=ScriptedModel([{"text": "second here"}] * 100)),
+        "lead": Agent(name="lead", model=ScriptedModel(_lead), tools=[agent_tool("assistant", name="delegate")]),
     }
