@@ -217,6 +217,7 @@ def test_demo_end_to_end_on_five_sessions(tmp_path: Path, monkeypatch: pytest.Mo
     result = invoke("demo", "--sessions", "5", "--backend", backend, "--delay", "0.01")
     assert result.exit_code == 0, result.output
     assert "summary" in result.stdout and "5/5" in result.stdout
+    assert "15 / 15" in result.stdout  # the models' delegated calls, one child session each
     assert "Parquet export" in result.stdout and "DuckDB" in result.stdout
     assert (tmp_path / ".repertory" / "repertory.db").exists()
     exported = json.dumps(sorted(p.name for p in (tmp_path / ".repertory" / "export").iterdir()))
