@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from repertory import Agent, GuardrailContext, GuardrailTripped, Session, agent_tool
+from repertory import Agent, GuardrailContext, GuardrailTripped, InMemorySessionStore, Runtime, Session, agent_tool
+from repertory.core.tree import SessionRecord
 from repertory.storage import SessionStore
 from repertory.testing import ScriptedModel
 
@@ -139,3 +140,37 @@ def test_agent_tool_describes_itself_to_the_model() -> None:
     assert named.description == "Ask the research team."
     with pytest.raises(ValueError):
         agent_tool("")
+
+
+class _WatchingStore(InMemorySessionStore):
+    """Records, at each child's creation, what its parent's stored run already says about it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen_at_creation: list[tuple[str, bool, bool]] = []
+
+    async def create_session(self, session: SessionRecord, *, head: str | None = None) -> None:
+        parent = session.lineage.parent_id
+        if parent is not None:
+            [run] = await self.list_runs(parent, limit=1)
+            reserved = any(d.session_id == session.session_id for d in run.delegations)
+            history = await self.load_history(run.history_revision_id) if run.history_revision_id else None
+            call_committed = history is not None and bool(history.messages[-1].tool_calls)
+            self.seen_at_creation.append((session.session_id, reserved, call_committed))
+        await super().create_session(session, head=head)
+
+
+async def test_a_delegation_is_committed_with_its_child_ids_before_the_child_exists_even_if_idempotent() -> None:
+    delegate = agent_tool("worker")
+    delegate.idempotent = True  # the engine commits a delegating call first whatever this flag says
+    agents = {
+        "boss": Agent(name="boss", model=ScriptedModel([call("worker", task="t"), text_step("ok")]), tools=[delegate]),
+        "worker": Agent(name="worker", model=ScriptedModel([text_step("done")])),
+    }
+    store = _WatchingStore()
+    async with await Runtime.start(store=store, agents=agents) as rt:
+        root = await rt.create_session(agent="boss")
+        assert (await root.run("go")).text == "ok"
+        [child] = await root.children()
+    assert store.seen_at_creation == [(child.id, True, True)]
+    await store.close()
