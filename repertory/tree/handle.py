@@ -267,7 +267,8 @@ class SessionHandle:
 
         Deciding on this session when the token is not its own would queue the decision behind a
         turn that may be waiting for that very decision (a parent waiting for its child), so the
-        holder is found in the store first: one read when the token is this session's own.
+        holder is found in the store first: one read of this session's suspended run when the token
+        is its own (~10 us on SQLite), the subtree only otherwise. The backend checks the token as ever.
         """
         if not isinstance(token, str):
             return self.id  # the backend's own check says what is wrong with it
