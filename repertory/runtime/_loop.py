@@ -109,6 +109,11 @@ class Drive:
         """Whether the host is letting go of this drive (``detach_on_cancel``) rather than cancelling it."""
         return self.detach_on_cancel
 
+    def drop_uncommitted(self) -> None:
+        """Forget the messages appended since the last commit (a final reply an output guardrail refused)."""
+        self.history = self.history.branch(self.base) if self.base is not None else MessageHistory()
+        self.messages = self.history.messages
+
     def append(self, message: ModelMessage) -> None:
         """Add a message to the run's history (committed with the next checkpoint)."""
         self.history.append(message)

@@ -5,7 +5,8 @@
 string trips the guardrail: the step loop records a ``guardrail.tripped`` event and the run ends
 ``error`` with ``GuardrailTripped(that string)``. Input guardrails run before the run's first model
 request (so a refused input costs no tokens), output guardrails on the reply that would end the run,
-after it validated into the output type (so they judge the reply that would be returned). A
+after it validated into the output type (so they judge the reply that would be returned); a refused
+reply is not committed to the history (its request's usage still counts). A
 guardrail that raises fails the run like any error. Sync guardrails run in a worker thread, as sync
 tools do, so a slow check (a moderation call) never stalls the other sessions of the process.
 """
@@ -76,7 +77,9 @@ async def guard(drive: Drive, stage: GuardrailStage, text: str) -> None:
     """Run the drive's agent's guardrails of ``stage``; a trip is recorded as an event, then raised.
 
     The ``guardrail.tripped`` event is buffered for the commit the raise leads to (the step loop
-    commits the ``error`` run with it), so the event and the failed run are durable together.
+    commits the ``error`` run with it), so the event and the failed run are durable together. A
+    refused final reply is dropped before that commit: it never enters the history, so no reader
+    of the thread (a UI, the next turn's model) sees what the guardrail kept back.
     """
     run = drive.run_state
     agent = drive.agent
@@ -87,6 +90,8 @@ async def guard(drive: Drive, stage: GuardrailStage, text: str) -> None:
     try:
         await check_guardrails(guardrails, ctx, text)
     except GuardrailTripped as exc:
+        if stage == "output":
+            drive.drop_uncommitted()
         drive.emit(
             "guardrail.tripped",
             {"run_id": run.run_id, "stage": stage, "guardrail": exc.details.get("guardrail"), "message": exc.message},

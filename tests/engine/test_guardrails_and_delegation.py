@@ -18,7 +18,7 @@ from repertory.core.tree import SessionRecord
 from repertory.storage import SessionStore
 from repertory.testing import ScriptedModel
 
-from .helpers import CheckedModel, call, stored, text_step
+from .helpers import CheckedModel, call, run_history, stored, text_step
 
 
 class Verdict(BaseModel):
@@ -82,6 +82,10 @@ async def test_a_tripped_output_guardrail_refuses_the_final_reply(store: Session
     assert sess.state is not None
     run = await stored(store, sess.state.run_id)
     assert run.status == "error" and run.result is None
+    assert run.usage.requests == 2  # the refused reply's request was made and counts
+    kept = await run_history(store, run.run_id)
+    assert [m.role for m in kept] == ["user", "assistant", "tool"]  # the refused reply never entered the history
+    assert all("secret" not in m.text for m in kept)
 
 
 async def test_output_guardrails_judge_the_reply_that_validated(store: SessionStore) -> None:
