@@ -162,7 +162,14 @@ class TreeServices:
         try:
             while True:
                 changed.clear()  # before reading, so an event after the read still wakes the wait below
-                await backend.wait_turn(child, submission)
+                try:
+                    await backend.wait_turn(child, submission)
+                except RepertoryError:
+                    raise
+                except Exception:
+                    # The child's host died under a long wait (a Ray host, restarting): its turn is
+                    # durable and will be re-driven there, so this wait goes on from the store.
+                    _log.info("waiting for child turn %s: its host failed; waiting on", submission, exc_info=True)
                 turn = await self.store.load_turn(submission)
                 if turn is None:
                     raise ToolError(f"the turn sent to session {child!r} is gone")
@@ -172,7 +179,7 @@ class TreeServices:
                     run = await self.store.load_run(turn.run_id)
                     if run is not None and run.status in _ENDED:
                         return turn  # decided outside the runtime: the run ended, its turn was not told
-                # Waiting for a human (or for a host that restarted): the child's next event wakes us.
+                # Waiting for a human (or for a host that restarts): the child's next event wakes us.
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.recheck_seconds):
                         await changed.wait()

@@ -153,6 +153,52 @@ async def test_killing_the_parents_host_while_it_waits_finds_the_same_children(
     assert (await parents_host.ping.remote())["pid"] != before["pid"]
 
 
+async def test_killing_the_childrens_host_leaves_the_waiting_parent_to_get_their_answers(
+    ray_runtime: Any, tmp_path: Path
+) -> None:
+    log, release = tmp_path / "work.log", tmp_path / "release"
+
+    @tool(idempotent=True)
+    def wait_for_release(job: str) -> str:
+        with open(log, "a") as fh:
+            fh.write(f"start {job}\n")
+        while not release.exists():
+            time.sleep(0.05)
+        return f"{job} released"
+
+    def boss(messages: list[ModelMessage], tools: Any) -> dict[str, Any]:
+        if messages[-1].role == "user":
+            return {"tools": [{"tool": "worker", "args": {"task": f"job {i}"}} for i in range(4)]}
+        return {"text": "boss: " + " | ".join(str(p.result) for p in messages[-1].tool_results)}
+
+    def worker(messages: list[ModelMessage], tools: Any) -> dict[str, Any]:
+        if messages[-1].role == "user":
+            return {"tool": "wait_for_release", "args": {"job": messages[-1].text}}
+        return {"text": f"worker: {messages[-1].tool_results[0].result}"}
+
+    rt = await ray_runtime(
+        {
+            "boss": Agent(name="boss", model=ScriptedModel(boss), tools=[agent_tool("worker")]),
+            "worker": Agent(name="worker", model=ScriptedModel(worker), tools=[wait_for_release]),
+        },
+        hosts=2,
+    )
+    root = await rt.create_session(agent="boss")
+    turn = await root.send("go")
+    await _wait_for(lambda: log.exists() and log.read_text().count("start") == 4)
+    other = rt.host.hosts[1 - shared_host_index(root.id, 2)]  # the parent keeps waiting on its own host
+    ray.kill(other, no_restart=False)
+    release.write_text("go")
+
+    result = await asyncio.wait_for(turn.result(), 120)
+
+    assert result.text == "boss: " + " | ".join(f"worker: job {i} released" for i in range(4))
+    children = await root.children()
+    assert len(children) == 4
+    run = await rt.store.load_run(result.run_id)
+    assert run is not None and {d.session_id for d in run.delegations} == {c.id for c in children}
+
+
 async def test_a_childs_approval_is_decided_at_the_root_from_another_process(ray_runtime: Any, tmp_path: Path) -> None:
     rt = await ray_runtime({"boss": "tests.ray.agents:boss", "drafter": "tests.ray.agents:drafter"}, hosts=2)
     root = await rt.create_session(agent="boss")
