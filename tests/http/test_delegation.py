@@ -36,3 +36,23 @@ async def test_a_childs_approval_is_the_parents_interrupt_and_is_resumed_on_the_
     assert "__interrupt__" not in final
     assert final["messages"][-1]["content"] == "lead: finished: deleted acct_9 (approved by alice)"
     assert (await client.threads.get(tid))["status"] == "idle"
+
+
+async def test_a_stream_of_the_parents_run_ends_when_a_child_waits_and_the_history_holds_the_card(
+    client: LangGraphClient,
+) -> None:
+    thread = await client.threads.create(graph_id="lead")
+    tid = thread["thread_id"]
+    # The stream ends by itself (the run rests: a human is awaited); the last values show the parent's call.
+    parts = [p async for p in client.runs.stream(tid, "lead", input=human("delete acct_10"), stream_mode=["values"])]
+    last = [p.data for p in parts if p.event == "values"][-1]
+    assert last["messages"][-1]["tool_calls"][0]["name"] == "delegate"
+    # What agent-chat-ui reads once the stream is over: the head state's task and its interrupt.
+    [head] = await client.threads.get_history(tid, limit=1)
+    [task] = head["tasks"]
+    [interrupt] = task["interrupts"]
+    assert interrupt["value"]["action_requests"][0]["args"] == {"account_id": "acct_10"}
+    assert obj(head["values"])["__interrupt__"] == [interrupt]
+
+    values = obj(await client.runs.wait(tid, "lead", command={"resume": {"decisions": [{"type": "reject"}]}}))
+    assert values["messages"][-1]["content"].startswith("lead: finished: User rejected the tool call")
