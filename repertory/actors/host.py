@@ -29,6 +29,7 @@ import ray
 from pydantic import BaseModel
 
 from repertory.actors._channels import KEEPALIVE_SECONDS, Channels, Item
+from repertory.actors._tree import HostTree
 from repertory.core.decisions import Decision
 from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal
@@ -48,7 +49,6 @@ from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.host import LocalHost, MemoryFactory
 from repertory.runtime.results import turn_result
 from repertory.tree.agent_specs import AgentSpec, resolve_agents
-from repertory.tree.backend import SessionBackend
 from repertory.tree.delegation import TreeServices
 
 if TYPE_CHECKING:
@@ -124,7 +124,8 @@ class SessionHost:
         assert isinstance(store, TreeStore)
         self._store = store
         self._host = LocalHost(store, self._agents, idle_timeout=self.idle_timeout, memory=self._memory)
-        self._host.services = TreeServices(store, self._tree_backend)
+        tree = HostTree(self._host, self.owns, self._tree_backend)
+        self._host.services = TreeServices(store, lambda: tree)
         await self._host.start(owns=self.owns)
         self._reaper = asyncio.get_running_loop().create_task(self._reap_silent_channels())
 
@@ -133,8 +134,8 @@ class SessionHost:
             await asyncio.sleep(KEEPALIVE_SECONDS)
             self._channels.reap()
 
-    def _tree_backend(self) -> SessionBackend:
-        """The client this host's tools reach the session tree through: a child lives on any host.
+    def _tree_backend(self) -> RayHostClient:
+        """The client this host's tools reach the other hosts' children through (see ``HostTree``).
 
         Made on first use, when the other hosts exist (they are created alongside this one), with
         the names every client derives from the store URL; it never stops the hosts it talks to.

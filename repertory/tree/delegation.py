@@ -13,8 +13,9 @@ that id and sends the turn with that submission id, both idempotent, so a call r
 crash of either process finds the same child and waits for the same turn: a child is spawned once.
 
 ``TreeServices`` is the ``repertory.runtime.services.SessionServices`` a host hands its tools: the
-session tree over the host's ``SessionBackend``, so delegation works wherever the parent runs (the
-local host, or a Ray host reaching the child's host through a client of its own).
+session tree over ``ChildSessions``, the part of a ``SessionBackend`` delegation uses, so it works
+wherever the parent runs (the local host itself, or a Ray host that serves the children it owns
+itself and reaches the other hosts through a client of its own).
 """
 
 from __future__ import annotations
@@ -23,19 +24,21 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
-from pydantic import Field, JsonValue
+from pydantic import BaseModel, Field, JsonValue
 
+from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal, to_model_message
 from repertory.core.state import Delegation
 from repertory.core.store import TreeStore
-from repertory.core.tree import Lineage, NewSession, SessionEvent, TurnRecord, TurnStatus
+from repertory.core.tree import Lineage, NewSession, SessionEvent, SessionRecord, TurnKind, TurnRecord, TurnStatus
 from repertory.errors import RepertoryError, SessionExists, ToolError
+from repertory.runtime.actor import IfBusy
 from repertory.runtime.output import parse_output
 from repertory.runtime.tools import Tool, ToolContext
-from repertory.tree.backend import SessionBackend
 
-__all__ = ["AgentTool", "TreeServices", "agent_tool"]
+__all__ = ["AgentTool", "ChildSessions", "TreeServices", "agent_tool"]
 
 _log = logging.getLogger("repertory.delegation")
 _ENDED: tuple[TurnStatus, ...] = ("done", "error", "cancelled")
@@ -90,6 +93,42 @@ def agent_tool(agent_name: str, name: str | None = None, description: str | None
     return AgentTool(agent_name, name=name, description=description)
 
 
+class ChildSessions(Protocol):
+    """The part of a ``SessionBackend`` a delegation uses (every ``SessionBackend`` is one)."""
+
+    async def create_session(self, spec: NewSession) -> SessionRecord:
+        """Persist a new session; ``SessionExists`` if the id is taken."""
+        ...
+
+    async def send(
+        self,
+        session_id: str,
+        message: ModelMessage,
+        kind: TurnKind,
+        if_busy: IfBusy,
+        output_type: type[BaseModel] | None,
+        submission_id: str | None = None,
+    ) -> TurnRecord:
+        """Queue a turn durably (idempotent by ``submission_id``)."""
+        ...
+
+    async def wait_turn(self, session_id: str, submission_id: str) -> None:
+        """Return once the turn rests."""
+        ...
+
+    async def cancel_turn(self, session_id: str, submission_id: str) -> None:
+        """Cancel one turn."""
+        ...
+
+    def listen(self, session_id: str, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` with the session's events from now on; returns the remover."""
+        ...
+
+    def output_type_for(self, path: str | None, agent: str) -> type[BaseModel] | None:
+        """The output type of a turn, else its agent's."""
+        ...
+
+
 class TreeServices:
     """The session tree as a host's tools reach it: spawns, sends, waits and cancels through ``backend()``.
 
@@ -98,7 +137,7 @@ class TreeServices:
     """
 
     def __init__(
-        self, store: TreeStore, backend: Callable[[], SessionBackend], *, recheck_seconds: float = _RECHECK_S
+        self, store: TreeStore, backend: Callable[[], ChildSessions], *, recheck_seconds: float = _RECHECK_S
     ) -> None:
         self.store = store
         self._backend = backend
@@ -128,7 +167,7 @@ class TreeServices:
             raise ToolError(f"delegating to {delegation.agent!r} failed: {type(exc).__name__}: {exc}") from exc
         return await self._answer(backend, delegation, turn)
 
-    async def _spawn(self, backend: SessionBackend, parent_id: str, delegation: Delegation, task: str) -> None:
+    async def _spawn(self, backend: ChildSessions, parent_id: str, delegation: Delegation, task: str) -> None:
         parent = await self.store.load_session(parent_id)
         if parent is None:
             raise ToolError(f"the calling session {parent_id!r} is not in the session tree, so it cannot delegate")
@@ -149,7 +188,7 @@ class TreeServices:
             if existing is None or existing.lineage.parent_id != parent_id or existing.agent != delegation.agent:
                 raise ToolError(f"session id {delegation.session_id!r} belongs to another session") from None
 
-    async def _wait(self, backend: SessionBackend, delegation: Delegation) -> TurnRecord:
+    async def _wait(self, backend: ChildSessions, delegation: Delegation) -> TurnRecord:
         """The child's turn once it ended: done, error or cancelled (suspensions are waited through)."""
         child, submission = delegation.session_id, delegation.submission_id
         changed = asyncio.Event()
@@ -186,7 +225,7 @@ class TreeServices:
         finally:
             remove()
 
-    async def _answer(self, backend: SessionBackend, delegation: Delegation, turn: TurnRecord) -> JsonValue:
+    async def _answer(self, backend: ChildSessions, delegation: Delegation, turn: TurnRecord) -> JsonValue:
         run = await self.store.load_run(turn.run_id)
         status = run.status if run is not None and turn.status == "suspended" else turn.status
         who = f"the {delegation.agent!r} session {delegation.session_id}"
@@ -204,7 +243,7 @@ class TreeServices:
         dumped: JsonValue = output.model_dump(mode="json")
         return dumped
 
-    async def _cancel(self, backend: SessionBackend, delegation: Delegation) -> None:
+    async def _cancel(self, backend: ChildSessions, delegation: Delegation) -> None:
         """Cancel the child's turn, to the end, even while the caller is being cancelled."""
         try:
             await asyncio.shield(backend.cancel_turn(delegation.session_id, delegation.submission_id))
