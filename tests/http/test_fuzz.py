@@ -45,6 +45,8 @@ def test_no_route_answers_a_server_error(sqlite_server: ServerThread) -> None:
         operations.append(result.ok())
     assert len(operations) >= 20
     for operation in operations:
+        if operation.path.endswith("/events"):
+            continue  # the event stream follows live events until the caller stops (tested in test_lifecycle.py)
         names = {p.name for p in operation.path_parameters}
         cases = st.one_of(
             operation.as_strategy(GenerationMode.POSITIVE),
