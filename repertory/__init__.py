@@ -9,6 +9,7 @@ from repertory.core.principal import NotificationMessage, Principal, UserMessage
 from repertory.core.tree import Lineage, SessionEvent, SessionMetadata, TurnRecord
 from repertory.errors import (
     CommitConflict,
+    GuardrailTripped,
     InvalidResumeToken,
     ModelError,
     NotSuspended,
@@ -35,6 +36,7 @@ from repertory.runtime import (
     Compaction,
     CompactionResult,
     ErrorInfo,
+    GuardrailContext,
     HistoryEntry,
     HistoryRevision,
     Memory,
@@ -70,6 +72,7 @@ from repertory.runtime import (
     tool,
 )
 from repertory.storage import InMemorySessionStore, SessionStore, SqliteSessionStore, TreeStore, open_store
+from repertory.tree.delegation import agent_tool
 from repertory.tree.handle import Disposable, SessionHandle, TurnHandle
 from repertory.tree.runtime import Runtime
 from repertory.tree.schedules import Schedule
@@ -86,6 +89,8 @@ __all__ = [
     "CompactionResult",
     "Disposable",
     "ErrorInfo",
+    "GuardrailContext",
+    "GuardrailTripped",
     "HistoryEntry",
     "HistoryRevision",
     "InMemorySessionStore",
@@ -149,6 +154,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "WrongSuspensionKind",
+    "agent_tool",
     "open_store",
     "sleep",
     "suspend",

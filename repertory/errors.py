@@ -19,7 +19,8 @@
     ├── OutputValidationError      the final reply never validated into the output type
     ├── ModelError                 the model failed or a scripted model ran out of steps
     ├── RevisionNotFound           a fork or a rewind named a revision that is not on the thread's lineage
-    └── ToolError                  raised by a tool to choose the message the model reads
+    ├── ToolError                  raised by a tool to choose the message the model reads
+    └── GuardrailTripped           an input or output guardrail refused the turn (the run ends ``error``)
 
     SuspendSignal                  control flow: a tool called suspend(); not a fault
     └── SleepSignal                control flow: a tool called sleep(); the runtime wakes the run
@@ -36,6 +37,7 @@ from typing import Any
 
 __all__ = [
     "CommitConflict",
+    "GuardrailTripped",
     "InvalidResumeToken",
     "MissingExtra",
     "ModelError",
@@ -153,6 +155,14 @@ class RevisionNotFound(RepertoryError):
 
 class ToolError(RepertoryError):
     """Raised by a tool to choose the error message the model reads; never escapes the step loop."""
+
+
+class GuardrailTripped(RepertoryError):
+    """A guardrail refused the turn's input or its final reply; the message is the guardrail's own.
+
+    ``guardrail`` names the guardrail (its function's name) and ``stage`` says which side it
+    guards (``"input"`` or ``"output"``), where the raiser knew them; the run ends ``error``.
+    """
 
 
 class SuspendSignal(Exception):

@@ -19,6 +19,8 @@ PINNED = [
     "CompactionResult",
     "Disposable",
     "ErrorInfo",
+    "GuardrailContext",
+    "GuardrailTripped",
     "HistoryEntry",
     "HistoryRevision",
     "InMemorySessionStore",
@@ -82,6 +84,7 @@ PINNED = [
     "Usage",
     "UserMessage",
     "WrongSuspensionKind",
+    "agent_tool",
     "open_store",
     "sleep",
     "suspend",
@@ -108,8 +111,11 @@ API_TOP_LEVEL = {
     "RepertoryError", "StoreError", "CommitConflict", "RunNotFound", "SessionNotFound", "InvalidResumeToken",
     "WrongSuspensionKind", "NotSuspended", "RunSuspended", "RunCancelled", "SessionBusy", "StepBudgetExceeded",
     "OutputValidationError", "ModelError", "ToolError", "SuspendSignal", "RevisionNotFound",
+    "GuardrailTripped",
     # 10. context: compaction and forks at any revision
     "Compaction",
+    # 14. delegation and guardrails
+    "agent_tool",
 }  # fmt: skip
 
 

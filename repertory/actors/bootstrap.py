@@ -12,13 +12,12 @@ starts later finds the hosts an earlier one left running (``keep_hosts``).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from typing import Any
 
 import ray
 
 from repertory.actors.client import VERSION, RayHostClient
-from repertory.actors.host import host_actor_class
+from repertory.actors.host import deployment_namespace, host_actor_class
 from repertory.actors.supervisor import Supervisor, shared_host_name
 from repertory.core.store import TreeStore
 from repertory.errors import StoreError
@@ -76,8 +75,7 @@ async def start_ray_client(
         init: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, **(ray_init or {})}
         ray.init(address="local" if address is None else address, **init)
         owns_ray = address is None
-    digest = hashlib.blake2b(url.encode(), digest_size=6).hexdigest()
-    namespace = f"repertory-{digest}"
+    namespace = deployment_namespace(url)
     prefix = f"repertory-{VERSION}"
     host_opts: dict[str, Any] = {"num_cpus": 0, **(host_options or {})}
     handles: list[Any] = [

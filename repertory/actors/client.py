@@ -63,7 +63,7 @@ __all__ = ["VERSION", "RayHostClient"]
 
 _T = TypeVar("_T")
 _DEAD = (RayActorError, ActorDiedError, ActorUnavailableError)
-VERSION = "v5"  # bumped with incompatible host code: a detached actor keeps the code it started with
+VERSION = "v6"  # bumped with incompatible host code: a detached actor keeps the code it started with
 
 
 class RayHostClient:

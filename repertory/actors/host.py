@@ -23,12 +23,13 @@ import asyncio
 import hashlib
 import os
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 from pydantic import BaseModel, JsonValue
 
 from repertory.actors._channels import KEEPALIVE_SECONDS, Channels, Item
+from repertory.actors._tree import HostTree
 from repertory.core.decisions import Decision
 from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal
@@ -50,8 +51,12 @@ from repertory.runtime.host import LocalHost, MemoryFactory
 from repertory.runtime.results import turn_result
 from repertory.tracing import configure_from_env
 from repertory.tree.agent_specs import AgentSpec, resolve_agents
+from repertory.tree.delegation import TreeServices
 
-__all__ = ["SessionHost", "host_actor_class", "shared_host_index"]
+if TYPE_CHECKING:
+    from repertory.actors.client import RayHostClient
+
+__all__ = ["SessionHost", "deployment_namespace", "host_actor_class", "shared_host_index"]
 
 
 def host_actor_class() -> Any:
@@ -64,6 +69,11 @@ def host_actor_class() -> Any:
     """
     remote: Any = ray.remote
     return remote(SessionHost)
+
+
+def deployment_namespace(store_url: str) -> str:
+    """The Ray namespace of one store's hosts and supervisor (derived from the URL the hosts open)."""
+    return f"repertory-{hashlib.blake2b(store_url.encode(), digest_size=6).hexdigest()}"
 
 
 def shared_host_index(session_id: str, hosts: int) -> int:
@@ -86,12 +96,16 @@ class SessionHost:
         dedicated_session: str | None = None,
         cwd: str | None = None,
         memory: MemoryFactory | None = None,
+        shared_hosts: int | None = None,
     ) -> None:
         tune_gc()  # a host process holds many sessions (see repertory.runtime.gc_tuning)
         configure_from_env()  # a host is repertory's own process: it exports spans if OTEL_EXPORTER_OTLP_* says where
         self.store_url = store_url
         self.index = index
         self.hosts = hosts
+        # How many shared hosts the deployment has: a dedicated host is its own index 0 of 1, but
+        # its sessions' delegations reach children on the shared hosts.
+        self.shared_hosts = shared_hosts if shared_hosts is not None else hosts
         self.dedicated_session = dedicated_session
         self.idle_timeout = idle_timeout
         self._agents = resolve_agents(agents)  # paths are imported here, by the host itself
@@ -103,6 +117,7 @@ class SessionHost:
         self._store: TreeStore | None = None
         self._channels = Channels()
         self._deliveries: set[asyncio.Task[None]] = set()
+        self._tree: RayHostClient | None = None  # made on the first delegation (see _tree_backend)
         self._booting = asyncio.get_event_loop().create_task(self._boot())
 
     async def _boot(self) -> None:
@@ -112,6 +127,8 @@ class SessionHost:
         assert isinstance(store, TreeStore)
         self._store = store
         self._host = LocalHost(store, self._agents, idle_timeout=self.idle_timeout, memory=self._memory)
+        tree = HostTree(self._host, self.owns, self._tree_backend)
+        self._host.services = TreeServices(store, lambda: tree)
         await self._host.start(owns=self.owns)
         self._reaper = asyncio.get_running_loop().create_task(self._reap_silent_channels())
 
@@ -119,6 +136,34 @@ class SessionHost:
         while True:
             await asyncio.sleep(KEEPALIVE_SECONDS)
             self._channels.reap()
+
+    def _tree_backend(self) -> RayHostClient:
+        """The client this host's tools reach the other hosts' children through (see ``HostTree``).
+
+        Made on first use, when the other hosts exist (they are created alongside this one), with
+        the names every client derives from the store URL; it never stops the hosts it talks to.
+        """
+        if self._tree is None:
+            from repertory.actors.client import VERSION, RayHostClient
+            from repertory.actors.supervisor import shared_host_name
+
+            assert self._store is not None and self._host is not None
+            namespace, prefix = deployment_namespace(self.store_url), f"repertory-{VERSION}"
+            self._tree = RayHostClient(
+                store=self._store,
+                agents=self._host.agents,
+                namespace=namespace,
+                prefix=prefix,
+                hosts=[
+                    ray.get_actor(shared_host_name(prefix, i), namespace=namespace) for i in range(self.shared_hosts)
+                ],
+                supervisor=ray.get_actor(f"{prefix}-supervisor", namespace=namespace),
+                owns_ray=False,
+                max_in_flight=256,
+                call_timeout=60.0,
+                keep_hosts=True,
+            )
+        return self._tree
 
     def owns(self, session_id: str) -> bool:
         """Whether this host is where ``session_id`` runs (its re-drives are ours to do)."""
@@ -159,6 +204,8 @@ class SessionHost:
         """Add or replace agents (a new client registering the names it knows)."""
         host = await self._ready()
         host.agents.update(resolve_agents(agents))
+        if self._tree is not None:
+            self._tree.agents.update(host.agents)  # its creations check agent names against these
         return sorted(host.agents)
 
     async def create_session(self, spec: NewSession) -> SessionRecord:
@@ -323,6 +370,8 @@ class SessionHost:
         """Detach every session (runs stay as committed) and close the store."""
         host = await self._ready()
         await host.close()
+        if self._tree is not None:
+            await self._tree.close()  # its streams only: keep_hosts leaves every host running
         if self._store is not None:
             await self._store.close()
 

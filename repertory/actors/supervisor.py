@@ -91,6 +91,7 @@ class Supervisor:
             dedicated_session=session_id,
             cwd=cwd,
             memory=self.memory,
+            shared_hosts=self.hosts,
         )
         return name
 

@@ -186,19 +186,31 @@ async def _run_for_token(store: TreeStore, token: str) -> RunState:
 
 
 @approvals_app.command("list")
-def approvals_list(store: StoreOption = DEFAULT_STORE) -> None:
-    """Runs waiting for a tool approval, with the token that decides each."""
+def approvals_list(
+    store: StoreOption = DEFAULT_STORE,
+    tree: str | None = typer.Option(
+        None, "--tree", help="Only the approvals of session ID and its descendants (delegated children too)."
+    ),
+) -> None:
+    """Runs waiting for a tool approval, with the root of each session's tree and the token that decides each.
+
+    A delegated child's approval is listed with its root: the root's handle decides it
+    (``approve``/``reject`` on any ancestor accept a descendant's token).
+    """
 
     async def main(s: TreeStore) -> Table:
+        within = None if tree is None else await _subtree(s, tree)
         table = Table(title="pending approvals")
-        for column in ("session", "run", "tool", "args", "token"):
+        for column in ("root", "session", "run", "tool", "args", "token"):
             table.add_column(column)
         for run in await _suspended(s):
             on = run.suspended_on
-            if on is None or on.kind != "approval":
+            if on is None or on.kind != "approval" or (within is not None and run.thread_id not in within):
                 continue
+            record = await s.load_session(run.thread_id)
             payload = on.payload if isinstance(on.payload, dict) else {}
             table.add_row(
+                record.root_id if record is not None else "",
                 run.thread_id,
                 run.run_id,
                 str(payload.get("tool_name", "")),
@@ -208,6 +220,17 @@ def approvals_list(store: StoreOption = DEFAULT_STORE) -> None:
         return table
 
     _console().print(_run(main, store))
+
+
+async def _subtree(store: TreeStore, session_id: str) -> set[str]:
+    """A session and all its descendants; ``SessionNotFound`` for an unknown id."""
+    if await store.load_session(session_id) is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    found, frontier = {session_id}, [session_id]
+    while frontier:
+        frontier = [c.session_id for sid in frontier for c in await store.list_children(sid)]
+        found.update(frontier)
+    return found
 
 
 def _decide(

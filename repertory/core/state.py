@@ -18,6 +18,7 @@ from repertory.core.messages import ModelMessage
 __all__ = [
     "SCHEMA_VERSION",
     "ApprovalRecord",
+    "Delegation",
     "PendingCall",
     "ErrorInfo",
     "RunState",
@@ -98,6 +99,9 @@ class SuspendReason(BaseModel):
     payload: JsonValue | None = None
     tool_call_id: str | None = None
     wake_at: int | None = Field(default=None, exclude_if=_is_none)
+    # The session whose run waits here, where a listing spans a tree (``pending_approvals(tree=True)``);
+    # ``None`` in the run's own record and in a one-session listing.
+    session_id: str | None = Field(default=None, exclude_if=_is_none)
 
 
 class ErrorInfo(BaseModel):
@@ -138,6 +142,23 @@ class ApprovalRecord(BaseModel):
     args_replaced: bool = False
 
 
+class Delegation(BaseModel):
+    """A call that runs a turn in a child session: the ids minted for it before the child exists.
+
+    The step loop mints them when the model makes the call and commits them with the call, before
+    the tool runs, whatever the tool's idempotency: a recovery that runs the call again finds the
+    child session and the turn the first attempt made (the ids are the creation's and the send's
+    idempotency keys), so a crash never spawns a second child. Kept after the call is answered: it
+    is the durable link from a call to its child session (the export's ``tool_calls`` reads it).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    tool_call_id: str
+    agent: str
+    session_id: Id
+    submission_id: Id
+
+
 class RunState(BaseModel):
     """One run's checkpoint: status, progress, usage, the history head it reached, and its scratch bag.
 
@@ -164,6 +185,8 @@ class RunState(BaseModel):
     agent: str | None = None
     pending: list[PendingCall] = Field(default_factory=list)
     approvals: list[ApprovalRecord] = Field(default_factory=list)
+    # Left out of the JSON while empty, so a run that never delegated keeps its stored shape.
+    delegations: list[Delegation] = Field(default_factory=list, exclude_if=lambda v: not v)
     # Memory recalled at start, folded into every request at ``context_depth``; never in history.
     context: list[ModelMessage] = Field(default_factory=list)
     context_depth: int | None = None
@@ -210,6 +233,7 @@ def snapshot(run: RunState) -> RunState:
     snap.scratch = copy.deepcopy(run.scratch) if run.scratch else {}
     snap.pending = [p.model_copy() for p in run.pending]
     snap.approvals = [a.model_copy() for a in run.approvals]
+    snap.delegations = list(run.delegations)  # frozen records: only the list is appended to
     return snap
 
 
@@ -248,5 +272,6 @@ def detached(run: RunState) -> RunState:
         error=None if run.error is None else run.error.model_copy(),
         pending=[_copy_model(p, args=_copy_json(p.args), payload=_copy_json(p.payload)) for p in run.pending],
         approvals=[_copy_model(a, args=_copy_json(a.args), approval=_copy_json(a.approval)) for a in run.approvals],
+        delegations=list(run.delegations),
         context=[m.model_copy(deep=True) for m in run.context],
     )

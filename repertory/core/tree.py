@@ -53,6 +53,7 @@ EventType = Literal[
     "turn.completed",
     "notification",
     "error",
+    "guardrail.tripped",
 ]
 
 

@@ -1,8 +1,9 @@
 """``repertory demo``: a fleet of agent sessions on the embedded default (local Ray + SQLite).
 
-Orchestrators plan, spawn workers in parallel, wait for a reviewer to approve or reject their
-writes, hear back through notifications and summarise; one gets a follow-up mid-turn, one is
-forked, and on Ray one host is killed and recovers. Then the run history is exported to Parquet
+Orchestrators' models delegate to workers (``agent_tool``: one child session per call, run in
+parallel), a reviewer approves or rejects the workers' writes at the orchestrator, and the
+orchestrators summarise what came back; one gets a follow-up mid-turn, one is forked, and on Ray
+one host is killed and recovers with no second child. Then the run history is exported to Parquet
 and a few questions are answered with DuckDB.
 """
 

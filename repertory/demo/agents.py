@@ -1,8 +1,10 @@
 """The demo's agents: scripted, deterministic, with realistic delays and tool calls.
 
-An orchestrator plans sub-tasks and later summarises what its children reported. A worker
-searches (an idempotent tool), and for some tasks writes a file, which needs a human's approval.
-The analyst (the worker for "check the numbers") takes its tools from an MCP server shipped with
+An orchestrator plans sub-tasks and delegates them itself: its model calls a delegating tool
+(``agent_tool``) once per sub-task, in one step, so the runtime spawns a child session per call and
+runs them concurrently; it summarises what they answered. A worker searches (an idempotent tool),
+and for some tasks writes a file, which needs a human's approval (decided at the orchestrator).
+The analyst (the child for "check the numbers") takes its tools from an MCP server shipped with
 the demo (``repertory.demo.mcp_server``, started over stdio once per process): it looks figures up
 (read-only, so idempotent and never asked) and publishes them (destructive, so a human approves).
 The models are ``ScriptedModel`` step functions, so the demo needs no network and no keys; pass an
@@ -21,12 +23,13 @@ from repertory.core.model import Model, ToolSpec
 from repertory.runtime.agent import Agent
 from repertory.runtime.tools import tool
 from repertory.testing.scripted import ScriptedModel
+from repertory.tree.delegation import agent_tool
 
 __all__ = ["AGENT_FOR", "SUBTASKS", "analyst_step", "figures_server", "make_agents", "orchestrator_step", "worker_step"]
 
 SUBTASKS = ("collect sources", "check the numbers", "draft the section")
 AGENT_FOR = {"check the numbers": "analyst"}
-"""The agent a sub-task's child session runs (``worker`` unless named here)."""
+"""The agent (and the orchestrator's delegating tool) a sub-task goes to: ``worker`` unless named here."""
 
 
 def _jitter(text: str, low: float, high: float) -> float:
@@ -47,15 +50,22 @@ def write_file(path: str, content: str) -> str:
 
 
 def orchestrator_step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
-    """Plan on the first request, acknowledge notifications, summarise when asked."""
-    last = messages[-1].text
+    """Delegate the sub-tasks in one step, summarise their answers, acknowledge follow-ups."""
+    last = messages[-1]
     usage = {"input_tokens": 40 * len(messages), "output_tokens": 60}
-    if last.startswith("summarise"):
-        reports = [m.text.split("\n\n", 1)[-1] for m in messages if m.role == "system" and m.origin is not None]
+    if last.role == "tool":
+        reports = [str(p.result) for p in last.tool_results]
         return {"text": f"Summary of {len(reports)} reports: " + " | ".join(r[:40] for r in reports), "usage": usage}
-    if messages[-1].role == "system":
-        return {"text": "noted", "usage": {"input_tokens": 40 * len(messages), "output_tokens": 2}}
-    return {"json": {"subtasks": list(SUBTASKS)}, "reasoning": "split the work three ways", "usage": usage}
+    if last.text.startswith("plan "):
+        project = last.text.removeprefix("plan ")
+        calls = [
+            {"tool": AGENT_FOR.get(subtask, "worker"), "args": {"task": f"{subtask} for {project}"}}
+            for subtask in SUBTASKS
+        ]
+        return {"tools": calls, "reasoning": "split the work three ways", "usage": usage}
+    if last.text.startswith("summarise"):
+        return {"text": f"Summary, {last.text.removeprefix('summarise the reports ')}: all three late", "usage": usage}
+    return {"text": "noted", "usage": {"input_tokens": 40 * len(messages), "output_tokens": 2}}
 
 
 def worker_step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
@@ -126,7 +136,15 @@ def make_agents(delay: float = 0.05, model: Model | None = None) -> dict[str, Ag
                 yield event
 
     return {
-        "orchestrator": Agent(name="orchestrator", model=Delayed(orchestrator_step), instructions="Plan and delegate."),
+        "orchestrator": Agent(
+            name="orchestrator",
+            model=Delayed(orchestrator_step),
+            tools=[
+                agent_tool("worker", description="Delegate one sub-task to a worker; it answers with a report."),
+                agent_tool("analyst", description="Have an analyst check a task's figures; it answers with a report."),
+            ],
+            instructions="Plan, delegate each sub-task to a worker or the analyst, then summarise.",
+        ),
         "worker": Agent(
             name="worker",
             model=model or Delayed(worker_step),

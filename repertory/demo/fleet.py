@@ -1,23 +1,25 @@
-"""The demo's fleet: orchestrators that plan, spawn workers, wait for reviewers, and summarise.
+"""The demo's fleet: orchestrators whose models delegate to workers, reviewers deciding at the root.
 
-Everything a session tree is for happens here at once: parallel children, approvals that a
-reviewer task approves or rejects, a follow-up sent while a turn runs, a fork, and (on Ray) a host
-killed in the middle and recovered. ``run_fleet`` returns what happened, measured from the store.
+Everything a session tree is for happens here at once. No driver code spawns a child: each
+orchestrator's model calls its ``worker`` and ``analyst`` tools three times in one step, so the runtime spawns the
+three worker sessions and runs them in parallel (a model-built tree). Workers' writes wait for an
+approval, which a reviewer task finds at the orchestrator (``pending_approvals(tree=True)``) and
+decides there. One orchestrator gets a follow-up while its turn runs, one is forked, and (on Ray)
+a host is killed in the middle: its turns are re-driven and every delegation finds the child it
+had spawned, never a second. ``run_fleet`` returns what happened, measured from the store.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from repertory.core.result import RunResult
-from repertory.demo.agents import AGENT_FOR
 from repertory.errors import InvalidResumeToken, RepertoryError
-from repertory.tree.handle import SessionHandle
+from repertory.tree.handle import SessionHandle, TurnHandle
 from repertory.tree.runtime import Runtime
 
 __all__ = ["FleetStats", "run_fleet"]
@@ -41,6 +43,8 @@ class FleetStats:
     mcp_calls: int = 0
     host_kills: int = 0
     retries: int = 0
+    delegations: int = 0
+    children: int = 0
     errors: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     wall: float = 0.0
@@ -52,45 +56,31 @@ class FleetStats:
         return self.steps / self.wall if self.wall else 0.0
 
 
-async def _review(child: SessionHandle, stats: FleetStats, decision_index: int) -> RunResult | None:
-    """The reviewer: approve most writes, reject every fourth (it tells the model why)."""
-    for _ in range(50):
-        pending = await child.pending_approvals()
-        if not pending:
-            return None
-        token = pending[0].token
+async def _decide(orch: SessionHandle, token: str, project: int, stats: FleetStats) -> None:
+    """The reviewer's call on one write: approve most, reject every fourth project's (the model is told why)."""
+    if project % 4 == 3:
+        await orch.reject(token, reason="reviewer: not in this sprint")
+        stats.rejected += 1
+    else:
+        await orch.approve(token, approval={"reviewer": "demo"})
+        stats.approved += 1
+
+
+async def _review(orch: SessionHandle, turn: asyncio.Future[Any], project: int, stats: FleetStats) -> None:
+    """Decide, at the orchestrator, every approval its workers ask for, until its turn is over."""
+    while not turn.done():
+        # Sampling the tree as a human's inbox would: the workers waiting are spawned by the model.
+        await asyncio.wait({turn}, timeout=0.05)
         try:
-            if decision_index % 4 == 3:
-                result = await child.reject(token, reason="reviewer: not in this sprint")
-                stats.rejected += 1
-            else:
-                result = await child.approve(token, approval={"reviewer": "demo"})
-                stats.approved += 1
-            return result
+            for approval in await orch.pending_approvals(tree=True):
+                if approval.kind == "approval":
+                    await _decide(orch, approval.token, project, stats)  # returns once that worker's run rests again
         except InvalidResumeToken:
-            await asyncio.sleep(0.05)  # a recovered run asked again with a new token: read it
+            pass  # a recovered run asked again with a new token: the next look reads it
         except RepertoryError:
-            await asyncio.sleep(0.2)  # the host was restarting under us
+            stats.retries += 1  # the host was restarting under us
         except Exception:  # a Ray error from a killed host: look again once it is back
             stats.retries += 1
-            await asyncio.sleep(0.2)
-    return None
-
-
-async def _worker(rt: Runtime, orch: SessionHandle, subtask: str, project: int, stats: FleetStats, index: int) -> str:
-    agent = AGENT_FOR.get(subtask, "worker")
-    child = await orch.spawn(agent=agent, title=subtask)
-    stats.sessions += 1
-    turn = await child.send(f"{subtask} for project {project}")
-    stats.turns += 1
-    result = await turn.result()
-    while result.status == "suspended":
-        decided = await _review(child, stats, project * 3 + index)
-        result = decided if decided is not None else await turn.result()
-    if agent == "analyst":
-        made = await _tool_calls(rt, child.id)  # awaited first: `x += await f()` reads x before the await
-        stats.mcp_calls += made
-    return result.text or ""
 
 
 async def _tool_calls(rt: Runtime, session_id: str) -> int:
@@ -107,20 +97,17 @@ async def _project(rt: Runtime, i: int, stats: FleetStats) -> None:
     stats.root_ids.append(orch.id)
     plan_turn = await orch.send(f"plan project {i}")
     stats.turns += 1
+    follow: TurnHandle | None = None
     if i == 0:
-        # A follow-up sent while the plan turn runs: it is queued and runs right after it.
+        # A follow-up sent while the plan turn runs (and delegates): it is queued and runs right after it.
         follow = await orch.send("also keep the budget under 10k", if_busy="enqueue")
         stats.turns += 1
         stats.follow_ups += 1
+    planned = asyncio.ensure_future(plan_turn.result())
+    await _review(orch, planned, i, stats)
+    await planned
+    if follow is not None:
         await follow.result()
-    plan = await plan_turn.result()
-    subtasks: list[str] = json.loads(plan.text or "{}").get("subtasks", [])
-    reports = await asyncio.gather(*(_worker(rt, orch, s, i, stats, k) for k, s in enumerate(subtasks)))
-    for subtask, report in zip(subtasks, reports, strict=True):
-        await orch.notify(title=f"{subtask} finished", body=report)
-        stats.turns += 1
-    await orch.run("summarise the reports")
-    stats.turns += 1
     if i == 1:
         alt = await orch.fork(title=f"project {i}, two weeks late")
         stats.sessions += 1
@@ -131,14 +118,14 @@ async def _project(rt: Runtime, i: int, stats: FleetStats) -> None:
 
 
 async def _kill_a_host(rt: Runtime, stats: FleetStats, at_fraction: float) -> None:
-    """On Ray, kill one shared host once a fraction of the turns ran; Ray restarts it and it re-drives."""
+    """On Ray, kill one shared host once a fraction of the writes was reviewed; Ray restarts it and it re-drives."""
     if rt.backend != "ray":
         return
     from repertory.actors.client import RayHostClient
 
-    expected_turns = stats.projects * 9
     # Sampling the fleet's counters, as the live display does: there is no event to await for "40%".
-    while stats.turns < at_fraction * expected_turns and stats.projects_done < stats.projects:  # noqa: ASYNC110
+    wanted = at_fraction * stats.projects
+    while stats.approved + stats.rejected < wanted and stats.projects_done < stats.projects:  # noqa: ASYNC110
         await asyncio.sleep(0.02)
     if stats.projects_done >= stats.projects:
         return
@@ -190,14 +177,29 @@ async def run_fleet(
 
 
 async def _totals(rt: Runtime, stats: FleetStats) -> None:
-    """Steps and tokens from the stored runs of every tree (the store is the truth)."""
-    steps = inp = out = 0
+    """Sessions, turns, steps, tokens and delegations from every tree's stored records (the store is the truth).
+
+    ``delegations`` counts the calls the orchestrators' models made to their worker tool and
+    ``children`` the sessions spawned for them: equal, also across the host kill (no second child).
+    ``mcp_calls`` counts the analysts' tool calls, which all went to the demo's MCP server.
+    """
+    steps = inp = out = sessions = turns = delegations = children = mcp_calls = 0
     pending = list(stats.root_ids)
     while pending:
         sid = pending.pop()
+        sessions += 1
+        turns += len(await rt.store.list_turns(sid))
         for run in await rt.store.list_runs(sid):
             steps += run.step_index
             inp += run.usage.input_tokens
             out += run.usage.output_tokens
-        pending.extend(r.session_id for r in await rt.store.list_children(sid))
+            delegations += len(run.delegations)
+        kids = await rt.store.list_children(sid)
+        children += sum(1 for k in kids if k.lineage.kind == "spawned")
+        for kid in kids:
+            if kid.agent == "analyst":
+                mcp_calls += await _tool_calls(rt, kid.session_id)
+        pending.extend(r.session_id for r in kids)
     stats.steps, stats.input_tokens, stats.output_tokens = steps, inp, out
+    stats.sessions, stats.turns, stats.delegations, stats.children = sessions, turns, delegations, children
+    stats.mcp_calls = mcp_calls

@@ -70,6 +70,10 @@ async def _export_and_ask(rt: Runtime, out_dir: str, stats: FleetStats) -> None:
         "tool calls by tool and outcome": (
             "SELECT tool_name, is_error, count(*) AS n FROM tool_calls GROUP BY ALL ORDER BY tool_name, is_error"
         ),
+        "delegations the models made (calls linked to their child sessions)": (
+            "SELECT tool_name, count(*) AS calls, count(DISTINCT child_session_id) AS child_sessions "
+            "FROM tool_calls WHERE child_session_id IS NOT NULL GROUP BY tool_name"
+        ),
         "tokens of the three largest trees": (
             "SELECT s.session_id, u.* FROM sessions s, tree_usage(s.session_id) u "
             "WHERE s.parent_id IS NULL ORDER BY u.total_tokens DESC LIMIT 3"

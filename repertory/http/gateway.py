@@ -42,6 +42,7 @@ from repertory.http.views import (
     ThreadStatus,
     interrupts_of,
     is_unbound,
+    nested_wait,
     thread_metadata,
     thread_status,
     thread_view,
@@ -66,12 +67,17 @@ def contains(actual: Any, wanted: Any) -> bool:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One consistent-enough read of a thread: its row, status, latest run and history at the head."""
+    """One consistent-enough read of a thread: its row, status, latest run and history at the head.
+
+    ``nested`` is a descendant's suspended run (and its session) that a busy thread waits for: a
+    delegated child waiting for a human. The thread then shows that interrupt as its own.
+    """
 
     record: SessionRecord
     status: ThreadStatus
     run: RunState | None
     history: MessageHistory | None
+    nested: tuple[RunState, SessionRecord] | None = None
 
     def messages(self) -> list[Dict]:
         """The head's messages as LangChain dicts."""
@@ -220,13 +226,21 @@ class Gateway:
     async def snapshot(self, record: SessionRecord) -> Snapshot:
         """Status, latest run and history of a thread."""
         status, run = await thread_status(self.store, record)
+        nested = await nested_wait(self.store, record.session_id) if status == "busy" else None
         head = await self.head(record.session_id)
         history = await self.store.load_history(head) if head is not None else None
-        return Snapshot(record, status, run, history)
+        return Snapshot(record, "interrupted" if nested else status, run, history, nested)
+
+    def interrupt_source(self, snap: Snapshot) -> tuple[RunState | None, Agent | None]:
+        """The run whose interrupt the thread shows (its own, or a delegated child's) and that run's agent."""
+        if snap.nested is not None:
+            run, record = snap.nested
+            return run, self.agents.get(record.agent)
+        return snap.run, self.agents.get(snap.record.agent)
 
     def values(self, snap: Snapshot) -> Dict:
         """Thread values: messages, and ``__interrupt__`` while a human is awaited."""
-        return values_view(snap.messages(), interrupts_of(snap.run, self.agents.get(snap.record.agent)))
+        return values_view(snap.messages(), interrupts_of(*self.interrupt_source(snap)))
 
     async def thread_json(self, record: SessionRecord) -> Dict:
         """A thread as the LangGraph API returns it."""

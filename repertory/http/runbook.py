@@ -39,7 +39,7 @@ from typing import Any
 
 from repertory.core.ids import now_ms
 from repertory.core.principal import Principal
-from repertory.core.tree import SessionRecord, TurnRecord
+from repertory.core.tree import SessionRecord, TurnRecord, TurnStatus
 from repertory.errors import CommitConflict, RunCancelled, SessionBusy
 from repertory.http.auth import Caller
 from repertory.http.convert import input_text
@@ -47,7 +47,7 @@ from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
 from repertory.http.hitl import apply_decisions, parse_resume
 from repertory.http.schemas import RunCreate
-from repertory.http.views import EMPTY_CHECKPOINT, run_status, run_view, thread_status
+from repertory.http.views import EMPTY_CHECKPOINT, nested_wait, run_status, run_view, thread_status
 from repertory.http.webhooks import Webhooks
 from repertory.runtime.actor import IfBusy
 from repertory.runtime.forks import fork_point, rewind
@@ -180,14 +180,22 @@ class RunBook:
 
         if body.command is not None:
             status, latest = await thread_status(gw.store, record)
-            if status == "busy" and body.multitask_strategy == "reject":
+            # Busy waiting for a delegated child's human: the resume answers the child (through this
+            # thread's handle, which accepts a descendant's token), and this thread's turn goes on.
+            nested = await nested_wait(gw.store, tid) if status == "busy" else None
+            if status == "busy" and nested is None and body.multitask_strategy == "reject":
                 raise SessionBusy(f"thread {tid!r} is busy", session_id=tid)
-            if latest is None or latest.status != "suspended":
+            if nested is not None:
+                latest, agent = nested[0], gw.agent(nested[1].agent)
+            if latest is None or (nested is None and latest.status != "suspended"):
                 raise HttpError("the thread has no interrupt waiting for a command", status=409)
-            turn = next((t for t in await gw.store.list_turns(tid, ["suspended"]) if t.run_id == latest.run_id), None)
+            # A delegated child's interrupt holds this thread's turn running; the thread's own waits suspended.
+            waiting: list[TurnStatus] = ["running"] if nested is not None else ["suspended"]
+            turns = await gw.store.list_turns(tid, waiting)
+            turn = next((t for t in turns if nested is not None or t.run_id == latest.run_id), None)
             if turn is None:
                 raise HttpError("the thread has no interrupt waiting for a command", status=409)
-            run = make(latest.run_id, turn.submission_id)
+            run = make(turn.run_id, turn.submission_id)
             if body.command.ends:
                 run.driver = gw.spawn(handle.get_turn(turn.submission_id).cancel())
             else:
@@ -329,7 +337,18 @@ class RunBook:
         """
         if run.driver is not None:
             await asyncio.wait({run.driver})
-        await TurnHandle(self.gw.runtime, run.thread_id, run.submission_id).wait()
+        resting = asyncio.ensure_future(TurnHandle(self.gw.runtime, run.thread_id, run.submission_id).wait())
+        try:
+            # A turn waiting in a delegation for a child's human is at rest too, but no event of this
+            # thread says so (the child's does, in a session spawned by the model): read the tree.
+            delay = 0.05
+            while not (await asyncio.wait({resting}, timeout=delay))[0]:
+                if await nested_wait(self.gw.store, run.thread_id) is not None:
+                    return
+                delay = min(delay * 2, 1.0)
+            resting.result()
+        finally:
+            resting.cancel()
 
     async def outcome(self, run: HttpRun) -> Dict:
         """What ``/wait`` and ``/join`` answer: the thread's values, or ``{"__error__": ...}`` if the run failed."""

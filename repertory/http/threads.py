@@ -60,9 +60,8 @@ def thread_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRou
     ) -> JSONResponse:
         record = await gw.record(thread_id, caller)
         snap = await gw.snapshot(record)
-        states = states_view(
-            thread_id, snap.history, snap.status, snap.run, gw.agents.get(record.agent), limit=limit, before=before
-        )
+        run, agent = gw.interrupt_source(snap)
+        states = states_view(thread_id, snap.history, snap.status, run, agent, limit=limit, before=before)
         if metadata:
             states = [s for s in states if contains(s["metadata"], metadata)]
         return JSONResponse(_select(states, select))
@@ -147,8 +146,8 @@ def thread_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRou
     async def state_at(caller: Caller, thread_id: str, checkpoint_id: str | None) -> JSONResponse:
         record = await gw.record(thread_id, caller)
         snap = await gw.snapshot(record)
-        agent = gw.agents.get(record.agent)
-        states = states_view(thread_id, snap.history, snap.status, snap.run, agent, limit=1, at=checkpoint_id)
+        run, agent = gw.interrupt_source(snap)  # its own interrupt, or a delegated child's
+        states = states_view(thread_id, snap.history, snap.status, run, agent, limit=1, at=checkpoint_id)
         if not states:
             raise HttpError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}", status=404)
         return JSONResponse(states[0])

@@ -34,6 +34,7 @@ __all__ = [
     "assistant_view",
     "interrupts_of",
     "is_unbound",
+    "nested_wait",
     "run_status",
     "run_view",
     "states_view",
@@ -96,6 +97,23 @@ def interrupts_of(run: RunState | None, agent: Agent | None) -> list[Dict]:
         calls = [p for p in run.pending if p.kind == "approval"]
         return [{"value": approval_request(calls, agent), "id": ident}]
     return [{"value": on.payload if on.payload is not None else on.reason, "id": ident}]
+
+
+async def nested_wait(store: TreeStore, session_id: str) -> tuple[RunState, SessionRecord] | None:
+    """The first suspended run among a session's descendants (breadth-first), with its session.
+
+    A parent whose model delegated (``agent_tool``) stays busy while its child waits for a human:
+    the child's interrupt is what the parent's thread waits for, so it is shown (and answered) there.
+    """
+    frontier = [session_id]
+    while frontier:
+        children = [c for sid in frontier for c in await store.list_children(sid)]
+        for child in children:
+            runs = await store.list_runs(child.session_id, statuses=("suspended",), limit=1)
+            if runs and runs[0].suspended_on is not None:
+                return runs[0], child
+        frontier = [c.session_id for c in children]
+    return None
 
 
 def values_view(messages: list[Dict], interrupts: list[Dict]) -> Dict:

@@ -23,6 +23,7 @@ from repertory.core.model import (
 from repertory.core.result import RunResult
 from repertory.core.state import (
     ApprovalRecord,
+    Delegation,
     ErrorInfo,
     PendingCall,
     RunState,
@@ -33,6 +34,8 @@ from repertory.core.state import (
 )
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import Compaction, CompactionResult
+from repertory.runtime.guardrails import GuardrailContext
+from repertory.runtime.services import SessionServices
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal, Signal
 from repertory.runtime.tools import Tool, ToolContext, sleep, suspend, tool
@@ -43,6 +46,8 @@ __all__ = [
     "ApprovalRecord",
     "Compaction",
     "CompactionResult",
+    "Delegation",
+    "GuardrailContext",
     "Memory",
     "Model",
     "ModelEvent",
@@ -53,6 +58,7 @@ __all__ = [
     "RecalledContext",
     "RunResult",
     "Session",
+    "SessionServices",
     "Signal",
     "TextDelta",
     "Tool",

@@ -42,11 +42,13 @@ from repertory.errors import (
     StoreError,
 )
 from repertory.runtime._compact import MAX_PASSES, compact
-from repertory.runtime._settle import settle_calls
+from repertory.runtime._settle import reserve_delegations, settle_calls
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult, estimate_tokens, message_tokens
 from repertory.runtime.events import Outbox
+from repertory.runtime.guardrails import guard, run_input
 from repertory.runtime.output import parse_output
+from repertory.runtime.services import SessionServices
 from repertory.runtime.signals import AbortSignal
 from repertory.runtime.timekeeper import TimerArm
 from repertory.runtime.tools import Tool
@@ -78,6 +80,7 @@ class Drive:
         outbox: Outbox | None = None,
         signal: AbortSignal | None = None,
         just_decided: Collection[str] = (),
+        services: SessionServices | None = None,
     ) -> None:
         self.store = store
         self.agent = agent
@@ -97,6 +100,7 @@ class Drive:
         self.detach_on_cancel = False
         self.signal = signal
         self.just_decided = set(just_decided)
+        self.services = services  # the session tree, for tools that reach it (ToolContext.services)
         self.messages: list[ModelMessage] = []
         self.context_offset = 0  # messages of the lineage before ``messages`` (summarised ones)
         self.context_tokens = 0  # estimated tokens of ``messages``, kept only with compaction
@@ -118,6 +122,15 @@ class Drive:
         """Hand an event to the outbox (the session actor's event bus), if any."""
         if self.outbox is not None:
             self.outbox.emit(kind, data)
+
+    def is_detaching(self) -> bool:
+        """Whether the host is letting go of this drive (``detach_on_cancel``) rather than cancelling it."""
+        return self.detach_on_cancel
+
+    def drop_uncommitted(self) -> None:
+        """Forget the messages appended since the last commit (a final reply an output guardrail refused)."""
+        self.history = self.history.branch(self.base) if self.base is not None else MessageHistory()
+        self.messages = self.history.messages
 
     def append(self, message: ModelMessage) -> None:
         """Add a message to the run's history (committed with the next checkpoint)."""
@@ -365,6 +378,8 @@ class Drive:
             return self.result()
         if self.history.revision_id != self.base:
             await self.commit()  # results of a decision or a recovery are durable before the model sees them
+        if run.step_index == 0 and self.agent.input_guardrails:
+            await guard(self, "input", run_input(self.messages))  # before the first request: no tokens spent
         while True:
             if run.step_index >= self.agent.max_steps:
                 raise StepBudgetExceeded(
@@ -388,7 +403,8 @@ class Drive:
                 self.emit(
                     "tool.call", {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name, "args": call.args}
                 )
-            if any(self._needs_early_commit(self.tools.get(c.tool_name), c.args) for c in calls):
+            delegating = reserve_delegations(self, calls)  # a child's ids are durable before it exists
+            if delegating or any(self._needs_early_commit(self.tools.get(c.tool_name), c.args) for c in calls):
                 await self.commit()  # a non-idempotent tool must never run before its call is durable
             if await settle_calls(self, fresh=True):
                 return self.result()
@@ -426,6 +442,8 @@ class Drive:
                 )
                 await self.commit()
                 return False
+        if self.agent.output_guardrails:
+            await guard(self, "output", message.text)
         run.status = "done"
         run.result = message.text
         await self.commit()

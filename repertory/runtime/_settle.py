@@ -22,9 +22,9 @@ from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from repertory.core.clock import iso_ms
-from repertory.core.ids import new_token
-from repertory.core.messages import ToolResultPart
-from repertory.core.state import ApprovalRecord, PendingCall, SuspendReason
+from repertory.core.ids import new_id, new_token
+from repertory.core.messages import ToolCallPart, ToolResultPart
+from repertory.core.state import ApprovalRecord, Delegation, PendingCall, SuspendReason
 from repertory.errors import SleepSignal
 from repertory.runtime._calls import error_result, run_calls, tool_message, unanswered_calls
 from repertory.runtime.tools import Tool, ToolContext
@@ -32,11 +32,44 @@ from repertory.runtime.tools import Tool, ToolContext
 if TYPE_CHECKING:
     from repertory.runtime._loop import Drive
 
-__all__ = ["OUTCOME_UNKNOWN", "settle_calls", "suspend_on_first"]
+__all__ = ["OUTCOME_UNKNOWN", "reserve_delegations", "settle_calls", "suspend_on_first"]
 
 OUTCOME_UNKNOWN = (
     "outcome unknown: the run stopped while this tool was running, and it is not idempotent, so it was not run again"
 )
+
+
+def reserve_delegations(drive: Drive, calls: list[ToolCallPart]) -> bool:
+    """Mint the child session and turn ids of every call that delegates; whether there was one.
+
+    The caller commits right after, before any tool runs: a delegation is a side effect (a child
+    session), so its ids are durable before the child exists, whatever the tool's idempotency, and
+    a recovery finds that child instead of making a second. Without a session tree to delegate in
+    (a bare ``Session``) this raises ``ValueError``: a configuration error, not the model's.
+    """
+    run = drive.run_state
+    reserved = {d.tool_call_id for d in run.delegations}
+    delegating = False
+    for call in calls:
+        tool = drive.tools.get(call.tool_name)
+        if tool is None or tool.delegates_to is None:
+            continue
+        if drive.services is None:
+            raise ValueError(
+                f"tool {tool.name!r} delegates to agent {tool.delegates_to!r}, which needs a session tree: "
+                "run this agent in a Runtime (Runtime.start(agents=...)), not a bare Session"
+            )
+        delegating = True
+        if call.tool_call_id not in reserved:
+            run.delegations.append(
+                Delegation(
+                    tool_call_id=call.tool_call_id,
+                    agent=tool.delegates_to,
+                    session_id=new_id(),
+                    submission_id=new_id(),
+                )
+            )
+    return delegating
 
 
 async def settle_calls(drive: Drive, fresh: bool) -> bool:
@@ -54,6 +87,7 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
         return False
     queued = {p.tool_call_id for p in run.pending}
     decided = {a.tool_call_id: a for a in run.approvals if a.decision is not None}
+    delegations = {d.tool_call_id: d for d in run.delegations} if run.delegations else {}
     results: dict[str, ToolResultPart] = {}
     jobs: list[tuple[Tool, Any, dict[str, Any], ToolContext]] = []
     approvals: list[PendingCall] = []
@@ -96,7 +130,12 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
         if decision is not None and decision.decision != "approved":
             results[cid] = error_result(call, decision.reason or "not approved")
             continue
-        if not fresh and cid not in drive.just_decided and not tool.idempotent:
+        delegation = delegations.get(cid)
+        if tool.delegates_to is not None and drive.services is None:
+            # Recovered outside a runtime (``Session.recover``): leave the call for one that has the tree.
+            raise ValueError(f"tool {tool.name!r} delegates to agent {tool.delegates_to!r}, which needs a Runtime")
+        # A delegation runs again after a crash: its committed ids lead it to the child it made.
+        if not fresh and cid not in drive.just_decided and not tool.idempotent and delegation is None:
             results[cid] = error_result(call, OUTCOME_UNKNOWN)
             continue
         ctx = ToolContext(
@@ -106,6 +145,9 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
             thread_id=run.thread_id,
             approval=None if decision is None else decision.approval,
             scratch=run.scratch,
+            services=drive.services,
+            delegation=delegation,
+            detaching=drive.is_detaching,
         )
         jobs.append((tool, call, args, ctx))
     suspends: list[PendingCall] = []

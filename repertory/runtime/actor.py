@@ -34,6 +34,7 @@ from repertory.errors import RepertoryError, RunCancelled, SessionBusy, SessionN
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.events import EventBus
+from repertory.runtime.services import SessionServices
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal
 from repertory.runtime.timekeeper import TimerArm
@@ -77,6 +78,7 @@ class SessionActor:
         memory: Memory | None = None,
         clock: Clock | None = None,
         timers: TimerArm | None = None,
+        services: SessionServices | None = None,
     ) -> None:
         self.id = record.session_id
         self.record = record
@@ -91,6 +93,7 @@ class SessionActor:
             origin=None,
             clock=clock,
             timers=timers,
+            services=services,
         )
         self.session.adopt_state(last_run)
         self._resolve_output = resolve_output

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from repertory.core.model import Model, ModelSettings, ToolSpec
 from repertory.runtime.compaction import Compaction
+from repertory.runtime.guardrails import Guardrail
 from repertory.runtime.tools import Tool, ToolSource, tool
 
 __all__ = ["Agent"]
@@ -28,6 +29,9 @@ class Agent:
     ``compaction`` keeps every request within a token budget by summarising older messages into a
     context boundary, deleting nothing (``repertory.Compaction``); without it every request carries
     the whole conversation.
+    ``input_guardrails`` check a run's input before its first model request, ``output_guardrails``
+    its final reply: callables ``(ctx, text) -> str | None``, sync or async, where a string ends
+    the run ``error`` with ``GuardrailTripped`` (see ``repertory.runtime.guardrails``).
     """
 
     def __init__(
@@ -41,6 +45,8 @@ class Agent:
         output_type: type[BaseModel] | None = None,
         settings: ModelSettings | None = None,
         compaction: Compaction | None = None,
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
@@ -58,6 +64,11 @@ class Agent:
         if compaction is not None and not isinstance(compaction, Compaction):
             raise TypeError(f"compaction must be a Compaction, got {type(compaction).__name__}")
         self.compaction = compaction
+        for guardrail in (*input_guardrails, *output_guardrails):
+            if not callable(guardrail):
+                raise TypeError(f"agent {name!r}: a guardrail is a callable (ctx, text) -> str | None: {guardrail!r}")
+        self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
+        self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
         self.tools: dict[str, Tool] = {}
         sources: list[ToolSource] = []
         for t in tools:

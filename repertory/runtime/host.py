@@ -51,6 +51,7 @@ from repertory.runtime.actor import IfBusy, SessionActor, type_path
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.results import turn_result
+from repertory.runtime.services import SessionServices
 from repertory.runtime.session import Session
 from repertory.runtime.timekeeper import TimeKeeper, log
 
@@ -151,6 +152,9 @@ class LocalHost:
         self._listeners: dict[str, list[Callable[[SessionEvent], None]]] = {}
         self._retiring: set[str] = set()  # sessions being deleted: never activated again
         self.activations = 0
+        # The session tree its sessions' tools reach (agent_tool): set by whoever builds the host
+        # (repertory.tree.local, a Ray SessionHost) before ``start``, which may re-drive delegations.
+        self.services: SessionServices | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -267,6 +271,7 @@ class LocalHost:
             memory=None if self.memory is None else self.memory(record, self.store),
             clock=self.clock,
             timers=self._timer_rows,
+            services=self.services,
         )
         self._actors[session_id] = actor
         self.activations += 1

@@ -59,6 +59,7 @@ from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.events import Outbox
 from repertory.runtime.forks import FORK_REASON, fork_point
 from repertory.runtime.output import parse_output
+from repertory.runtime.services import SessionServices
 from repertory.runtime.signals import AbortSignal, Signal
 from repertory.runtime.timekeeper import TimerArm
 from repertory.tracing import DriveCause, drive_span
@@ -77,6 +78,8 @@ class Session:
     ``clock`` is what a tool's ``sleep()`` reads (default: the wall clock); ``timers`` makes a
     timer durable when a run sleeps (a runtime's host passes its own; a bare session has none, so
     only ``wake()`` or ``resume()`` ends its sleep).
+    ``services`` is the session tree its tools reach (``ToolContext.services``): a runtime's host
+    supplies it; a bare session has none, so a delegating tool (``agent_tool``) raises ``ValueError``.
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class Session:
         origin: Origin | None = USER_ORIGIN,
         clock: Clock | None = None,
         timers: TimerArm | None = None,
+        services: SessionServices | None = None,
     ) -> None:
         self.store = store
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -102,6 +106,7 @@ class Session:
         self.outbox = outbox
         self.detach_on_cancel = False
         self.origin = origin
+        self.services = services
         self._state: RunState | None = None
         self._history: MessageHistory | None = None
         self._signal: Signal[RunState | None] = Signal(None)
@@ -197,6 +202,7 @@ class Session:
             outbox=self.outbox,
             signal=signal,
             just_decided=just_decided,
+            services=self.services,
         )
         drive.clock, drive.timers = self.clock, self.timers
         return drive

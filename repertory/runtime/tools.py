@@ -16,13 +16,17 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, Protocol, cast, get_type_hints, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, cast, get_type_hints, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from repertory.core.model import ToolSpec
+from repertory.core.state import Delegation
 from repertory.errors import SleepSignal, SuspendSignal, ToolError
+
+if TYPE_CHECKING:
+    from repertory.runtime.services import SessionServices
 
 __all__ = ["ApprovalPolicy", "Tool", "ToolContext", "ToolSource", "sleep", "suspend", "tool"]
 
@@ -37,6 +41,11 @@ class ToolContext:
     """What a running tool may know about its call: ids, the approval payload and the run's scratch.
 
     ``scratch`` is the run's own JSON bag: changes made here are persisted with the next checkpoint.
+    ``services`` is the session tree where a runtime hosts the session (``None`` in a bare
+    ``Session``); ``delegation`` holds the child session and turn ids committed with this call,
+    for a tool that delegates (``Tool.delegates_to``). ``detaching()`` is true once the host is
+    letting go of the run (shutting down) rather than cancelling it: a tool cancelled then leaves
+    the work it started elsewhere alone, because the run is driven again at the next start.
     """
 
     call_id: str
@@ -45,6 +54,9 @@ class ToolContext:
     thread_id: str
     approval: Any = None
     scratch: dict[str, JsonValue] = field(default_factory=dict)
+    services: SessionServices | None = None
+    delegation: Delegation | None = None
+    detaching: Callable[[], bool] = field(default=lambda: False)
 
 
 def suspend(reason: str | None = None, payload: Any = None) -> NoReturn:
@@ -74,7 +86,15 @@ def sleep(seconds: float | None = None, until_ms: int | None = None) -> NoReturn
 
 
 class Tool:
-    """A callable the model may invoke, with its argument model and durability flags."""
+    """A callable the model may invoke, with its argument model and durability flags.
+
+    ``delegates_to`` names the agent of the child session a call of this tool runs a turn in
+    (``repertory.agent_tool`` sets it; ``None`` for every other tool). The step loop treats such a
+    call as a side effect whatever ``idempotent`` says: it mints the child's ids, commits them with
+    the call before the tool runs, and after a crash runs the call again with the same ids.
+    """
+
+    delegates_to: str | None = None
 
     def __init__(
         self,

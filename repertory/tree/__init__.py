@@ -7,17 +7,21 @@ so this package never imports the Ray backend it may run on.
 
 from repertory.tree.backend import SessionBackend
 from repertory.tree.backends import BackendConfig, BackendFactory, register_backend, unregister_backend
+from repertory.tree.delegation import AgentTool, TreeServices, agent_tool
 from repertory.tree.handle import Disposable, SessionHandle, TurnHandle
 from repertory.tree.runtime import Runtime
 
 __all__ = [
+    "AgentTool",
     "BackendConfig",
     "BackendFactory",
     "Disposable",
     "Runtime",
     "SessionBackend",
     "SessionHandle",
+    "TreeServices",
     "TurnHandle",
+    "agent_tool",
     "register_backend",
     "unregister_backend",
 ]

@@ -8,6 +8,7 @@ backend.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -300,21 +301,75 @@ class SessionHandle:
 
     # -- approvals and control ----------------------------------------------------------------------
 
-    async def pending_approvals(self) -> list[SuspendReason]:
-        """The approval the session waits for, with its token (only a handle can see tokens)."""
-        return await self._rt.host.pending_approvals(self.id)
+    async def pending_approvals(self, tree: bool = False) -> list[SuspendReason]:
+        """The approval the session waits for, with its token (only a handle can see tokens).
+
+        ``tree=True`` lists every approval and suspension of this session and its descendants
+        (delegated children, grandchildren, ...), this session first, then breadth-first, each with
+        its ``session_id``: what a human at the root must answer, wherever in the tree it waits.
+        ``approve``/``reject``/``resume`` on this handle accept any of those tokens.
+        """
+        if not tree:
+            return await self._rt.host.pending_approvals(self.id)
+        found: list[SuspendReason] = []
+        for session_id in await self._subtree():
+            for run in await self._rt.store.list_runs(session_id, statuses=("suspended",)):
+                if run.suspended_on is not None:
+                    found.append(run.suspended_on.model_copy(update={"session_id": session_id}))
+        return found
+
+    async def _subtree(self) -> list[str]:
+        """This session and its descendants, breadth-first."""
+        order, frontier = [self.id], [self.id]
+        while frontier:
+            level: list[str] = []
+            for session_id in frontier:
+                level.extend(r.session_id for r in await self._rt.store.list_children(session_id))
+            order.extend(level)
+            frontier = level
+        return order
+
+    async def _holder(self, token: str) -> str:
+        """The session of this subtree whose suspended run holds ``token`` (this one if none does).
+
+        Deciding on this session when the token is not its own would queue the decision behind a
+        turn that may be waiting for that very decision (a parent waiting for its child), so the
+        holder is found in the store first: one read of this session's suspended run when the token
+        is its own (~10 us on SQLite), the subtree only otherwise. The backend checks the token as ever.
+        """
+        if not isinstance(token, str):
+            return self.id  # the backend's own check says what is wrong with it
+        wanted = token.encode()
+        frontier = [self.id]
+        while frontier:
+            level: list[str] = []
+            for session_id in frontier:
+                for run in await self._rt.store.list_runs(session_id, statuses=("suspended",)):
+                    live = run.suspended_on.token if run.suspended_on is not None else None
+                    if live is not None and secrets.compare_digest(live.encode(), wanted):
+                        return session_id
+                level.extend(r.session_id for r in await self._rt.store.list_children(session_id))
+            frontier = level
+        return self.id
 
     async def approve(self, token: str, approval: Any = None, args: dict[str, Any] | None = None) -> RunResult:
-        """Approve the pending tool call; it runs exactly once and the run goes on."""
-        return await self._rt.host.decide(self.id, Approve(token=token, approval=approval, args=args), self.principal)
+        """Approve the pending tool call; it runs exactly once and the run goes on.
+
+        A descendant's token (``pending_approvals(tree=True)``) is decided in that descendant, whose
+        run goes on; a parent waiting for it (a delegation) goes on when it ends.
+        """
+        holder = await self._holder(token)
+        return await self._rt.host.decide(holder, Approve(token=token, approval=approval, args=args), self.principal)
 
     async def reject(self, token: str, reason: str = "not approved") -> RunResult:
-        """Reject the pending tool call; the model reads ``reason`` as an error result."""
-        return await self._rt.host.decide(self.id, Reject(token=token, reason=reason), self.principal)
+        """Reject the pending tool call; the model reads ``reason`` as an error result (a descendant's token too)."""
+        holder = await self._holder(token)
+        return await self._rt.host.decide(holder, Reject(token=token, reason=reason), self.principal)
 
     async def resume(self, token: str, value: Any) -> RunResult:
-        """Answer a ``suspend()``: ``value`` arrives as a message from this handle's principal."""
-        return await self._rt.host.decide(self.id, Resume(token=token, value=value), self.principal)
+        """Answer a ``suspend()``: ``value`` arrives as a message from this handle's principal (a descendant's too)."""
+        holder = await self._holder(token)
+        return await self._rt.host.decide(holder, Resume(token=token, value=value), self.principal)
 
     async def cancel(self) -> None:
         """Cancel the running turn, every queued one, and a suspended run."""

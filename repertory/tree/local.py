@@ -2,6 +2,7 @@
 
 Registered as the entry point ``local`` of the group ``repertory.backends`` (and built in, see
 ``repertory.tree.backends``). Starting it finishes every turn a previous process left open.
+Its sessions' tools reach the tree (``agent_tool``) through the host itself (``TreeServices``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from repertory.runtime.host import LocalHost
 from repertory.tree.backend import SessionBackend
 from repertory.tree.backends import BackendConfig
+from repertory.tree.delegation import TreeServices
 
 __all__ = ["start_local_backend"]
 
@@ -25,6 +27,8 @@ async def start_local_backend(config: BackendConfig) -> SessionBackend:
         clock=config.clock,
         poll_interval=config.poll_interval,
     )
+    backend: SessionBackend = host
+    host.services = TreeServices(config.store, lambda: backend)  # its tools delegate through the host itself
     try:
         await host.start()
     except BaseException:

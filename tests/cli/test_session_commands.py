@@ -128,6 +128,26 @@ def test_approvals_list_and_approve_with_a_json_payload(store_url: str) -> None:
     assert "no suspended run holds that token" in _error_line(again)
 
 
+def test_approvals_list_shows_each_approval_with_its_root_and_narrows_to_a_tree(store_url: str) -> None:
+    root_id, token, _ = _suspended_store(store_url)
+
+    async def other_tree() -> str:
+        async with await Runtime.start(store=store_url, agents=make_agents()) as rt:
+            other = await rt.create_session(agent="ops", title="other")
+            await other.run("deploy that")
+            [pending] = await other.pending_approvals()
+            return pending.token
+
+    other_token = asyncio.run(other_tree())
+    everything = invoke("approvals", "list", "--store", store_url).stdout.replace("\n", "")
+    assert token in everything and other_token in everything and root_id in everything
+    mine = invoke("approvals", "list", "--tree", root_id, "--store", store_url)
+    assert mine.exit_code == 0, mine.output
+    flat = mine.stdout.replace("\n", "")
+    assert token in flat and other_token not in flat  # the child's approval, listed under its root
+    assert "no session" in _error_line(invoke("approvals", "list", "--tree", "nope", "--store", store_url))
+
+
 def test_reject_and_resume(store_url: str) -> None:
     _, token, ask_token = _suspended_store(store_url)
     rejected = invoke("approvals", "reject", token, "--reason", "freeze", "--store", store_url, "--agents", AGENTS)
@@ -197,6 +217,7 @@ def test_demo_end_to_end_on_five_sessions(tmp_path: Path, monkeypatch: pytest.Mo
     result = invoke("demo", "--sessions", "5", "--backend", backend, "--delay", "0.01")
     assert result.exit_code == 0, result.output
     assert "summary" in result.stdout and "5/5" in result.stdout
+    assert "15 / 15" in result.stdout  # the models' delegated calls, one child session each
     assert "Parquet export" in result.stdout and "DuckDB" in result.stdout
     assert (tmp_path / ".repertory" / "repertory.db").exists()
     exported = json.dumps(sorted(p.name for p in (tmp_path / ".repertory" / "export").iterdir()))

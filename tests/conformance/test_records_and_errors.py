@@ -36,7 +36,7 @@ def test_the_error_tree() -> None:
     assert {cls.__name__ for cls in FAULTS} >= {
         "RepertoryError", "StoreError", "CommitConflict", "RunNotFound", "SessionNotFound",
         "InvalidResumeToken", "WrongSuspensionKind", "NotSuspended", "RunSuspended", "RunCancelled",
-        "SessionBusy", "StepBudgetExceeded", "OutputValidationError", "ModelError", "ToolError",
+        "SessionBusy", "StepBudgetExceeded", "OutputValidationError", "ModelError", "ToolError", "GuardrailTripped",
     }  # fmt: skip
 
 

@@ -15,6 +15,7 @@ the prompt picks the step.
 
 ``compacting`` is another assistant: it echoes each prompt at length, under a small token budget,
 so its threads compact every few turns (``Agent(compaction=...)``).
+``lead`` delegates every prompt to ``assistant`` (``agent_tool``): a child session runs the plan.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import asyncio
 import threading
 from typing import Any
 
-from repertory import Agent, Compaction, ToolContext, suspend, tool
+from repertory import Agent, Compaction, ToolContext, agent_tool, suspend, tool
 from repertory.core.messages import ModelMessage
 from repertory.core.model import ToolSpec
 from repertory.errors import ModelError
@@ -118,8 +119,15 @@ def _compacting_step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dic
     return {"text": f"echo: {last.text} " + "and more " * 20}
 
 
+def _lead(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
+    """Delegates its prompt to ``assistant`` and reports what came back."""
+    if messages[-1].role == "user":
+        return {"tool": "delegate", "args": {"task": messages[-1].text}}
+    return {"text": f"lead: {messages[-1].tool_results[0].result}"}
+
+
 def make_agents() -> dict[str, Agent]:
-    """The served agents: ``assistant`` (every plan above), ``second`` and ``compacting`` (see above)."""
+    """The served agents: ``assistant`` (every plan above), ``second``, ``compacting`` and ``lead`` (see above)."""
     tools = [lookup, delete_account, ask_human]
     return {
         "assistant": Agent(name="assistant", model=ScriptedModel(_step), tools=tools),
@@ -129,4 +137,5 @@ def make_agents() -> dict[str, Agent]:
             model=ScriptedModel(_compacting_step),
             compaction=Compaction(max_input_tokens=1200, keep_last=4),
         ),
+        "lead": Agent(name="lead", model=ScriptedModel(_lead), tools=[agent_tool("assistant", name="delegate")]),
     }

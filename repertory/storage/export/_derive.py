@@ -18,7 +18,8 @@ Both are computed incrementally from what changed since the last export:
    Calls still waiting for a result are remembered (``open_calls``) until it arrives. The run is
    the thread's latest run created at or before the call, and the approval record comes from
    ``RunState.approvals``: both from the runs this export read, since the commit that wrote a call or
-   a result also wrote its run.
+   a result also wrote its run. A delegating call's child session and turn come from
+   ``RunState.delegations`` the same way (they are committed with the call).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ _APPROVALS_TYPE = (
     '{"approvals":[{"tool_call_id":"VARCHAR","requested_at":"BIGINT","decision":"VARCHAR","decided_at":"BIGINT",'
     '"reason":"VARCHAR","args_replaced":"BOOLEAN"}]}'
 )
+_DELEGATIONS_TYPE = '{"delegations":[{"tool_call_id":"VARCHAR","session_id":"VARCHAR","submission_id":"VARCHAR"}]}'
 _ENTRY_SCHEMA = pa.schema([("entry_id", pa.string()), ("created_at", pa.int64()), ("message", pa.string())])
 _OPEN_SCHEMA = pa.schema(
     [("thread_id", pa.string()), ("tool_call_id", pa.string()), ("call_entry_id", pa.string()),
@@ -193,6 +195,12 @@ WITH run_info AS (
            arg_max(a.args_replaced, a.requested_at) AS args_replaced
     FROM (SELECT run_id, thread_id, unnest(json_transform(state, '{_APPROVALS_TYPE}').approvals) AS a FROM runs)
     GROUP BY thread_id, a.tool_call_id
+), delegation_info AS (
+    -- The child session and turn a delegating call ran (RunState.delegations, committed with the call).
+    SELECT thread_id, d.tool_call_id AS tool_call_id, any_value(d.session_id) AS child_session_id,
+           any_value(d.submission_id) AS child_submission_id
+    FROM (SELECT thread_id, unnest(json_transform(state, '{_DELEGATIONS_TYPE}').delegations) AS d FROM runs)
+    GROUP BY thread_id, d.tool_call_id
 )
 SELECT p.tool_call_id, p.thread_id, COALESCE(a.run_id, r.run_id) AS run_id, p.call_entry_id, p.position, p.tool_name,
        p.args, p.called_at, p.result, CASE WHEN p.result_at IS NULL THEN NULL ELSE p.is_error END AS is_error,
@@ -200,10 +208,12 @@ SELECT p.tool_call_id, p.thread_id, COALESCE(a.run_id, r.run_id) AS run_id, p.ca
        CASE WHEN a.tool_call_id IS NULL THEN NULL ELSE COALESCE(a.decision, 'pending') END AS approval_decision,
        a.requested_at AS approval_requested_at, a.decided_at AS approval_decided_at,
        a.decided_at - a.requested_at AS approval_wait_ms, a.reason AS approval_reason,
-       a.args_replaced AS args_replaced, CAST($gen AS BIGINT) AS export_generation
+       a.args_replaced AS args_replaced, g.child_session_id, g.child_submission_id,
+       CAST($gen AS BIGINT) AS export_generation
 FROM paired AS p
 ASOF LEFT JOIN run_info AS r ON r.thread_id = p.thread_id AND p.called_at >= r.created_at
 LEFT JOIN approval_info AS a ON a.thread_id = p.thread_id AND a.tool_call_id = p.tool_call_id
+LEFT JOIN delegation_info AS g ON g.thread_id = p.thread_id AND g.tool_call_id = p.tool_call_id
 -- A call this thread made now, or a result it got now (for a call made now, earlier, or before a fork).
 WHERE (p.fresh AND p.owned) OR (p.result_at IS NOT NULL AND (p.owned OR p.result_owned))
 """
