@@ -124,6 +124,19 @@ def _carries_results(history: MessageHistory, base: str | None) -> bool:
     return False
 
 
+async def _one_waits_one_done(rt: Runtime, root_id: str) -> bool:
+    """One child of the root waits for an approval and every other child's turn is done."""
+    children = await rt.store.list_children(root_id)
+    if len(children) < len(TASKS):
+        return False
+    waiting = done = 0
+    for child in children:
+        statuses = [t.status for t in await rt.store.list_turns(child.session_id)]
+        waiting += bool(await rt.store.list_runs(child.session_id, statuses=["suspended"]))
+        done += statuses == ["done"]
+    return waiting == 1 and done == len(TASKS) - 1
+
+
 async def main(db: str, folder: str, kill_at: str) -> None:
     where = Path(folder)
     store = await KillingStore.open(db)
@@ -139,8 +152,10 @@ async def main(db: str, folder: str, kill_at: str) -> None:
         turns = await rt.store.list_turns(handle.id)
         turn = handle.get_turn(turns[0].submission_id) if turns else await handle.send("go")
         if kill_at == "parent_wait":
-            # Polling the store: the child that will wait is spawned by the model, there is nothing to await.
-            while not await handle.pending_approvals(tree=True):  # noqa: ASYNC110
+            # Polling the store: the children are spawned by the model, there is nothing to await. The
+            # kill comes once one child waits for its approval and its sibling has finished (so the
+            # test knows which child a recovery asks again).
+            while not await _one_waits_one_done(rt, handle.id):  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
             print("waiting", flush=True)
             await asyncio.Event().wait()  # the test kills us here
