@@ -81,8 +81,8 @@ def agent_tool(agent_name: str, name: str | None = None, description: str | None
     """A tool that delegates to the agent registered as ``agent_name``: one child session per call.
 
     The model calls it with ``{"task": str}``; the call spawns a child session (lineage ``spawned``,
-    parent the caller, origin ``session``) running ``agent_name``, runs one turn there and returns the
-    child's final text (its output as JSON where that agent has an ``output_type``). A child that
+    parent the caller, origin ``session``, owner the caller's) running ``agent_name``, runs one turn
+    there and returns the child's final text (its output as JSON where that agent has an ``output_type``). A child that
     fails or is cancelled gives the model an error result. Parallel calls in one step run their
     children concurrently. After a crash the call waits for the same child turn: a child is
     spawned once. Approvals inside the child surface at every ancestor
@@ -179,6 +179,7 @@ class TreeServices:
             title=task if len(task) <= 80 else task[:79] + "…",
             model=parent.model,
             cwd=parent.cwd,
+            owner=parent.owner,  # a tenant's delegated children are theirs, as spawned ones are
         )
         try:
             await backend.create_session(spec)

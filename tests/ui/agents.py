@@ -7,6 +7,9 @@
 - ``stream NAME``: writes a first delta, waits for ``gate(NAME)``, then finishes the reply;
 - ``fail``: the model raises;
 - anything else is echoed back.
+
+``lead`` delegates each prompt to ``assistant`` (``agent_tool``): a ``delete X`` prompt leaves the
+approval in the child while the lead's turn waits for it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from repertory import Agent, ToolContext, suspend, tool
+from repertory import Agent, ToolContext, agent_tool, suspend, tool
 from repertory.core.messages import ModelMessage
 from repertory.core.model import ModelEvent, ModelResponse, ModelSettings, TextDelta, ToolSpec
 from repertory.core.state import Usage
@@ -114,10 +117,17 @@ class GatedModel:
         )
 
 
+def _lead(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
+    if messages[-1].role == "user":
+        return {"tool": "assistant", "args": {"task": messages[-1].text}}
+    return {"text": f"lead: {messages[-1].tool_results[0].result}"}
+
+
 def make_agents() -> dict[str, Agent]:
-    """``assistant`` (every plan above) and ``helper`` (a second agent, for the agent filter)."""
+    """``assistant`` (every plan above), ``helper`` (a second agent, for the agent filter) and ``lead``."""
     tools = [lookup, delete_account, ask_human]
     return {
         "assistant": Agent(name="assistant", model=GatedModel(), tools=tools),
         "helper": Agent(name="helper", model=ScriptedModel([{"text": "helping"}] * 1000)),
+        "lead": Agent(name="lead", model=ScriptedModel(_lead), tools=[agent_tool("assistant")]),
     }

@@ -163,3 +163,38 @@ async def test_resume_tokens_never_reach_a_page(ui_server: UiServer) -> None:
         assert all(p.status_code == 200 for p in pages)
         assert "acct-token" in pages[0].text
         assert not [p.url for p in pages if pending.token in p.text]
+
+
+async def test_a_delegated_childs_approval_waits_on_the_parents_page_and_is_decided_there(ui_server: UiServer) -> None:
+    rt = ui_server.runtime
+    lead = await rt.create_session(agent="lead", title="delegates", principal=ALICE_P, owner="alice")
+    turn = await lead.send("delete acct-deep")
+    for _ in range(500):  # the child is spawned by the lead's model: there is nothing to await
+        pending = await lead.pending_approvals(tree=True)
+        if pending:
+            break
+        await asyncio.sleep(0.01)
+    [waiting] = pending
+    assert waiting.session_id is not None and waiting.session_id != lead.id and waiting.tool_call_id is not None
+    [run] = await rt.store.list_runs(waiting.session_id, statuses=["suspended"])
+    child = await rt.store.load_session(waiting.session_id)
+    assert child is not None and child.owner == "alice"  # a delegated child is its tenant's, as a spawned one is
+    async with logged_in(ui_server.url) as (client, token):
+        page = await client.get(f"/ui/sessions/{lead.id}")
+        assert page.status_code == 200 and "acct-deep" in page.text and 'name="page" value="' + lead.id in page.text
+        decided = await client.post(
+            "/ui/decide",
+            data={
+                "csrf": token,
+                "session_id": waiting.session_id,
+                "page": lead.id,
+                "run_id": run.run_id,
+                "tool_call_id": waiting.tool_call_id,
+                "action": "approve",
+                "back": "session",
+            },
+        )
+        assert decided.status_code == 200 and "delegates" in decided.text  # the lead's page again
+    result = await asyncio.wait_for(turn.result(), 10)
+    assert result.status == "done" and result.text is not None and "acct-deep" in result.text
+    assert await lead.pending_approvals(tree=True) == []

@@ -485,6 +485,7 @@ class WebUI:
             "last_seq": last_seq,
             "fork_at_revision": self.fork_at_revision,
             "back": "session",
+            "page_id": session_id,  # a card of a descendant's call decides there and shows this page again
         }
 
     async def _decide(self, request: Request, viewer: Viewer, form: dict[str, str]) -> Response:
@@ -518,7 +519,7 @@ class WebUI:
         self, request: Request, viewer: Viewer, form: dict[str, str], back: str, outcome: Outcome
     ) -> Response:
         """The answer to a decision: in place with htmx, else the whole page with a notice."""
-        session_id = form.get("session_id", "")
+        session_id = form.get("page") or form.get("session_id", "")  # the page the card was on
         card_id = f"card-{form.get('run_id', '')}-{form.get('tool_call_id', '')}"
         typed: dict[str, Any] = {}
         if outcome.kind == "invalid":
@@ -529,7 +530,13 @@ class WebUI:
                 found = await inbox(self.runtime.store, viewer.sees, session_id)
                 items = [i for i in found if i.call.tool_call_id == wanted]
                 response = self._html(
-                    request, viewer, "_card.html", item=items[0] if items else None, back=back, **typed
+                    request,
+                    viewer,
+                    "_card.html",
+                    item=items[0] if items else None,
+                    back=back,
+                    page_id=session_id,
+                    **typed,
                 )
                 response.headers["HX-Retarget"] = f"#{card_id}"
                 response.headers["HX-Reswap"] = "outerHTML"

@@ -162,8 +162,18 @@ class InboxItem:
 
 
 async def inbox(store: TreeStore, sees: Sees, session_id: str | None = None) -> list[InboxItem]:
-    """Every pending approval and suspension the viewer ``sees`` (of one session, or of all), oldest first."""
-    runs = await store.list_runs(session_id, statuses=["suspended"])
+    """Every pending approval and suspension the viewer ``sees`` (of one session's tree, or of all), oldest first.
+
+    A session's inbox holds its descendants' too (up to ``TREE_LIMIT`` sessions): a delegated
+    child's approval holds the parent's turn, so the person at the parent is the one to answer it
+    (as ``SessionHandle.pending_approvals(tree=True)`` lists them).
+    """
+    if session_id is None:
+        runs = await store.list_runs(None, statuses=["suspended"])
+    else:
+        subtree = await _subtree(store, session_id)
+        found = await asyncio.gather(*(store.list_runs(s, statuses=["suspended"]) for s in subtree))
+        runs = [run for listed in found for run in listed]
     records: dict[str, SessionRecord | None] = {}
 
     async def record(sid: str) -> SessionRecord | None:
@@ -182,6 +192,16 @@ async def inbox(store: TreeStore, sees: Sees, session_id: str | None = None) -> 
             items.append(InboxItem(run, call, call.tool_call_id == live, session, root))
     items.sort(key=lambda i: (i.call.requested_at, i.run.run_id, not i.live))
     return items
+
+
+async def _subtree(store: TreeStore, session_id: str) -> list[str]:
+    """The session and its descendants, breadth-first, at most ``TREE_LIMIT`` of them."""
+    order, frontier = [session_id], [session_id]
+    while frontier and len(order) < TREE_LIMIT:
+        levels = await asyncio.gather(*(store.list_children(s) for s in frontier))
+        frontier = [r.session_id for level in levels for r in level][: TREE_LIMIT - len(order)]
+        order.extend(frontier)
+    return order
 
 
 async def stale_runs(store: TreeStore, older_than_ms: int, now: int) -> list[RunState]:
