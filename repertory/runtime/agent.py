@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +13,17 @@ from repertory.core.model import Model, ModelSettings, ToolSpec
 from repertory.runtime.compaction import Compaction
 from repertory.runtime.guardrails import Guardrail
 from repertory.runtime.tools import Tool, ToolSource, tool
+
+_log = logging.getLogger(__name__)
+
+
+async def _listing(source: ToolSource) -> Sequence[Tool] | Exception:
+    """The source's tools, or the error it listed with (cancellation still propagates)."""
+    try:
+        return await source.list_tools()
+    except Exception as exc:
+        return exc
+
 
 __all__ = ["Agent"]
 
@@ -95,16 +107,32 @@ class Agent:
         """Bring ``tools`` up to date with the tool sources' listings (each source caches its own).
 
         Costs one cached lookup per source when nothing changed. Two tools of one name raise
-        ``ValueError`` naming both sources; a source that cannot list raises its own error.
+        ``ValueError`` naming both sources. A source that cannot list raises its own error the first
+        time (a server that cannot start fails the turn before anything is written); once it has
+        listed, a failure keeps its last listing (the run goes on: API section 8).
         """
         if not self.tool_sources:
             return
         sources = self.tool_sources
         # Listing is a cached lookup after the first time: only several sources are worth a gather.
         if len(sources) == 1:
-            listings: tuple[Sequence[Tool], ...] = (await sources[0].list_tools(),)
+            got: list[Sequence[Tool] | BaseException] = [await _listing(sources[0])]
         else:
-            listings = tuple(await asyncio.gather(*(s.list_tools() for s in sources)))
+            got = list(await asyncio.gather(*(_listing(s) for s in sources)))
+        listed: list[Sequence[Tool]] = []
+        for i, (source, listing) in enumerate(zip(sources, got, strict=True)):
+            if not isinstance(listing, BaseException):
+                listed.append(listing)
+            elif self._listings is None:
+                raise listing  # never listed: a server that cannot start fails the turn before anything is written
+            else:
+                # Listed before and unreachable now (killed, restarting): the run goes on with its last
+                # listing, and a call to one of its tools reconnects or gives the model an error result.
+                _log.warning(
+                    "tool source %r could not list its tools (%s); using its last listing", source.name, listing
+                )
+                listed.append(self._listings[i])
+        listings = tuple(listed)
         if self._listings is not None and all(a is b for a, b in zip(listings, self._listings, strict=True)):
             return
         tools = dict(self._own_tools)
