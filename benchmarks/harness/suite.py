@@ -63,6 +63,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("sessions", "memory per session, creation rate, many sessions in one process"),
     Benchmark("memory", "long-term memory recall latency"),
     Benchmark("export", "Parquet export and DuckDB queries"),
+    Benchmark("turns", "turn cost against the raw durable-write floor; issue 21's targets side by side"),
     Benchmark("ray", "the Ray backend: overhead, throughput, creation, memory, events, host crash",
               quick_skip="starting Ray takes ~10 s; `python -m benchmarks.ray --quick` runs it"),
     Benchmark("ray_failover", "a node of a three-node Ray cluster dies; its sessions are served elsewhere",
