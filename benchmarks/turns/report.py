@@ -65,11 +65,17 @@ class LangGraphPart(BenchModel):
 
 
 class RayPart(BenchModel):
-    """Part 5: the same turns on PostgreSQL, local, then Ray with 1 host and with one host per core."""
+    """Part 5: the same turns on PostgreSQL, local, then Ray with 1 host and with one host per core.
+
+    Run with the server's ``synchronous_commit`` on (durable, the default) and off (a commit does
+    not wait for its WAL flush: not a setting to run with, a probe of whether the flush or the
+    processes bound the turns/s).
+    """
 
     cores: int
     runs: list[TreeRun]
-    scaling: float | None = Field(description="turns/s with one host per core over turns/s with one host")
+    scaling: float | None = Field(description="turns/s with one host per core over one host (synchronous_commit=on)")
+    scaling_by_synchronous_commit: dict[str, float | None] = Field(default_factory=dict)
     finding: str
 
 
@@ -136,11 +142,20 @@ class TurnsReport(Report):
                 label = f"{r.backend}{f', {r.hosts} host(s)' if r.hosts else ''}"
                 rows.append(
                     row(
-                        f"turns/s on PostgreSQL, {label}, {r.sessions:,} sessions x {r.turns_per_session}",
+                        f"turns/s, {r.store}, {label}, {r.sessions:,} sessions x {r.turns_per_session}",
                         r.turns_per_s,
                         "turns/s",
                         note=f"client CPU {r.client_cpu_seconds:.1f} s of "
                         f"{r.seconds:.1f} s wall; failures {sum(r.failures.values())}",
+                    )
+                )
+            for value, x in self.ray.scaling_by_synchronous_commit.items():
+                rows.append(
+                    row(
+                        f"Ray turns/s, {self.ray.cores} hosts over 1 host, PostgreSQL synchronous_commit={value}",
+                        x,
+                        "x",
+                        note=f"linear would be {self.ray.cores}x",
                     )
                 )
         rows += [row(f"{name} (skipped)", None, "", note=why) for name, why in self.skipped.items()]
@@ -192,9 +207,10 @@ class TurnsReport(Report):
             out.append(
                 table(
                     f"\nPostgreSQL, the same turns: local, then Ray ({self.ray.cores} cores)",
-                    ["backend", "hosts", "sessions x turns", "turns/s", "wall s", "client CPU s", "failures"],
+                    ["store", "backend", "hosts", "sessions x turns", "turns/s", "wall s", "client CPU s", "failures"],
                     [
                         [
+                            r.store,
                             r.backend,
                             str(r.hosts or "-"),
                             f"{r.sessions:,} x {r.turns_per_session}",

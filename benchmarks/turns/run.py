@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import psycopg
+
 from benchmarks.group_commit.report import SessionsRound
 from benchmarks.group_commit.workload import alternate, sessions_round
 from benchmarks.harness.commits import message_pool
@@ -33,6 +35,8 @@ from repertory.testing.pg_temp import TemporaryPostgres
 __all__ = ["SIZES", "measure"]
 
 T = TypeVar("T")
+# The durable setting first (the server default), then one whose commits do not wait for the WAL flush.
+SYNC = ("on", "off")
 
 SIZES: dict[Mode, Sizes] = {
     "full": Sizes(
@@ -147,35 +151,54 @@ async def _langgraph(folder: Path, s: Sizes) -> LangGraphPart:
     )
 
 
-async def _ray_runs(url: str, s: Sizes, cores: int) -> list[TreeRun]:
+async def _backends(url: str, s: Sizes, cores: int, label: str) -> list[TreeRun]:
     runs = []
-    for hosts in (1, cores):
-        run, _ = await tree_turns(url, "ray", s.ray_sessions, s.ray_turns_per_session, hosts=hosts)
-        _say(f"turns: PostgreSQL, ray, {hosts} host(s): {run.turns_per_s:,.0f} turns/s")
+    for backend, hosts in (("local", None), ("ray", 1), ("ray", cores)):
+        run, _ = await tree_turns(url, backend, s.ray_sessions, s.ray_turns_per_session, hosts=hosts, store=label)
+        _say(f"turns: {label}, {backend}, {hosts or '-'} host(s): {run.turns_per_s:,.0f} turns/s")
         runs.append(run)
     return runs
 
 
+def _synchronous_commit(url: str, value: str) -> None:
+    """Set the server's ``synchronous_commit`` (the temporary server's superuser) and reload it."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM SET synchronous_commit = {value}")
+        conn.execute("SELECT pg_reload_conf()")
+    with psycopg.connect(url) as conn:  # a new session reads the reloaded setting, as the hosts' pools will
+        row = conn.execute("SHOW synchronous_commit").fetchone()
+    if row is None or row[0] != value:
+        raise RuntimeError(f"synchronous_commit is {row}, not {value!r}, after the reload")
+
+
+def _scaling(runs: list[TreeRun], label: str) -> float | None:
+    ray = [r for r in runs if r.backend == "ray" and r.store == label]
+    return ray[-1].turns_per_s / ray[0].turns_per_s if len(ray) == 2 and ray[0].turns_per_s else None
+
+
 def _ray(s: Sizes) -> RayPart:
     cores = os.cpu_count() or 1
-    with TemporaryPostgres() as pg:
-        local, _ = asyncio.run(tree_turns(pg.url, "local", s.ray_sessions, s.ray_turns_per_session))
-        _say(f"turns: PostgreSQL, local: {local.turns_per_s:,.0f} turns/s")
-        with local_ray():
-            runs = asyncio.run(_ray_runs(pg.url, s, cores))
-    one, many = runs[0].turns_per_s, runs[-1].turns_per_s
-    scaling = many / one if one else None
+    runs: list[TreeRun] = []
+    with TemporaryPostgres() as pg, local_ray():
+        for value in SYNC:
+            _synchronous_commit(pg.url, value)
+            runs += asyncio.run(_backends(pg.url, s, cores, f"PostgreSQL, synchronous_commit={value}"))
+    scaling = {v: _scaling(runs, f"PostgreSQL, synchronous_commit={v}") for v in SYNC}
+    durable = scaling["on"]
     if cores == 1:
         finding = "one core: one host per core is one host; nothing to compare."
-    elif scaling is not None and scaling >= 0.75 * cores:
-        finding = f"{cores} hosts give {scaling:.2f}x one host's turns/s: it scales with the hosts here."
     else:
-        finding = (
-            f"{cores} hosts give {scaling or 0:.2f}x one host's turns/s (linear would be {cores}x): on this "
-            f"machine the design stops scaling with hosts; the client process, the {cores} host processes "
-            "and the PostgreSQL server share the same cores."
-        )
-    return RayPart(cores=cores, runs=[local, *runs], scaling=scaling, finding=finding)
+        said = "; ".join(f"synchronous_commit={v}: {x or 0:.2f}x" for v, x in scaling.items())
+        if durable is not None and durable >= 0.75 * cores:
+            finding = f"{cores} hosts over one host ({said}): it scales with the hosts here."
+        else:
+            finding = (
+                f"{cores} hosts over one host: {said} (linear would be {cores}x). On this machine the design "
+                f"stops scaling with hosts: the client, {cores} host processes (one Python process per core) and "
+                "the PostgreSQL server share the same cores, and with synchronous_commit=on every write "
+                "transaction also waits for its WAL flush."
+            )
+    return RayPart(cores=cores, runs=runs, scaling=durable, scaling_by_synchronous_commit=scaling, finding=finding)
 
 
 def _targets(report: TurnsReport) -> list[Target]:

@@ -111,7 +111,14 @@ async def _drive(handles: list[Any], turns: int, failures: dict[str, int]) -> in
 
 
 async def tree_turns(
-    url: str, backend: Backend, sessions: int, turns: int, *, hosts: int | None = None, sql_turns: int = 0
+    url: str,
+    backend: Backend,
+    sessions: int,
+    turns: int,
+    *,
+    hosts: int | None = None,
+    sql_turns: int = 0,
+    store: str | None = None,
 ) -> tuple[TreeRun, TurnSql | None]:
     """Time ``sessions`` x ``turns`` turns; then, untimed, trace ``sql_turns`` later turns' SQL (SQLite)."""
     opened = await _open(url, backend, sessions, hosts)
@@ -126,7 +133,7 @@ async def tree_turns(
             sql = await turn_sql(opened.rt, opened.handles[:sql_turns])
     finally:
         await opened.rt.close()
-    store = "PostgreSQL" if url.startswith("postgres") else "SQLite file (WAL), durability normal"
+    store = store or ("PostgreSQL" if url.startswith("postgres") else "SQLite file (WAL), durability normal")
     run = TreeRun(
         backend=backend, store=store, hosts=hosts if backend == "ray" else None, sessions=sessions,
         turns_per_session=turns, turns=done, seconds=wall, turns_per_s=done / wall, client_cpu_seconds=cpu,
