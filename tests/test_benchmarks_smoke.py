@@ -53,3 +53,22 @@ def test_quick_suite_writes_reports_table_and_plots(tmp_path: Path) -> None:
         png = out / "plots" / plot
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"plots/{plot}" in table
+
+
+def test_every_registered_benchmark_loads_and_reads_its_committed_report() -> None:
+    # The renderer reads each committed report through its benchmark's typed report: one that no
+    # longer validates (a field renamed, a single-file benchmark without REPORT) would drop its rows.
+    from benchmarks.harness.report import RESULTS_DIR, Report
+    from benchmarks.harness.suite import BENCHMARKS, load
+
+    read = []
+    for bench in BENCHMARKS:
+        loaded = load(bench.name)
+        assert loaded is not None, bench.name
+        path = RESULTS_DIR / f"{bench.name}.json"
+        if path.exists():
+            report = loaded.report.model_validate_json(path.read_text())
+            assert isinstance(report, Report) and report.benchmark == bench.name
+            assert all(r.figure for r in report.summarise()), bench.name
+            read.append(bench.name)
+    assert {"compaction", "tracing", "concurrency"} <= set(read)
