@@ -53,6 +53,7 @@ class FloorRun:
 
     turns: int
     seconds: float
+    cpu_seconds: float
     transactions: int
 
 
@@ -90,7 +91,7 @@ def raw_floor(path: Path, sessions: int, turns: int, durability: Durability = "n
     try:
         plan = _prepare(sessions, turns)
         gc.collect()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for txns in plan:
             for entries, revisions, run, thread in txns:
                 conn.execute("BEGIN IMMEDIATE")
@@ -99,7 +100,7 @@ def raw_floor(path: Path, sessions: int, turns: int, durability: Durability = "n
                 conn.execute(UPSERT_RUN, run)
                 conn.execute(UPSERT_THREAD, thread)
                 conn.execute("COMMIT")
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     finally:
         conn.close()
-    return FloorRun(turns=len(plan), seconds=seconds, transactions=2 * len(plan))
+    return FloorRun(turns=len(plan), seconds=seconds, cpu_seconds=cpu, transactions=2 * len(plan))

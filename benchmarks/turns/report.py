@@ -37,10 +37,12 @@ class FloorPart(BenchModel):
 
     tree: list[TreeRun]
     floor_turns_per_s: list[float]
+    floor_cpu_seconds: list[float] = Field(default_factory=list)  # reports before it was measured have none
     floor_transactions_per_turn: int
     tree_turns_per_s: float
     floor_median_turns_per_s: float
     ratio: float
+    cpu_ratio: float | None = Field(None, description="the ratio in turns per CPU second of the process (all threads)")
 
 
 class StepsPart(BenchModel):
@@ -97,6 +99,13 @@ class Target(BenchModel):
         if self.value is None or self.threshold is None:
             return None
         return self.value <= self.threshold if self.at_most else self.value >= self.threshold
+
+
+def _figure(value: float) -> str:
+    """A figure at a precision that reads: 1,250 and 44,052, 13.4, 0.131."""
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
 class TurnsReport(Report):
@@ -172,7 +181,7 @@ class TurnsReport(Report):
                 [
                     [
                         t.figure,
-                        "-" if t.value is None else f"{t.value:,.3g} {t.unit}".strip(),
+                        "-" if t.value is None else f"{_figure(t.value)} {t.unit}".strip(),
                         "-" if t.threshold is None else f"{'<=' if t.at_most else '>='} {t.threshold:g} {t.unit}",
                         yes(t.met),
                         t.source,
@@ -186,16 +195,18 @@ class TurnsReport(Report):
             out.append(
                 table(
                     "\nturn cost: the tree against the raw durable-write floor (one row per round)",
-                    ["round", "tree turns/s", "tree client CPU s", "floor turns/s"],
+                    ["round", "tree turns/s", "tree CPU s", "floor turns/s", "floor CPU s"],
                     [
-                        [str(i + 1), f"{t.turns_per_s:,.0f}", f"{t.client_cpu_seconds:.2f}", f"{f:,.0f}"]
-                        for i, (t, f) in enumerate(zip(c.tree, c.floor_turns_per_s, strict=True))
+                        [str(i + 1), f"{t.turns_per_s:,.0f}", f"{t.client_cpu_seconds:.2f}", f"{f:,.0f}", f"{fc:.2f}"]
+                        for i, (t, f, fc) in enumerate(
+                            zip(c.tree, c.floor_turns_per_s, c.floor_cpu_seconds or [0.0] * len(c.tree), strict=True)
+                        )
                     ],
                 )
             )
             out.append(
                 f"median: tree {c.tree_turns_per_s:,.0f} turns/s, floor {c.floor_median_turns_per_s:,.0f}, "
-                f"ratio {c.ratio:.3f}"
+                f"ratio {c.ratio:.3f}; per CPU second {c.cpu_ratio or 0:.3f}"
             )
         if self.sql is not None:
             out.append(

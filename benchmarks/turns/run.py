@@ -96,10 +96,12 @@ def _say(message: str) -> None:
 async def _turn_cost(folder: Path, s: Sizes) -> tuple[FloorPart, TurnSql | None]:
     trees: list[TreeRun] = []
     floors: list[float] = []
+    floor_cpu: list[tuple[int, float]] = []  # turns, CPU seconds
     sql: TurnSql | None = None
     for r in range(s.rounds):  # floor and tree alternate, so a change in the machine's load hits both
         f = raw_floor(folder / f"floor-{r}.db", s.sessions, s.turns_per_session)
         floors.append(f.turns / f.seconds)
+        floor_cpu.append((f.turns, f.cpu_seconds))
         tree, traced = await tree_turns(
             sqlite_url(str(folder), f"tree-{r}.db"),
             "local",
@@ -115,10 +117,13 @@ async def _turn_cost(folder: Path, s: Sizes) -> tuple[FloorPart, TurnSql | None]
     part = FloorPart(
         tree=trees,
         floor_turns_per_s=floors,
+        floor_cpu_seconds=[cpu for _, cpu in floor_cpu],
         floor_transactions_per_turn=2,
         tree_turns_per_s=tree_median,
         floor_median_turns_per_s=floor_median,
         ratio=tree_median / floor_median,
+        cpu_ratio=statistics.median(t.turns / t.client_cpu_seconds for t in trees)
+        / statistics.median(turns / cpu for turns, cpu in floor_cpu),
     )
     return part, sql
 
@@ -216,7 +221,8 @@ def _targets(report: TurnsReport) -> list[Target]:
                 threshold=TURN_RATIO_TARGET,
                 at_most=False,
                 source=here,
-                note=f"tree {c.tree_turns_per_s:,.0f} vs floor {c.floor_median_turns_per_s:,.0f} turns/s",
+                note=f"tree {c.tree_turns_per_s:,.0f} vs floor {c.floor_median_turns_per_s:,.0f} turns/s; "
+                f"per CPU second {c.cpu_ratio or 0:.3f}x",
             )
         )
     st = report.steps
