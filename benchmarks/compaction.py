@@ -34,9 +34,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
-import os
-import platform
 import sqlite3
 import statistics
 import tempfile
@@ -44,6 +41,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import model_validator
+
+from benchmarks.harness.cli import deliver
+from benchmarks.harness.report import Clock, Report, Row, finish, mode_of
 from repertory import Agent, Compaction, ModelMessage, Session, SqliteSessionStore, ToolSpec
 from repertory.core.history import MessageHistory
 from repertory.core.ids import new_id
@@ -51,7 +52,7 @@ from repertory.core.messages import Origin
 from repertory.core.state import RunState, ThreadState
 from repertory.testing import ScriptedModel
 
-__all__ = ["main", "run_suite"]
+__all__ = ["NAME", "PLOTS", "REPORT", "CompactionReport", "main", "measure", "run_suite"]
 
 NAME = "compaction"
 CHECKPOINTS = {"full": (100, 10_000, 100_000), "quick": (100, 1_000)}
@@ -62,7 +63,7 @@ BUDGET_TOKENS = 100_000
 KEEP_LAST = 20
 DEFAULT_SECONDS = {"full": 300.0, "quick": 60.0}
 TARGET_RATIO = 2.0
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"  # the harness's RESULTS_DIR
 SEED_CHUNK = 20_000
 
 USER = "Please keep track of this detail for later: " + "the quick brown fox jumps over the lazy dog " * 8
@@ -287,41 +288,65 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def measure(quick: bool, seconds: float | None = None) -> dict[str, Any]:
-    """Both runs and the summary; prints the table and returns the report."""
-    mode = "quick" if quick else "full"
-    started = time.perf_counter()
-    report: dict[str, Any] = {
-        "benchmark": NAME,
-        "mode": mode,
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "load_average_before": list(os.getloadavg()),
-        },
-        "store": "SQLite file (WAL), durability normal",
-        "budget_tokens": BUDGET_TOKENS,
-        "keep_last": KEEP_LAST,
-        "checkpoints": list(CHECKPOINTS[mode]),
-        "baseline_driven_up_to": BASELINE_DRIVEN[mode],
-        "wall_budget_seconds_per_run": seconds or DEFAULT_SECONDS[mode],
-        "target": {"ratio_to_turn_100": TARGET_RATIO},
-    }
-    report["results"] = asyncio.run(_measure(mode, seconds or DEFAULT_SECONDS[mode]))
-    report["summary"] = _summary(report)
-    report["machine"]["load_average_after"] = list(os.getloadavg())
-    report["seconds"] = round(time.perf_counter() - started, 1)
-    print(render(report))
-    return report
+class CompactionReport(Report):
+    """``benchmarks/results/compaction.json``: both runs' checkpoints (as measured, JSON) and their ratios."""
+
+    store: str
+    budget_tokens: int
+    keep_last: int
+    checkpoints: list[int]
+    baseline_driven_up_to: int
+    wall_budget_seconds_per_run: float
+    target: dict[str, float]
+    results: dict[str, Any]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_machine(cls, data: Any) -> Any:
+        # Reports written before this one was typed named the core count ``cpus``.
+        if isinstance(data, dict) and isinstance(data.get("machine"), dict) and "cpus" in data["machine"]:
+            machine = {k: v for k, v in data["machine"].items() if k != "cpus"}
+            machine.setdefault("cpu_count", data["machine"]["cpus"])
+            return {**data, "machine": machine}
+        return data
+
+    def summarise(self) -> list[Row]:
+        """Latency and bytes per turn at each checkpoint over turn 100's, with and without compaction."""
+        return [Row.model_validate({**r, "target_is": None if r["target"] is None else "at most"})
+                for r in _summary({"results": self.results})]  # fmt: skip
+
+    def render(self) -> str:
+        """The table printed after a run."""
+        return render({"mode": self.mode, "results": self.results, "summary": [r.model_dump() for r in self.rows()]})
 
 
-def run_suite(quick: bool, out_dir: Path, peers: bool = True) -> dict[str, Any]:
-    """The suite entry: measure, write ``out_dir/compaction.json``, return the report (``peers``: none here)."""
+REPORT = CompactionReport
+PLOTS: list[Any] = []
+
+
+def measure(quick: bool, seconds: float | None = None) -> CompactionReport:
+    """Both runs and the summary; the report."""
+    mode = mode_of(quick)
+    clock = Clock.start(NAME, mode)
+    budget = seconds or DEFAULT_SECONDS[mode]
+    report = CompactionReport(
+        **clock.frame(),
+        store="SQLite file (WAL), durability normal",
+        budget_tokens=BUDGET_TOKENS,
+        keep_last=KEEP_LAST,
+        checkpoints=list(CHECKPOINTS[mode]),
+        baseline_driven_up_to=BASELINE_DRIVEN[mode],
+        wall_budget_seconds_per_run=budget,
+        target={"ratio_to_turn_100": TARGET_RATIO},
+        results=asyncio.run(_measure(mode, budget)),
+    )
+    return finish(report, clock)
+
+
+def run_suite(quick: bool, out_dir: Path = RESULTS_DIR, peers: bool = True) -> CompactionReport:
+    """The suite entry: measure, print, write ``out_dir/compaction.json`` (``peers``: none here)."""
     report = measure(quick)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{NAME}.json").write_text(json.dumps(report, indent=2) + "\n")
+    deliver(report, out_dir / f"{NAME}.json")
     return report
 
 
@@ -334,9 +359,7 @@ def main() -> None:
         "--budget-seconds", type=float, default=None, help="wall time each run may drive turns (default 300)"
     )
     args = parser.parse_args()
-    report = measure(args.quick, args.budget_seconds)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{NAME}.json").write_text(json.dumps(report, indent=2) + "\n")
+    deliver(measure(args.quick, args.budget_seconds), args.out / f"{NAME}.json")
 
 
 if __name__ == "__main__":

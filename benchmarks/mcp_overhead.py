@@ -27,12 +27,8 @@ the history a step carries stays small.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
-import json
-import os
-import platform
 import socket
 import statistics
 import subprocess
@@ -43,10 +39,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.cli import deliver, parser
+from benchmarks.harness.report import Clock, Report, Row, finish, mode_of
 from repertory import Agent, InMemorySessionStore, ModelMessage, Session, ToolContext, ToolSpec, tool
 from repertory.testing import ScriptedModel
 
-__all__ = ["main", "run_suite"]
+__all__ = ["NAME", "PLOTS", "REPORT", "McpOverheadReport", "main", "measure", "run_suite"]
 
 NAME = "mcp_overhead"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -278,55 +276,54 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def measure(quick: bool) -> dict[str, Any]:
-    """Both transports, then the summary; prints the table and returns the report."""
-    mode = "quick" if quick else "full"
-    started = time.perf_counter()
-    report: dict[str, Any] = {
-        "benchmark": NAME,
-        "mode": mode,
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "load_average_before": list(os.getloadavg()),
-        },
-        "server": "repertory.demo.mcp_server, tool echo (read-only)",
-        "store": "in-memory",
-        "sizes": SIZES[mode],
-        "target": {"stdio_step_adds_beyond_engine_p50_ms": TARGET_MS},
-    }
-    report["results"] = asyncio.run(_measure(mode))
-    report["summary"] = _summary(report["results"])
-    report["machine"]["load_average_after"] = list(os.getloadavg())
-    report["seconds"] = round(time.perf_counter() - started, 2)
-    print(render(report))
-    return report
+class McpOverheadReport(Report):
+    """``benchmarks/results/mcp_overhead.json``: per transport, each kind of call's distribution (JSON)."""
+
+    server: str
+    store: str
+    sizes: dict[str, int]
+    target: dict[str, float]
+    results: list[dict[str, Any]]
+
+    def summarise(self) -> list[Row]:
+        """Per transport: what repertory adds beyond the engine's step, and MCPTool against a direct session."""
+        return [Row.model_validate(r) for r in _summary(self.results)]
+
+    def render(self) -> str:
+        """The table printed after a run."""
+        return render({"mode": self.mode, "results": self.results, "summary": [r.model_dump() for r in self.rows()]})
 
 
-def _write(report: dict[str, Any], path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
-    return path
+REPORT = McpOverheadReport
+PLOTS: list[Any] = []
 
 
-def run_suite(quick: bool, out_dir: Path = RESULTS, peers: bool = True) -> dict[str, Any]:
-    """The suite's entry: measure, write ``out_dir/mcp_overhead.json``, return the report (no peers here)."""
+def measure(quick: bool) -> McpOverheadReport:
+    """Both transports, then the summary; the report."""
+    mode = mode_of(quick)
+    clock = Clock.start(NAME, mode)
+    report = McpOverheadReport(
+        **clock.frame(),
+        server="repertory.demo.mcp_server, tool echo (read-only)",
+        store="in-memory",
+        sizes=SIZES[mode],
+        target={"stdio_step_adds_beyond_engine_p50_ms": TARGET_MS},
+        results=asyncio.run(_measure(mode)),
+    )
+    return finish(report, clock)
+
+
+def run_suite(quick: bool, out_dir: Path = RESULTS, peers: bool = True) -> McpOverheadReport:
+    """The suite's entry: measure, print, write ``out_dir/mcp_overhead.json`` (no peers here)."""
     report = measure(quick)
-    _write(report, out_dir / f"{NAME}.json")
+    deliver(report, out_dir / f"{NAME}.json")
     return report
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m benchmarks.mcp_overhead [--quick] [--out PATH]``."""
-    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{NAME}", description="MCP call overhead")
-    parser.add_argument("--quick", action="store_true", help="a few hundred calls (seconds); figures mean little")
-    parser.add_argument("--out", type=Path, default=RESULTS / f"{NAME}.json", help="JSON report path")
-    args = parser.parse_args(argv)
-    print(f"wrote {_write(measure(args.quick), args.out)}")
+    args = parser(NAME, __doc__, "a few hundred calls (seconds); figures mean little").parse_args(argv)
+    deliver(measure(args.quick), args.out)
 
 
 if __name__ == "__main__":

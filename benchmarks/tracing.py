@@ -59,7 +59,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "run_suite"]
+from pydantic import Field, model_validator
+
+from benchmarks.harness.cli import deliver
+from benchmarks.harness.report import Report, Row, mode_of
+from benchmarks.harness.report import row as summary_row
+
+__all__ = ["PLOTS", "REPORT", "TracingReport", "main", "run", "run_suite", "typed"]
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "tracing.json"
@@ -499,13 +505,74 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_suite(quick: bool, out_dir: Path = RESULTS.parent, peers: bool = True) -> dict[str, Any]:
+class TracingReport(Report):
+    """``benchmarks/results/tracing.json``: per workload, CPU us per model request under each configuration."""
+
+    steps: int
+    model_requests_per_run: int
+    rounds: int
+    runs_per_child: int
+    durability: str
+    clock: str
+    method: str
+    targets: dict[str, float]
+    baseline: str
+    workloads: list[dict[str, Any]]  # ``rows`` in the JSON of ``run`` (a Report's ``rows()`` is its summary)
+    tracing_calls_off_ns: dict[str, float | None]
+    sdk_span_us_in_run_median: float
+    off_direct_cost_pct_of_baseline_step: dict[str, float]
+    spans_per_run: dict[str, Any] = Field(default_factory=dict)
+    baseline_commit: str | None = None
+    baseline_ref: str | None = None
+    wall_us_per_step_median: dict[str, float] = Field(default_factory=dict)
+    wall_samples: dict[str, list[float]] = Field(default_factory=dict)
+    samples: dict[str, list[float]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_from_steps(cls, data: Any) -> Any:
+        # The report said no mode before it was typed: a run of the default length is a full one.
+        if isinstance(data, dict) and "rows" in data and "workloads" not in data:
+            data = {k: v for k, v in data.items() if k != "rows"} | {"workloads": data["rows"]}
+        if isinstance(data, dict) and "mode" not in data and isinstance(data.get("steps"), int):
+            return {**data, "mode": "full" if data["steps"] >= DEFAULT_STEPS else "quick"}
+        return data
+
+    def summarise(self) -> list[Row]:
+        """Per workload: tracing off against the build without it (%), and on over off (us a step)."""
+        out: list[Row] = []
+        for r in self.workloads:
+            w = r["workload"]
+            out.append(summary_row(f"tracing off vs no tracing code, {w} workload", r["off_vs_baseline_pct"], "%",
+                           TARGET_OFF_PCT, note=f"baseline: {self.baseline}"))  # fmt: skip
+            out.append(summary_row(f"tracing on minus off, {w} workload", r["on_minus_off_us_per_step"], "us/step",
+                           TARGET_ON_US, note=f"the SDK's two bare spans alone: "
+                           f"{r['sdk_floor_minus_off_us_per_step'] or 0:.1f} us"))  # fmt: skip
+        return out
+
+    def render(self) -> str:
+        """The summary table."""
+        data = self.model_dump(mode="json")
+        return render({**data, "rows": data["workloads"]})
+
+
+REPORT = TracingReport
+PLOTS: list[Any] = []
+
+
+def typed(report: dict[str, Any], quick: bool) -> TracingReport:
+    """The report ``run`` returns, typed (its mode said, its summary rows worked out)."""
+    out = TracingReport.model_validate({**report, "mode": mode_of(quick)})
+    out.summary = out.summarise()
+    return out
+
+
+def run_suite(quick: bool, out_dir: Path = RESULTS.parent, peers: bool = True) -> TracingReport:
     """The suite's entry: measure, print, write ``out_dir/tracing.json`` (``peers``: there are none here)."""
     report = run(QUICK_STEPS, 1, 1, None) if quick else run(DEFAULT_STEPS, DEFAULT_ROUNDS, DEFAULT_RUNS, None)
-    print(render(report))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "tracing.json").write_text(json.dumps(report, indent=2) + "\n")
-    return report
+    out = typed(report, quick)
+    deliver(out, out_dir / "tracing.json")
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -523,11 +590,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs = args.runs if args.runs is not None else (1 if args.quick else DEFAULT_RUNS)
     if steps < 1 or rounds < 1 or runs < 1:
         parser.error("--steps, --rounds and --runs must be >= 1")
-    report = run(steps, rounds, runs, args.baseline)
-    print(render(report))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwrote {args.out}")
+    quick = args.quick or steps < DEFAULT_STEPS
+    deliver(typed(run(steps, rounds, runs, args.baseline), quick), args.out)
 
 
 if __name__ == "__main__":

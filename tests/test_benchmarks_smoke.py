@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # Every benchmark quick mode runs; group_commit is registered but may not exist yet.
-EXPECTED = ("store", "latency", "steps", "fork", "concurrency", "recovery", "sessions", "memory", "export")
+EXPECTED = ("store", "latency", "steps", "fork", "concurrency", "recovery", "sessions", "memory", "export", "turns")
 PLOTS = ("throughput_vs_concurrency.png", "fork_cost_vs_history_length.png", "bytes_per_step_vs_run_length.png")
 
 
@@ -53,3 +53,22 @@ def test_quick_suite_writes_reports_table_and_plots(tmp_path: Path) -> None:
         png = out / "plots" / plot
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"plots/{plot}" in table
+
+
+def test_every_registered_benchmark_loads_and_reads_its_committed_report() -> None:
+    # The renderer reads each committed report through its benchmark's typed report: one that no
+    # longer validates (a field renamed, a single-file benchmark without REPORT) would drop its rows.
+    from benchmarks.harness.report import RESULTS_DIR, Report
+    from benchmarks.harness.suite import BENCHMARKS, load
+
+    read = []
+    for bench in BENCHMARKS:
+        loaded = load(bench.name)
+        assert loaded is not None, bench.name
+        path = RESULTS_DIR / f"{bench.name}.json"
+        if path.exists():
+            report = loaded.report.model_validate_json(path.read_text())
+            assert isinstance(report, Report) and report.benchmark == bench.name
+            assert all(r.figure for r in report.summarise()), bench.name
+            read.append(bench.name)
+    assert {"compaction", "tracing", "concurrency"} <= set(read)

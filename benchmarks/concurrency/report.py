@@ -14,10 +14,23 @@ from benchmarks.harness.stats import Dist
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["PLOTS", "SIGMA", "STEPS_PER_TURN", "ConcurrencyReport", "ModelShape", "Run"]
+__all__ = [
+    "PLOTS",
+    "SIGMA",
+    "STEPS_PER_TURN",
+    "TARGET_P50_MS",
+    "TARGET_SHAPE",
+    "ConcurrencyReport",
+    "ModelShape",
+    "Run",
+]
 
 SIGMA = 0.5
 STEPS_PER_TURN = 2
+# The configuration a turn latency target is read at (issue 21): local, 10,000 sessions x 3 turns,
+# median model delay 100 ms; its turn latency p50 should stay under 2 s.
+TARGET_SHAPE = ("local", 10_000, 3, 100.0)
+TARGET_P50_MS = 2_000.0
 
 
 class ModelShape(BenchModel):
@@ -79,6 +92,16 @@ class ConcurrencyReport(Report):
                     f"wall {r.wall_seconds:.1f} s (model alone {r.ideal_wall_seconds:.1f} s)",
                 )
             )
+            if (r.backend, r.sessions, r.turns_per_session, self.model.median_delay_ms) == TARGET_SHAPE:
+                rows.append(
+                    row(
+                        f"turn latency p50, {shape}, log-normal {self.model.median_delay_ms:.0f} ms model",
+                        lat.p50_ms,
+                        "ms",
+                        TARGET_P50_MS,
+                        note="the issue-21 target: a turn's wait stays near its model's, at 10,000 sessions",
+                    )
+                )
         rows += [
             row(f"throughput, {name}", None, "turns/s", note=f"FAILED: {why}") for name, why in self.failed.items()
         ]

@@ -63,6 +63,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("sessions", "memory per session, creation rate, many sessions in one process"),
     Benchmark("memory", "long-term memory recall latency"),
     Benchmark("export", "Parquet export and DuckDB queries"),
+    Benchmark("mcp_overhead", "an MCP tools/call through repertory against a direct SDK session (stdio, HTTP)"),
+    Benchmark("compaction", "turn latency and bytes per turn to 100,000 turns, with and without compaction",
+              quick_skip="its quick mode drives turns for two minutes; `python -m benchmarks.compaction --quick`"),
+    Benchmark("tracing", "what OpenTelemetry spans cost a step, off and on, against the build without tracing",
+              quick_skip="exports the pre-tracing build (git archive) into child processes; "
+                         "`python -m benchmarks.tracing --quick` runs it"),
+    Benchmark("turns", "turn cost against the raw durable-write floor; issue 21's targets side by side"),
     Benchmark("ray", "the Ray backend: overhead, throughput, creation, memory, events, host crash",
               quick_skip="starting Ray takes ~10 s; `python -m benchmarks.ray --quick` runs it"),
     Benchmark("ray_failover", "a node of a three-node Ray cluster dies; its sessions are served elsewhere",
