@@ -69,6 +69,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               quick_skip="starts a three-node Ray cluster; `python -m benchmarks.ray_failover --quick` runs it"),
     Benchmark("http", "repertory serve through langgraph-sdk: create + wait, stream, concurrent clients"),
     Benchmark("timers", "100,000 armed timers: memory per timer, the scheduler's queries, wake latency"),
+    Benchmark("million", "1,000,000 PostgreSQL sessions, 1% active: creation, cold activation, memory, sizes, WAL"),
 )  # fmt: skip
 
 Entry = Callable[[bool, Path, bool], Report]
