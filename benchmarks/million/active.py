@@ -12,12 +12,13 @@ picks are random (a seeded ``random.sample`` of the range, never materialised).
    their first handle and run one turn (``rt.send_many`` in batches of 500, then every turn
    awaited), timed with the host's CPU (``time.process_time``), the server's CPU (its processes in
    ``/proc``) and the WAL written (``pg_current_wal_lsn``); each session is its own client
-   (``rt.session``, ``handle.send``, ``turn.wait``), 500 at once; then ``gc.collect()`` and the
-   readings (RSS; with ``traced``, tracemalloc's traced size, started after the warm-up).
+   (``rt.session``, ``handle.send``, ``turn.wait``), 100 at once (500 ran out of the pool's 16
+   connections within its 10 s timeout under tracemalloc on a loaded machine); then
+   ``gc.collect()`` and the readings (RSS; with ``traced``, tracemalloc's traced size, started after the warm-up).
 3. Cold samples (untraced child only), one at a time on an otherwise idle loop: activation alone
    (``host.actor(id)`` of a never-run session: ``load_session`` + ``list_runs(limit=1)``), the
    two store reads alone, first handle + first turn (``rt.session`` then ``handle.run``) with the
-   WAL those turns wrote and the transactions they committed (``pg_stat_database``), and, after
+   WAL those turns wrote and the server's counters per turn (``_counters``), and, after
    ``passivate_idle(0)``, activation of a session that ran a turn and was passivated, then its
    second turn. A cProfile of 200 activations alone says where the
    time goes in this process (the rest is waiting on the server).
@@ -55,7 +56,7 @@ __all__ = ["AGENT", "active", "agent"]
 
 AGENT = "assistant"
 WARMUP = 20
-SEND_BATCH = 500
+SEND_BATCH = 100
 
 
 def _reply(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
@@ -89,14 +90,27 @@ async def _run_turns(rt: Runtime, ids: list[str]) -> None:
         await asyncio.gather(*(one(sid) for sid in ids[first : first + SEND_BATCH]))
 
 
-async def _commits(conn: psycopg.AsyncConnection[Any]) -> int:
-    """Transactions the database has committed so far (``pg_stat_database``, read after the stats flush)."""
-    await asyncio.sleep(1.2)  # a backend reports its counters at most once a second
+async def _counters(conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
+    """The server's transactions committed and WAL records, full-page images and syncs so far.
+
+    From ``pg_stat_database`` and ``pg_stat_wal``, read after the backends' once-a-second stats
+    flush. Every autocommit statement is a transaction, so reads count too; a WAL sync is a flush
+    to disk, shared by every transaction that committed behind it.
+    """
+    await asyncio.sleep(1.2)
     await conn.execute("SELECT pg_stat_clear_snapshot()")
-    cur = await conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+    cur = await conn.execute(
+        "SELECT d.xact_commit, w.wal_records, w.wal_fpi, w.wal_sync FROM pg_stat_database AS d, pg_stat_wal AS w "
+        "WHERE d.datname = current_database()"
+    )
     row = await cur.fetchone()
     assert row is not None
-    return int(row[0])
+    return dict(zip(("transactions", "wal_records", "wal_fpi", "wal_syncs"), (int(x) for x in row), strict=True))
+
+
+def _per(after: dict[str, int], before: dict[str, int], turns: int) -> dict[str, float]:
+    # The two readings' own statements (two transactions) are taken off.
+    return {k: round((after[k] - before[k] - (2 if k == "transactions" else 0)) / max(1, turns), 2) for k in after}
 
 
 async def _timed(items: list[str], call: Callable[[str], Awaitable[Any]]) -> list[float]:
@@ -142,6 +156,7 @@ async def active(spec: dict[str, Any]) -> ActivePart:
         done = 0
         for upto in steps:
             batch = active_ids[done:upto]
+            counters = await _counters(conn)
             lsn, cpu, pg_cpu, t0 = (
                 await wal_lsn(conn),
                 time.process_time(),
@@ -151,11 +166,12 @@ async def active(spec: dict[str, Any]) -> ActivePart:
             await _run_turns(rt, batch)
             seconds = time.perf_counter() - t0
             wal = await wal_bytes(conn, lsn)
+            per_turn = _per(await _counters(conn), counters, len(batch))
             phases.append(TurnPhase(
                 turns=len(batch), seconds=round(seconds, 3), turns_per_second=round(len(batch) / seconds, 1),
                 host_cpu_seconds=round(time.process_time() - cpu, 3),
                 postgres_cpu_seconds=round(postgres_cpu_seconds(postmaster) - pg_cpu, 3),
-                wal_bytes=wal, wal_bytes_per_turn=round(wal / len(batch), 1),
+                wal_bytes=wal, wal_bytes_per_turn=round(wal / len(batch), 1), per_turn=per_turn,
             ))  # fmt: skip
             done = upto
             memory.append(_reading(done, host, traced))
@@ -189,7 +205,7 @@ async def _cold(
     }
     handle_s: list[float] = []
     total_s: list[float] = []
-    lsn, commits = await wal_lsn(conn), await _commits(conn)
+    lsn, counters = await wal_lsn(conn), await _counters(conn)
     for sid in turned:
         t0 = time.perf_counter()
         handle = await rt.session(sid)
@@ -198,7 +214,7 @@ async def _cold(
         total_s.append(time.perf_counter() - t0)
         handle_s.append(t1 - t0)
     part.sequential_wal_bytes_per_turn = round(await wal_bytes(conn, lsn) / max(1, len(turned)), 1)
-    part.sequential_commits_per_turn = round((await _commits(conn) - commits - 2) / max(1, len(turned)), 2)
+    part.sequential_per_turn = _per(await _counters(conn), counters, len(turned))
     part.handle_alone = dist_ms(handle_s)
     part.handle_and_first_turn = dist_ms(total_s)
     profile = cProfile.Profile()

@@ -70,7 +70,10 @@ class MemoryStep(BenchModel):
 
 
 class TurnPhase(BenchModel):
-    """Turns run on newly activated sessions in batches: their rate, the CPU they cost, the WAL they wrote."""
+    """Turns run on newly activated sessions in batches: their rate, the CPU they cost, the WAL they wrote.
+
+    ``per_turn``: the server's transactions, WAL records, full-page images and WAL syncs per turn.
+    """
 
     turns: int
     seconds: float
@@ -79,6 +82,7 @@ class TurnPhase(BenchModel):
     postgres_cpu_seconds: float
     wal_bytes: int
     wal_bytes_per_turn: float
+    per_turn: dict[str, float] = Field(default_factory=dict)
 
 
 class ActivePart(BenchModel):
@@ -95,7 +99,7 @@ class ActivePart(BenchModel):
     activation_with_history: Dist | None = None
     turn_after_activation: Dist | None = None
     sequential_wal_bytes_per_turn: float | None = None
-    sequential_commits_per_turn: float | None = None
+    sequential_per_turn: dict[str, float] = Field(default_factory=dict)
     activation_profile: list[str] = Field(default_factory=list)
     load_average_before_after: list[list[float]] = Field(default_factory=list)
     child_seconds: float | None = None
