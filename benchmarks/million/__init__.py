@@ -22,9 +22,10 @@ on) and the real store (``repertory.storage.postgres``):
    a session that ran a turn before, activated again and run a second turn; a cProfile of
    activations alone. Target: activation p50 <= 5 ms.
 
-``--quick`` is 20,000 sessions (the suite's ``--quick`` too: the code runs, the figures mean
-little); ``--sessions`` sets the size of a full run (default 1,000,000). The parts:
-``database`` (COPY, sizes, WAL, server CPU), ``active`` (the host child), ``run``, ``report``.
+``--quick`` is 20,000 sessions (the code runs, the figures mean little; the suite's ``--quick``
+leaves this benchmark out, as it takes ~45 s); ``--sessions`` sets the size of a full run
+(default 1,000,000). The parts: ``database`` (COPY, sizes, WAL, server CPU), ``active`` (the host
+child), ``run``, ``report``.
 """
 
 from __future__ import annotations

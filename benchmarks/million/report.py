@@ -127,8 +127,8 @@ class MillionReport(Report):
         """Creation rate, cold activation p50 against its target, memory per active session, bytes per session."""
         c = self.creation
         rows = [
-            row(f"sessions created per second in bulk ({c.sessions:,}, {c.how})", round(c.per_second), "sessions/s",
-                note=f"{c.seconds:.1f} s; through rt.create_sessions {c.api_per_second:,.0f}/s "
+            row(f"sessions created per second in bulk ({c.sessions:,})", round(c.per_second), "sessions/s",
+                note=f"{c.seconds:.1f} s; {c.how}; through rt.create_sessions {c.api_per_second:,.0f}/s "
                      f"({c.api_sessions:,} sessions)"),
             row(f"database bytes per passivated session ({self.sessions:,} sessions)",
                 round(self.sizes_created.database_bytes / self.sessions), "B",
