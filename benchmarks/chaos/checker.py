@@ -17,8 +17,9 @@ used where present), ``faults.jsonl`` and ``run.json`` (``export_dir``; ``ledger
 The rules, by violation kind prefix:
 
 - ``turn_*``, ``accepted_*``, ``event_*``: every accepted turn is in the store and ended (done,
-  error or cancelled) with exactly one ``turn.completed`` event, its last; event seqs are 1..n per
-  session with no gap or duplicate.
+  error or cancelled) with exactly one ``turn.completed`` event, its last, in the status of its
+  run (a turn may end ``error`` or ``cancelled`` before its run was stored, never ``done``); event
+  seqs are 1..n per session with no gap or duplicate.
 - ``ledger_*``, ``side_effect_*``, ``result_without_side_effect``: no non-idempotent call ran twice
   (one ledger line per call id), and a call has a ledger line iff the run's history gives it a real
   result; an error result is allowed only where the engine writes "outcome unknown" (the call had
@@ -390,6 +391,14 @@ class _Checker:
                     submission_id=sub,
                 )
             run = t.runs.get(str(rec.get("run_id")))
+            if run is None and turn.status in ("done", "suspended"):
+                # A turn may fail (or be cancelled) before its run is stored; it cannot finish one.
+                self.add(
+                    "turn_run_missing",
+                    f"turn is {turn.status} but its run is not stored",
+                    submission_id=sub,
+                    run_id=rec.get("run_id"),
+                )
             if run is not None and turn.status in _TERMINAL and run.status != turn.status:
                 self.add(
                     "turn_run_status",

@@ -299,3 +299,19 @@ def test_a_clean_run_on_postgresql_has_no_violations(pg_server: TemporaryPostgre
     assert [v.ids for v in report.violations if v.kind == "event_seq_gap"] == [
         {"session_id": ids["a"], "seq": str(row[0])}
     ]
+
+
+def test_a_done_turn_whose_run_is_gone_is_reported(run: tuple[Path, dict[str, str]]) -> None:
+    run_dir, ids = run
+    sub = [line["submission_id"] for line in _lines(run_dir / "accepted.jsonl") if line["session_id"] == ids["a"]][-1]
+    [(record,)] = _sql(run_dir, "SELECT record FROM turns WHERE submission_id = ?", (sub,))
+    run_id = json.loads(record)["run_id"]
+    _sql(run_dir, "DELETE FROM runs WHERE run_id = ?", (run_id,))  # the 'say hi' turn: no side effects
+
+    report = check(_url(run_dir), run_dir)
+
+    # The export still holds the run, so a's tree totals there exceed the store's runs.
+    assert _kinds(report) == {"turn_run_missing", "usage_tree_export", "usage_tree_macro"}
+    [missing] = [v for v in report.violations if v.kind == "turn_run_missing"]
+    assert missing.ids == {"submission_id": sub, "run_id": run_id}
+    assert [v.ids for v in report.violations if v.kind == "export_extra_row"] == [{"table": "runs", "key": run_id}]
