@@ -202,12 +202,17 @@ class _Checker:
         return chain
 
     def on_lineage(self, revision_id: str, head: str | None) -> bool:
+        """Whether ``revision_id`` is ``head`` or one of its ancestors; True when that cannot be told.
+
+        A lineage that is broken (a missing parent, a cycle) is reported once, where it breaks;
+        every run and fork above the break would otherwise be reported again as off its lineage.
+        """
         if head is None:
             return False
         try:
             return revision_id in set(self.lineage(head))
         except _Lineage:
-            return False
+            return True
 
     def messages_of(self, revision_id: str) -> list[dict[str, Any]]:
         out = []

@@ -315,3 +315,67 @@ def test_a_done_turn_whose_run_is_gone_is_reported(run: tuple[Path, dict[str, st
     [missing] = [v for v in report.violations if v.kind == "turn_run_missing"]
     assert missing.ids == {"submission_id": sub, "run_id": run_id}
     assert [v.ids for v in report.violations if v.kind == "export_extra_row"] == [{"table": "runs", "key": run_id}]
+
+
+def test_a_result_whose_ledger_line_is_gone_is_a_side_effect_not_recorded(run: tuple[Path, dict[str, str]]) -> None:
+    run_dir, ids = run
+    ledger = run_dir / "ledger.jsonl"
+    lines = _lines(ledger)
+    [email] = [line for line in lines if line["session_id"] == ids["a"] and line["tool"] == "send_email"]
+    ledger.write_text("".join(json.dumps(line) + "\n" for line in lines if line is not email))
+
+    report = check(_url(run_dir), run_dir)
+
+    assert _kinds(report, export=True) == {"result_without_side_effect"}
+    [found] = report.violations
+    assert found.ids == {"run_id": email["run_id"], "tool_call_id": email["tool_call_id"]}
+
+
+def test_a_revision_whose_parent_is_gone_is_reported_where_the_lineage_breaks(run: tuple[Path, dict[str, str]]) -> None:
+    run_dir, ids = run
+    rev, _, _ = _history(run_dir, ids["b"])[2]
+    _sql(run_dir, "UPDATE history_revisions SET parent_id = 'nowhere' WHERE id = ?", (rev,))
+
+    report = check(_url(run_dir), run_dir)
+
+    assert [v.ids for v in report.violations if v.kind == "revision_parent_missing"] == [
+        {"revision_id": rev, "parent_id": "nowhere"}
+    ]
+    # Reported where it breaks, once: not again for each run and lineage above the break.
+    assert _kinds(report) == {"revision_parent_missing"}
+    assert [(v.kind, v.ids) for v in report.violations if v.kind.startswith("export_")] == [
+        ("export_value_mismatch", {"table": "revisions", "key": rev})
+    ]
+
+
+def test_a_tool_result_given_twice_is_reported(run: tuple[Path, dict[str, str]]) -> None:
+    run_dir, ids = run
+    history = _history(run_dir, ids["a"])
+    _, entry, message = next(h for h in history if h[2]["role"] == "tool")
+    message["parts"] = message["parts"] + message["parts"][-1:]
+    _sql(run_dir, "UPDATE history_entries SET message = ? WHERE id = ?", (json.dumps(message), entry))
+
+    report = check(_url(run_dir), run_dir)
+
+    assert _kinds(report) == {"result_duplicate"}
+    assert {v.ids["tool_call_id"] for v in report.violations if v.kind == "result_duplicate"} == {
+        message["parts"][-1]["tool_call_id"]
+    }
+
+
+def test_a_redeemed_token_still_live_is_reported(run: tuple[Path, dict[str, str]]) -> None:
+    run_dir, _ = run
+    decided = _lines(run_dir / "decisions.jsonl")[0]
+    [(run_id,)] = _sql(
+        run_dir,
+        "SELECT run_id FROM runs, json_each(runs.state, '$.approvals') AS a "
+        "WHERE json_extract(a.value, '$.tool_call_id') = ?",
+        (decided["tool_call_id"],),
+    )
+    _sql(run_dir, "UPDATE runs SET token = ? WHERE run_id = ?", (decided["token"], run_id))
+
+    report = check(_url(run_dir), run_dir)
+
+    # A token on a run that is not suspended, and one the approver already redeemed.
+    assert _kinds(report, export=True) == {"token_state_mismatch", "token_still_live"}
+    assert {v.ids["run_id"] for v in report.violations} == {run_id}
