@@ -104,6 +104,8 @@ class Evidence:
     seen_kinds: Counter[str] = field(default_factory=Counter)
     lineages: dict[str, list[str]] = field(default_factory=dict)
     run_calls: dict[str, dict[str, CallSeen]] = field(default_factory=dict)
+    # Each entry decoded once: every run of a thread (and of its forks) walks the same prefix.
+    decoded: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(self, kind: str, message: str, **ids: str | int | None) -> None:
         """Record one violation (ids as strings; past the cap for its kind, only counted)."""
@@ -161,7 +163,12 @@ class Evidence:
         """The decoded messages of a revision's lineage, oldest first (a missing entry is skipped)."""
         out = []
         for rid in self.lineage(revision_id):
-            raw = self.t.entries.get(self.t.revisions[rid].entry_id)
-            if raw is not None:
-                out.append(json.loads(raw))
+            entry_id = self.t.revisions[rid].entry_id
+            message = self.decoded.get(entry_id)
+            if message is None:
+                raw = self.t.entries.get(entry_id)
+                if raw is None:
+                    continue
+                message = self.decoded[entry_id] = json.loads(raw)
+            out.append(message)
         return out
