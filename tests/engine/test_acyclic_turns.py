@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import collections
 import gc
+from collections.abc import AsyncGenerator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from repertory import Agent, ModelMessage, Runtime, SessionHandle, suspend, tool
+from repertory import Agent, ModelMessage, Runtime, SessionEvent, SessionHandle, suspend, tool
 from repertory.core.model import ToolSpec
 from repertory.runtime.host import LocalHost
 from repertory.testing import ScriptedModel
@@ -75,7 +76,7 @@ async def _turns(rt: Runtime, handles: list[SessionHandle], round_: int) -> None
             await h.run(f"fail {round_}")
         await h.metadata()
         h.on_progress(lambda event: None).dispose()
-        stream = h.events()
+        stream = cast(AsyncGenerator[SessionEvent, None], h.events())  # the local backend's is a generator
         await stream.__anext__()
         await stream.aclose()
     host = rt.host
