@@ -14,16 +14,22 @@ it changes it. ``copied`` is ``model_copy()`` without its per-copy work, sharing
 
 Only for models without private attributes or extra fields (``TypeError`` otherwise), whose
 validators, if any, have nothing to say about values the engine made.
+
+Records that were validated (read from the store) keep their validation; ``share_fields_sets``
+then lets the frozen ones among them share one set per distinct content instead of one each: a
+frozen record's set is never changed after it is built (assignment is refused, ``model_copy``
+copies it first), so equal sets can be one object. A loaded conversation is mostly such records.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-__all__ = ["copied", "trusted"]
+__all__ = ["copied", "share_fields_sets", "trusted"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -106,3 +112,25 @@ def copied(model: M, /, **changes: Any) -> M:
     private = model.__pydantic_private__
     _set(obj, "__pydantic_private__", None if private is None else dict(private))
     return obj
+
+
+_SHARED: dict[tuple[type[BaseModel], frozenset[str]], set[str]] = {}
+
+
+def share_fields_sets(records: Iterable[BaseModel]) -> None:
+    """Give each frozen record in ``records`` the shared ``model_fields_set`` equal to its own.
+
+    For records just validated and not yet handed to anyone; records that are not frozen are left
+    alone (their set grows when a field is assigned).
+    """
+    for record in records:
+        cls = type(record)
+        if not cls.model_config.get("frozen"):
+            continue
+        own = record.__pydantic_fields_set__
+        key = (cls, frozenset(own))
+        shared = _SHARED.get(key)
+        if shared is None:
+            shared = _SHARED[key] = set(own)
+        if shared is not own:
+            _set(record, "__pydantic_fields_set__", shared)
