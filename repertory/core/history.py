@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from repertory.core.ids import Id, new_id, now_ms
 from repertory.core.messages import ModelMessage
+from repertory.core.trusted import trusted
 
 __all__ = ["HistoryEntry", "HistoryRevision", "MessageHistory", "HistoryIntegrityError"]
 
@@ -196,8 +197,10 @@ class MessageHistory(BaseModel):
         """
         parent = self.head
         at = now_ms()
-        entry = HistoryEntry(id=new_id(), message=message, created_at=at)
-        rev = HistoryRevision(
+        # Minted here from our own ids around a message that is already a record: nothing to validate.
+        entry = trusted(HistoryEntry, id=new_id(), message=message, created_at=at)
+        rev = trusted(
+            HistoryRevision,
             id=new_id(),
             parent_id=None if parent is None else parent.id,
             entry_id=entry.id,
@@ -215,7 +218,8 @@ class MessageHistory(BaseModel):
     def _add_revision(self, entry: HistoryEntry, at: int) -> HistoryRevision:
         """A new revision of ``entry`` (new or already in the graph) on top of the head; it becomes the head."""
         parent = self.head
-        rev = HistoryRevision(
+        rev = trusted(
+            HistoryRevision,
             id=new_id(),
             parent_id=None if parent is None else parent.id,
             entry_id=entry.id,
@@ -244,7 +248,7 @@ class MessageHistory(BaseModel):
         entries = self._entries()
         at = now_ms()
         self.revision_id = after
-        entry = HistoryEntry(id=new_id(), message=message, created_at=at)
+        entry = trusted(HistoryEntry, id=new_id(), message=message, created_at=at)
         self.entries.append(entry)
         entries[entry.id] = entry
         inserted = self._add_revision(entry, at)

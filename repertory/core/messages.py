@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from repertory.core.trusted import trusted
+
 __all__ = [
     "Origin",
     "OriginKind",
@@ -175,14 +177,23 @@ class ModelMessage(BaseModel):
     @classmethod
     def user(cls, text: str, origin: Origin | None = None) -> ModelMessage:
         """A user message holding one text part."""
-        return cls(role="user", parts=[TextPart(text=text)], origin=origin)
+        return cls._one_text("user", text, origin)
 
     @classmethod
     def system(cls, text: str, origin: Origin | None = None) -> ModelMessage:
         """A system message holding one text part."""
-        return cls(role="system", parts=[TextPart(text=text)], origin=origin)
+        return cls._one_text("system", text, origin)
 
     @classmethod
     def assistant(cls, text: str, origin: Origin | None = None) -> ModelMessage:
         """An assistant message holding one text part."""
-        return cls(role="assistant", parts=[TextPart(text=text)], origin=origin)
+        return cls._one_text("assistant", text, origin)
+
+    @classmethod
+    def _one_text(cls, role: Role, text: str, origin: Origin | None) -> ModelMessage:
+        # A str and an Origin record (or None) are all there is to check: built without the
+        # validator, which the engine paid for every message it said (a resume, an input).
+        if cls is ModelMessage and isinstance(text, str) and (origin is None or isinstance(origin, Origin)):
+            part = trusted(TextPart, type="text", text=text)
+            return trusted(ModelMessage, role=role, parts=[part], origin=origin, model=None, boundary=False)
+        return cls(role=role, parts=[TextPart(text=text)], origin=origin)

@@ -11,7 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from repertory.core.messages import ModelMessage, Origin, TextPart
+from repertory.core.messages import ModelMessage, Origin
+from repertory.core.trusted import trusted
 
 __all__ = ["Message", "NotificationMessage", "Principal", "PrincipalKind", "UserMessage", "to_model_message"]
 
@@ -48,7 +49,8 @@ class Principal(BaseModel):
     @property
     def origin(self) -> Origin:
         """The origin stamped on what this principal says."""
-        return Origin(kind=self.kind, id=self.id)
+        # A principal's fields are an origin's, validated when the principal was made.
+        return trusted(Origin, kind=self.kind, id=self.id)
 
     @property
     def notification_origin(self) -> Origin:
@@ -78,16 +80,14 @@ Message = str | UserMessage | NotificationMessage
 
 def to_model_message(message: Message, principal: Principal) -> tuple[ModelMessage, Literal["message", "notification"]]:
     """Stamp a sent message with its principal's origin; anything else is a ``TypeError``."""
+    # ``ModelMessage.user``/``system`` check the text is a str and build without validating again.
     if isinstance(message, str):
-        message = UserMessage(text=message)
+        return ModelMessage.user(message, origin=principal.origin), "message"
     if isinstance(message, UserMessage):
-        return ModelMessage(role="user", parts=[TextPart(text=message.text)], origin=principal.origin), "message"
+        return ModelMessage.user(message.text, origin=principal.origin), "message"
     if isinstance(message, NotificationMessage):
         text = f"{message.title}\n\n{message.body}"
-        return (
-            ModelMessage(role="system", parts=[TextPart(text=text)], origin=principal.notification_origin),
-            "notification",
-        )
+        return ModelMessage.system(text, origin=principal.notification_origin), "notification"
     raise TypeError(
         f"send() takes a str, UserMessage or NotificationMessage, not {type(message).__name__}; "
         "the origin of a message is always the handle's principal"

@@ -8,12 +8,13 @@ error instead of being half-understood. Timestamps are epoch milliseconds.
 from __future__ import annotations
 
 import copy
-from typing import Literal, TypeVar
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from repertory.core.ids import Id, now_ms
 from repertory.core.messages import ModelMessage
+from repertory.core.trusted import copied, trusted
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -33,8 +34,6 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 """Version of the persisted record shapes; bumped with a migration whenever a shape changes."""
-
-_M = TypeVar("_M", bound=BaseModel)
 
 RunStatus = Literal["running", "suspended", "done", "error", "cancelled"]
 SuspendKind = Literal["suspend", "approval", "timer"]
@@ -75,7 +74,9 @@ class Usage(BaseModel):
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(
+        # Sums of two valid records' counts: built without validating them again (once per step).
+        return trusted(
+            Usage,
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
@@ -229,12 +230,13 @@ def snapshot(run: RunState) -> RunState:
     Usage, errors and suspension reasons are replaced, never mutated, by the loop, so they are
     shared; scratch, pending calls and approval records are mutated in place, so they are copied.
     """
-    snap = run.model_copy()
-    snap.scratch = copy.deepcopy(run.scratch) if run.scratch else {}
-    snap.pending = [p.model_copy() for p in run.pending]
-    snap.approvals = [a.model_copy() for a in run.approvals]
-    snap.delegations = list(run.delegations)  # frozen records: only the list is appended to
-    return snap
+    return copied(
+        run,
+        scratch=copy.deepcopy(run.scratch) if run.scratch else {},
+        pending=[copied(p) for p in run.pending],
+        approvals=[copied(a) for a in run.approvals],
+        delegations=list(run.delegations),  # frozen records: only the list is appended to
+    )
 
 
 def _copy_json(value: JsonValue) -> JsonValue:
@@ -246,13 +248,6 @@ def _copy_json(value: JsonValue) -> JsonValue:
     return value
 
 
-def _copy_model(model: _M, **fields: object) -> _M:
-    """A shallow copy of ``model`` with ``fields`` replaced; its ``model_fields_set`` stays as it was."""
-    out = model.model_copy()
-    out.__dict__.update(fields)
-    return out
-
-
 def detached(run: RunState) -> RunState:
     """A copy of ``run`` that shares nothing mutable with it: what a caller gets to keep and change.
 
@@ -261,17 +256,17 @@ def detached(run: RunState) -> RunState:
     CPU): models are copied shallowly with their JSON containers rebuilt; strings and numbers are
     immutable, so shared.
     """
-    return _copy_model(
+    return copied(
         run,
-        usage=run.usage.model_copy(),
+        usage=copied(run.usage),
         suspended_on=None
         if run.suspended_on is None
-        else _copy_model(run.suspended_on, payload=_copy_json(run.suspended_on.payload)),
+        else copied(run.suspended_on, payload=_copy_json(run.suspended_on.payload)),
         scratch=_copy_json(run.scratch),
         result=_copy_json(run.result),
-        error=None if run.error is None else run.error.model_copy(),
-        pending=[_copy_model(p, args=_copy_json(p.args), payload=_copy_json(p.payload)) for p in run.pending],
-        approvals=[_copy_model(a, args=_copy_json(a.args), approval=_copy_json(a.approval)) for a in run.approvals],
+        error=None if run.error is None else copied(run.error),
+        pending=[copied(p, args=_copy_json(p.args), payload=_copy_json(p.payload)) for p in run.pending],
+        approvals=[copied(a, args=_copy_json(a.args), approval=_copy_json(a.approval)) for a in run.approvals],
         delegations=list(run.delegations),
         context=[m.model_copy(deep=True) for m in run.context],
     )

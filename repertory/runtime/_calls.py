@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repertory.core.messages import ModelMessage, Origin, ToolCallPart, ToolResultPart
+from repertory.core.trusted import trusted
 from repertory.errors import SuspendSignal, ToolError
 from repertory.runtime.tools import Tool, ToolContext
 from repertory.tracing import tool_span
@@ -45,12 +46,20 @@ def unanswered_calls(messages: list[ModelMessage]) -> list[ToolCallPart]:
 
 def error_result(call: ToolCallPart, message: str) -> ToolResultPart:
     """An error result the model reads in place of the tool's output."""
-    return ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=message, is_error=True)
+    return trusted(
+        ToolResultPart,
+        type="tool-result",
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        result=message,
+        is_error=True,
+    )
 
 
 def tool_message(results: list[ToolResultPart]) -> ModelMessage:
     """One tool-role message carrying results, stamped with the tool origin."""
-    return ModelMessage(role="tool", parts=list(results), origin=TOOL_ORIGIN)
+    # Results are records already (a tool's value was made JSON where it ran): only the wrapper is new.
+    return trusted(ModelMessage, role="tool", parts=list(results), origin=TOOL_ORIGIN, model=None, boundary=False)
 
 
 async def _run_one(tool: Tool, call: ToolCallPart, args: dict[str, Any], ctx: ToolContext) -> CallOutcome:

@@ -50,7 +50,11 @@ def input_messages(value: SessionInput, origin: Origin | None) -> list[ModelMess
     if isinstance(value, str):
         return [ModelMessage.user(value, origin=origin)]
     if isinstance(value, dict) and set(value) == {"messages"}:
-        messages = _MESSAGES.validate_python(value["messages"])
+        given = value["messages"]
+        if isinstance(given, list) and all(isinstance(m, ModelMessage) for m in given):
+            messages = list(given)  # records already (a queued turn's message): nothing to validate again
+        else:
+            messages = _MESSAGES.validate_python(given)
         if not messages:
             raise ValueError("input {'messages': [...]} needs at least one message")
         return messages

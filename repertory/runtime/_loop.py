@@ -28,11 +28,13 @@ from repertory.core.messages import ModelMessage, Origin, TextPart
 from repertory.core.model import ModelResponse, ModelSettings, ReasoningDelta, TextDelta, TokenCounter
 from repertory.core.result import RunResult
 from repertory.core.state import (
+    SCHEMA_VERSION,
     ErrorInfo,
     RunState,
     ThreadState,
     detached,
 )
+from repertory.core.trusted import trusted
 from repertory.errors import (
     CommitConflict,
     ModelError,
@@ -58,6 +60,7 @@ __all__ = ["Drive", "OUTPUT_RETRIES", "parse_output"]  # parse_output: its home 
 
 MODEL_ORIGIN = Origin(kind="model")
 FEEDBACK_ORIGIN = Origin(kind="system", id="output-validation")
+SYSTEM_ORIGIN = Origin(kind="system")
 OUTPUT_RETRIES = 2
 _SYSTEM_CLOCK = SystemClock()
 
@@ -105,6 +108,7 @@ class Drive:
         self.context_offset = 0  # messages of the lineage before ``messages`` (summarised ones)
         self.context_tokens = 0  # estimated tokens of ``messages``, kept only with compaction
         self._fixed_tokens: int | None = None
+        self._instructions_message: tuple[str, ModelMessage] | None = None
         self.reset_context()
         # Durable time (set by the session): the clock a sleep() reads, and who arms its timer.
         self.clock: Clock = _SYSTEM_CLOCK
@@ -212,7 +216,9 @@ class Drive:
         run = self.run_state
         run.history_revision_id = self.history.revision_id
         run.updated_at = now_ms()
-        thread = ThreadState(
+        thread = trusted(
+            ThreadState,
+            schema_version=SCHEMA_VERSION,
             thread_id=run.thread_id,
             history_revision_id=self.history.revision_id,
             created_at=self.thread_created_at,
@@ -279,13 +285,16 @@ class Drive:
         else:
             msgs = list(msgs)
         if self.agent.instructions:
-            msgs.insert(
-                0,
-                ModelMessage(
-                    role="system", parts=[TextPart(text=self.agent.instructions)], origin=Origin(kind="system")
-                ),
-            )
+            msgs.insert(0, self._instructions())
         return msgs
+
+    def _instructions(self) -> ModelMessage:
+        """The agent's instructions as a system message: one per drive, not one per request."""
+        text = self.agent.instructions or ""
+        cached = self._instructions_message
+        if cached is None or cached[0] != text:
+            cached = self._instructions_message = (text, ModelMessage.system(text, origin=SYSTEM_ORIGIN))
+        return cached[1]
 
     async def _sync_tools(self) -> None:
         """Take up a change in the agent's tool sources (an MCP server's list changed) before a request."""

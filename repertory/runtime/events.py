@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from repertory.core.ids import now_ms
 from repertory.core.tree import SessionEvent
+from repertory.core.trusted import trusted
 
 __all__ = ["LIVE_ONLY", "EventBus", "Outbox"]
 
@@ -78,7 +79,15 @@ class EventBus:
         if type in LIVE_ONLY:
             if self.watched:
                 self._publish(
-                    SessionEvent(session_id=self.session_id, submission_id=self.submission_id, type=type, data=data)
+                    trusted(
+                        SessionEvent,
+                        session_id=self.session_id,
+                        seq=None,
+                        submission_id=self.submission_id,
+                        type=type,
+                        data=data,
+                        at=now_ms(),
+                    )
                 )
             return
         self._buffer.append((type, data, self.submission_id, now_ms()))
@@ -89,8 +98,10 @@ class EventBus:
             return []
         if self.last_seq is None:
             raise RuntimeError("the event log position was not loaded (EventBus.load_seq) before a commit")
+        # The engine's own events (their data is ``dict[str, Any]``, nothing to check): built, not validated.
+        sid, last = self.session_id, self.last_seq
         events = [
-            SessionEvent(session_id=self.session_id, seq=self.last_seq + i, submission_id=sub, type=t, data=d, at=at)
+            trusted(SessionEvent, session_id=sid, seq=last + i, submission_id=sub, type=t, data=d, at=at)
             for i, (t, d, sub, at) in enumerate(self._buffer, start=1)
         ]
         self._buffer = []

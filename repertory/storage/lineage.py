@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 
 from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
 from repertory.core.messages import ModelMessage
+from repertory.core.trusted import share_fields_sets
 
 __all__ = ["decode_lineage"]
 
@@ -34,6 +35,15 @@ def decode_lineage(revision_id: str, rows: Sequence[Sequence[Any]]) -> MessageHi
             HistoryRevision(id=r[0], parent_id=r[1], entry_id=r[2], depth=r[3], created_at=r[4]) for r in ordered
         ]
         entries = [HistoryEntry(id=r[2], created_at=r[5], message=m) for r, m in zip(ordered, messages, strict=True)]
+        # A session keeps its history in memory: a set per record was a third of what the collector
+        # scans of it, and these records are frozen, so equal sets can be one (``share_fields_sets``).
+        share_fields_sets(revisions)
+        share_fields_sets(entries)
+        share_fields_sets(messages)
+        for m in messages:
+            share_fields_sets(m.parts)
+            if m.origin is not None:
+                share_fields_sets((m.origin,))
     finally:
         if gc_was_enabled:
             gc.enable()
