@@ -5,6 +5,9 @@ in any order. This is the expensive half of ``load_history`` (the SQL is the che
 is written for speed: rows are sorted here on a small key rather than by the database (which would
 sort rows that carry whole messages), every message is validated in one ``validate_json`` call
 over one JSON array, and the cyclic GC is paused while tens of thousands of objects are made.
+What it decodes goes into the store's ``HistoryCache`` (``repertory.storage.history_cache``), so
+the next load of the same lineage decodes nothing; the rows may then be only the lineage below
+the cached top of the history, which ``decode_lineage`` puts back on top.
 """
 
 from __future__ import annotations
@@ -13,28 +16,38 @@ import gc
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
-from repertory.core.messages import ModelMessage
+from repertory.storage.history_cache import CachedLineage, HistoryCache, decode_messages
 
 __all__ = ["decode_lineage"]
 
-_MESSAGES = TypeAdapter(list[ModelMessage])
 
+def decode_lineage(
+    revision_id: str,
+    rows: Sequence[Sequence[Any]],
+    cache: HistoryCache | None = None,
+    cached: CachedLineage | None = None,
+) -> MessageHistory:
+    """Build the history headed at ``revision_id`` from lineage rows (root first once sorted).
 
-def decode_lineage(revision_id: str, rows: Sequence[Sequence[Any]]) -> MessageHistory:
-    """Build the history headed at ``revision_id`` from its lineage rows (root first once sorted)."""
+    ``cached`` is the top of the lineage the cache already held: the rows are then the lineage of
+    ``cached.missing``, and the history is those rows with ``cached`` on top of them.
+    """
     ordered = sorted(rows, key=lambda r: r[3])
+    messages = decode_messages([r[6] for r in ordered])
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        messages = _MESSAGES.validate_json("[" + ",".join(r[6] for r in ordered) + "]")
         revisions = [
             HistoryRevision(id=r[0], parent_id=r[1], entry_id=r[2], depth=r[3], created_at=r[4]) for r in ordered
         ]
         entries = [HistoryEntry(id=r[2], created_at=r[5], message=m) for r, m in zip(ordered, messages, strict=True)]
+        if cache is not None:
+            for row, revision, entry in zip(ordered, revisions, entries, strict=True):
+                cache.add(revision, entry, len(row[6]))
     finally:
         if gc_was_enabled:
             gc.enable()
+    if cached is not None and cached.revisions:
+        return cached.history(revision_id, (revisions, entries))
     return MessageHistory(revision_id=revision_id, entries=entries, revisions=revisions)
