@@ -61,12 +61,9 @@ def decode_messages(jsons: Sequence[str]) -> list[ModelMessage]:
             gc.enable()
 
 
-@dataclass(frozen=True, slots=True)
-class _Written:
-    """A committed entry not decoded yet: its creation time and the JSON the commit wrote."""
-
-    created_at: int
-    message_json: str
+_Written = tuple[int, str]
+"""A committed entry not decoded yet: its creation time and the JSON the commit wrote (a plain
+tuple: a commit makes one per new revision, on the hot path)."""
 
 
 @dataclass(slots=True)
@@ -114,22 +111,6 @@ class HistoryCache:
 
     def add(self, revision: HistoryRevision, entry: HistoryEntry, json_bytes: int) -> None:
         """Keep ``revision`` with its decoded ``entry`` (whose message JSON is ``json_bytes`` long)."""
-        self._keep(revision, entry, json_bytes)
-
-    def add_written(self, revision: HistoryRevision, entry_created_at: int, message_json: str) -> None:
-        """Keep a revision a commit wrote, with its entry as the JSON written (decoded at its first load)."""
-        self._keep(revision, _Written(entry_created_at, message_json), len(message_json))
-
-    def add_commit(
-        self, revisions: Sequence[HistoryRevision], entries: Sequence[HistoryEntry], message_jsons: Sequence[str]
-    ) -> None:
-        """Keep what one commit wrote: its new revisions, each with its entry's message as written."""
-        if self.max_bytes == 0:
-            return
-        for revision, entry, message_json in zip(revisions, entries, message_jsons, strict=True):
-            self._keep(revision, _Written(entry.created_at, message_json), len(message_json))
-
-    def _keep(self, revision: HistoryRevision, entry: HistoryEntry | _Written, json_bytes: int) -> None:
         if self.max_bytes == 0:
             return
         records = self._records
@@ -139,6 +120,32 @@ class HistoryCache:
         size = json_bytes + _RECORD_OVERHEAD
         records[revision.id] = (revision, entry, size)
         self._bytes += size
+        if self._bytes > self.max_bytes:
+            self._evict()
+
+    def add_commit(
+        self, revisions: Sequence[HistoryRevision], entries: Sequence[HistoryEntry], message_jsons: Sequence[str]
+    ) -> None:
+        """Keep what one commit wrote: its new revisions, each with its entry's message as written.
+
+        Its entries are decoded at the first load that reaches them. Inlined rather than calling
+        ``add`` per revision: it runs after every commit.
+        """
+        if self.max_bytes == 0:
+            return
+        records = self._records
+        added = 0
+        for revision, entry, message_json in zip(revisions, entries, message_jsons, strict=True):
+            if revision.id not in records:
+                size = len(message_json) + _RECORD_OVERHEAD
+                records[revision.id] = (revision, (entry.created_at, message_json), size)
+                added += size
+        self._bytes += added
+        if self._bytes > self.max_bytes:
+            self._evict()
+
+    def _evict(self) -> None:
+        records = self._records
         while self._bytes > self.max_bytes and records:
             _, (_, _, dropped) = records.popitem(last=False)
             self._bytes -= dropped
@@ -156,7 +163,7 @@ class HistoryCache:
                 break
             records.move_to_end(current)
             revision, entry, _ = found
-            if isinstance(entry, _Written):
+            if isinstance(entry, tuple):
                 written.append(len(entries))
             revisions.append(revision)
             entries.append(entry)
@@ -170,12 +177,12 @@ class HistoryCache:
         self, revisions: list[HistoryRevision], entries: list[HistoryEntry | _Written], written: list[int]
     ) -> None:
         pending = [entries[i] for i in written]
-        messages = decode_messages([p.message_json for p in pending if isinstance(p, _Written)])
+        messages = decode_messages([p[1] for p in pending if isinstance(p, tuple)])
         records = self._records
-        for i, message in zip(written, messages, strict=True):
-            revision, was = revisions[i], entries[i]
-            assert isinstance(was, _Written)
-            entry = HistoryEntry(id=revision.entry_id, created_at=was.created_at, message=message)
+        for i, was, message in zip(written, pending, messages, strict=True):
+            revision = revisions[i]
+            assert isinstance(was, tuple)
+            entry = HistoryEntry(id=revision.entry_id, created_at=was[0], message=message)
             entries[i] = entry
             if revision.id in records:  # assigning an existing key keeps its place in the order
                 records[revision.id] = (revision, entry, records[revision.id][2])

@@ -45,13 +45,13 @@ from repertory.storage.postgres.schema import (
 )
 from repertory.storage.queries import runs_query
 
-__all__ = ["COMMIT_SQL", "UPSERT_RUN", "PostgresSessionStore", "event_arrays", "redact"]
+__all__ = ["COMMIT_SQL", "LINEAGE_SQL", "UPSERT_RUN", "PostgresSessionStore", "event_arrays", "redact"]
 
-# ``COMMIT_SQL`` (a lone commit), ``UPSERT_RUN`` and ``event_arrays`` are public so ``benchmarks.store``
-# can time raw psycopg loops that run exactly the store's statements.
+# ``COMMIT_SQL`` (a lone commit), ``LINEAGE_SQL``, ``UPSERT_RUN`` and ``event_arrays`` are public so
+# ``benchmarks.store`` can time raw psycopg loops that run exactly the store's statements.
 
 
-_LINEAGE_SQL = """
+LINEAGE_SQL = """
 WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
     SELECT id, parent_id, entry_id, depth, created_at FROM repertory.history_revisions WHERE id = %s
     UNION ALL
@@ -212,7 +212,7 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
         async with self.connection("load_history") as conn:
             rows: list[Any] = []
             if missing is not None:
-                cur = await conn.execute(_LINEAGE_SQL, (missing,))
+                cur = await conn.execute(LINEAGE_SQL, (missing,))
                 rows = await cur.fetchall()
                 if not rows:
                     return None
