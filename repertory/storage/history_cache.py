@@ -3,7 +3,7 @@
 Decoding is most of ``load_history``: at depth 10,000, pydantic builds some 50,000 objects from
 10 MB of JSON (about 45 ms here, with the SQL another 30 ms), and doing it faster is not possible
 with the records being pydantic models. But revisions and entries are immutable and their ids are
-minted once, so a record decoded (or written) once is the right answer for that id for as long
+minted once, so a record decoded once is the right answer for that id for as long
 as the store holds the row. The cache keeps such records, least recently used first out, within
 a budget of message JSON bytes. ``load_history`` walks the cached part of a lineage from its head,
 asks the database only for the lineage below the first revision it lacks (nothing, when it holds
@@ -12,58 +12,28 @@ revision's row (``history_gc``), and a revision the store no longer holds must l
 even while its record sits here. A revision that exists keeps its whole lineage (a deletion
 collects only what no remaining lineage reaches), so that one check covers every cached ancestor.
 
-What a commit writes is added as it commits, as the JSON it wrote: the committer's own message
-objects are not kept, because a message built in Python (arguments replaced at an approval, a
-float that JSON cannot hold) need not equal what its JSON reads back as, and a load must return
-what the store holds. The first load that reaches such records decodes them all in one call and
-keeps the result, so a session's history, a fork of it or an HTTP view of it is decoded at most
-once in this process and never fetched again. Records are shared between the loads that return
-them, as ``MessageHistory.branch`` shares them between views: nobody may change a record in place
-(they are frozen; their lists are a promise).
+Only loads fill it, not commits: the committer holds what it wrote already (a session keeps its
+history between steps), and records kept for every commit would stay with every session a host
+has passivated or whose history it dropped (``Session.drop_cached_history``), until the budget
+pushed them out, which is memory per idle session that ``benchmarks.sessions`` counts. Records
+are shared between the loads that return them, as ``MessageHistory.branch`` shares them between
+views: nobody may change a record in place (they are frozen; their lists are a promise).
 """
 
 from __future__ import annotations
 
-import gc
 from collections import OrderedDict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import cast
-
-from pydantic import TypeAdapter
 
 from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
-from repertory.core.messages import ModelMessage
 
-__all__ = ["DEFAULT_HISTORY_CACHE_BYTES", "CachedLineage", "HistoryCache", "decode_messages"]
+__all__ = ["DEFAULT_HISTORY_CACHE_BYTES", "CachedLineage", "HistoryCache"]
 
 DEFAULT_HISTORY_CACHE_BYTES = 32 * 1024 * 1024
 """The default budget: 32 MiB of message JSON (about 32,000 messages of 1 KB)."""
 
 _RECORD_OVERHEAD = 256
 """Bytes counted per cached record beyond its message JSON: the ids, numbers and objects around it."""
-
-_MESSAGES = TypeAdapter(list[ModelMessage])
-
-
-def decode_messages(jsons: Sequence[str]) -> list[ModelMessage]:
-    """Messages from their stored JSON, in one ``validate_json`` over one array, the cyclic GC paused.
-
-    One call rather than one per message, and no collection while tens of thousands of objects
-    are made (each full collection would walk all of them again).
-    """
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _MESSAGES.validate_json("[" + ",".join(jsons) + "]")
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-
-
-_Written = tuple[int, str]
-"""A committed entry not decoded yet: its creation time and the JSON the commit wrote (a plain
-tuple: a commit makes one per new revision, on the hot path)."""
 
 
 @dataclass(slots=True)
@@ -98,7 +68,7 @@ class HistoryCache:
         if max_bytes < 0:
             raise ValueError(f"history cache budget must be >= 0 bytes, not {max_bytes}")
         self.max_bytes = max_bytes
-        self._records: OrderedDict[str, tuple[HistoryRevision, HistoryEntry | _Written, int]] = OrderedDict()
+        self._records: OrderedDict[str, tuple[HistoryRevision, HistoryEntry, int]] = OrderedDict()
         self._bytes = 0
 
     @property
@@ -110,7 +80,7 @@ class HistoryCache:
         return len(self._records)
 
     def add(self, revision: HistoryRevision, entry: HistoryEntry, json_bytes: int) -> None:
-        """Keep ``revision`` with its decoded ``entry`` (whose message JSON is ``json_bytes`` long)."""
+        """Keep ``revision`` with its ``entry`` (whose message JSON is ``json_bytes`` long)."""
         if self.max_bytes == 0:
             return
         records = self._records
@@ -123,27 +93,6 @@ class HistoryCache:
         if self._bytes > self.max_bytes:
             self._evict()
 
-    def add_commit(
-        self, revisions: Sequence[HistoryRevision], entries: Sequence[HistoryEntry], message_jsons: Sequence[str]
-    ) -> None:
-        """Keep what one commit wrote: its new revisions, each with its entry's message as written.
-
-        Its entries are decoded at the first load that reaches them. Inlined rather than calling
-        ``add`` per revision: it runs after every commit.
-        """
-        if self.max_bytes == 0:
-            return
-        records = self._records
-        added = 0
-        for revision, entry, message_json in zip(revisions, entries, message_jsons, strict=True):
-            if revision.id not in records:
-                size = len(message_json) + _RECORD_OVERHEAD
-                records[revision.id] = (revision, (entry.created_at, message_json), size)
-                added += size
-        self._bytes += added
-        if self._bytes > self.max_bytes:
-            self._evict()
-
     def _evict(self) -> None:
         records = self._records
         while self._bytes > self.max_bytes and records:
@@ -152,9 +101,7 @@ class HistoryCache:
 
     def walk(self, revision_id: str) -> CachedLineage:
         """The cached part of ``revision_id``'s lineage from the head down; each record found is used again."""
-        revisions: list[HistoryRevision] = []
-        entries: list[HistoryEntry | _Written] = []
-        written: list[int] = []
+        out = CachedLineage(missing=None)
         records = self._records
         current: str | None = revision_id
         while current is not None:
@@ -163,29 +110,11 @@ class HistoryCache:
                 break
             records.move_to_end(current)
             revision, entry, _ = found
-            if isinstance(entry, tuple):
-                written.append(len(entries))
-            revisions.append(revision)
-            entries.append(entry)
+            out.revisions.append(revision)
+            out.entries.append(entry)
             current = revision.parent_id
-        if written:
-            self._decode_written(revisions, entries, written)
-        # Every _Written in ``entries`` was replaced by its decoded entry just above.
-        return CachedLineage(missing=current, revisions=revisions, entries=cast(list[HistoryEntry], entries))
-
-    def _decode_written(
-        self, revisions: list[HistoryRevision], entries: list[HistoryEntry | _Written], written: list[int]
-    ) -> None:
-        pending = [entries[i] for i in written]
-        messages = decode_messages([p[1] for p in pending if isinstance(p, tuple)])
-        records = self._records
-        for i, was, message in zip(written, pending, messages, strict=True):
-            revision = revisions[i]
-            assert isinstance(was, tuple)
-            entry = HistoryEntry(id=revision.entry_id, created_at=was[0], message=message)
-            entries[i] = entry
-            if revision.id in records:  # assigning an existing key keeps its place in the order
-                records[revision.id] = (revision, entry, records[revision.id][2])
+        out.missing = current
+        return out
 
     def clear(self) -> None:
         """Forget every record (a benchmark's cold load; memory back at once)."""

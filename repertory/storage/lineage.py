@@ -16,10 +16,15 @@ import gc
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
-from repertory.storage.history_cache import CachedLineage, HistoryCache, decode_messages
+from repertory.core.messages import ModelMessage
+from repertory.storage.history_cache import CachedLineage, HistoryCache
 
 __all__ = ["decode_lineage"]
+
+_MESSAGES = TypeAdapter(list[ModelMessage])
 
 
 def decode_lineage(
@@ -34,10 +39,10 @@ def decode_lineage(
     ``cached.missing``, and the history is those rows with ``cached`` on top of them.
     """
     ordered = sorted(rows, key=lambda r: r[3])
-    messages = decode_messages([r[6] for r in ordered])
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
+        messages = _MESSAGES.validate_json("[" + ",".join(r[6] for r in ordered) + "]")
         revisions = [
             HistoryRevision(id=r[0], parent_id=r[1], entry_id=r[2], depth=r[3], created_at=r[4]) for r in ordered
         ]

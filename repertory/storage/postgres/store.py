@@ -243,19 +243,18 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
         """One call of ``repertory_commit`` (alone or in a group-commit batch): guards, delta, run row, head."""
         delta = await plan_commit_async(run, thread, history, base_revision_id, self._holds)
         token = None if run.suspended_on is None else run.suspended_on.token
-        message_jsons = [e.message.model_dump_json() for e in delta.entries]
         params = (
             thread.thread_id, base_revision_id, thread.history_revision_id, thread.created_at, thread.updated_at,
             run.updated_at,
             run.run_id, run.status, token, run.model_dump_json(), redeem_token,
-            [e.id for e in delta.entries], [e.created_at for e in delta.entries], message_jsons,
+            [e.id for e in delta.entries], [e.created_at for e in delta.entries],
+            [e.message.model_dump_json() for e in delta.entries],
             [r.id for r in delta.revisions], [r.parent_id for r in delta.revisions],
             [r.entry_id for r in delta.revisions], [r.depth for r in delta.revisions],
             [r.created_at for r in delta.revisions],
             *event_arrays(events, thread.thread_id),
         )  # fmt: skip
         await self._write_commit(params)
-        self.history_cache.add_commit(delta.revisions, delta.entries, message_jsons)
 
     async def move_head(self, thread_id: str, *, history: MessageHistory, base_revision_id: str | None) -> None:
         """One transaction: the thread row locked, its head compared, the revisions it lacks, the new head.

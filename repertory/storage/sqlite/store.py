@@ -82,7 +82,7 @@ ON CONFLICT (run_id) DO UPDATE SET
     write_seq = excluded.write_seq, token = excluded.token, state = excluded.state
 """
 
-HOLDS_REVISION = "SELECT 1 FROM history_revisions WHERE id = ?"
+_HOLDS_REVISION = "SELECT 1 FROM history_revisions WHERE id = ?"
 
 INSERT_ENTRIES = "INSERT OR IGNORE INTO history_entries (id, created_at, message) VALUES (?, ?, ?)"
 SHARE_ENTRY = "INSERT OR IGNORE INTO history_shared_entries (entry_id) VALUES (?)"
@@ -239,13 +239,13 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         missing = cached.missing
         if missing is None:
             with db_errors("load_history"):
-                held = self._writer.execute(HOLDS_REVISION, (revision_id,)).fetchone() is not None
+                held = self._writer.execute(_HOLDS_REVISION, (revision_id,)).fetchone() is not None
             return cached.history(revision_id) if held else None
 
         def query(conn: sqlite3.Connection) -> list[Any] | None:
             rows = conn.execute(LINEAGE_SQL, (missing,)).fetchall()
             # Asked after the rows: a head that exists now keeps the lineage just read.
-            if cached.revisions and conn.execute(HOLDS_REVISION, (revision_id,)).fetchone() is None:
+            if cached.revisions and conn.execute(_HOLDS_REVISION, (revision_id,)).fetchone() is None:
                 return None
             return rows
 
@@ -255,7 +255,7 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         return decode_lineage(revision_id, rows, self.history_cache, cached)
 
     def _holds(self, revision_id: str) -> bool:
-        row = self._writer.execute(HOLDS_REVISION, (revision_id,)).fetchone()
+        row = self._writer.execute(_HOLDS_REVISION, (revision_id,)).fetchone()
         return row is not None
 
     async def commit_session(
@@ -312,7 +312,6 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
             conn.execute(UPSERT_THREAD, thread_row)
 
         await self._write("commit_session", apply)
-        self.history_cache.add_commit(delta.revisions, delta.entries, [row[2] for row in entry_rows])
 
     async def move_head(self, thread_id: str, *, history: MessageHistory, base_revision_id: str | None) -> None:
         """One transaction: compare-and-set on the thread head, the revisions it lacks, the new head."""
