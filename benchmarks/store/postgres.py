@@ -1,4 +1,4 @@
-"""PostgreSQL store benchmark: ``commit_session`` throughput against raw psycopg, 1 and 64 writers.
+"""PostgreSQL store benchmark: ``commit_session`` throughput against raw psycopg, 1 and 64 writers; history loads.
 
 Run through ``python -m benchmarks.store [--quick] [--only postgres]``; the figures land under the
 ``"postgres"`` key of ``benchmarks/results/store.json``. The server is a throwaway PostgreSQL from
@@ -48,13 +48,21 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from benchmarks.harness.commits import EngineSession
-from benchmarks.store.report import TARGET_PG_RATIO, PgCommitResult, PgSection, PgSkipped, PgVariantResult
+from benchmarks.store.loads import LoadableStore, load_history, measure_loads
+from benchmarks.store.report import (
+    TARGET_PG_RATIO,
+    LoadHistory,
+    PgCommitResult,
+    PgSection,
+    PgSkipped,
+    PgVariantResult,
+)
 from repertory.core.ids import new_id, now_ms
 from repertory.core.messages import ModelMessage
 from repertory.core.state import RunState
 from repertory.errors import StoreError
 from repertory.storage.postgres.schema import MIGRATIONS
-from repertory.storage.postgres.store import COMMIT_SQL, UPSERT_RUN, PostgresSessionStore, event_arrays
+from repertory.storage.postgres.store import COMMIT_SQL, LINEAGE_SQL, UPSERT_RUN, PostgresSessionStore, event_arrays
 from repertory.testing.pg_temp import TemporaryPostgres
 
 __all__ = ["POOL_SIZE", "VARIANTS", "WRITERS", "run_postgres"]
@@ -342,6 +350,33 @@ async def bench_postgres(
     return settings, results
 
 
+async def bench_pg_load(url: str, quick: bool, pool_msgs: Sequence[ModelMessage]) -> LoadHistory:
+    """``load_history`` at the SQLite part's depths, on its own store (a default pool), warm and cold.
+
+    The SQL alone is the store's own lineage query on a plain connection, fetched as the store does.
+    """
+    depths = (10, 1_000, 10_000)
+    store = await PostgresSessionStore.open(url)
+    session = EngineSession.new()
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    try:
+        await session.seed(store, [pool_msgs[i % len(pool_msgs)] for i in range(max(depths))])
+        revision_ids = [r.id for r in session.history.revisions]
+        del session
+        gc.collect()
+
+        async def query(rid: str) -> object:
+            cur = await conn.execute(LINEAGE_SQL, (rid,))
+            return await cur.fetchall()
+
+        loadable = LoadableStore(store.load_history, store.history_cache)
+        results = await measure_loads(loadable, revision_ids, depths, 5 if quick else 15, query)
+    finally:
+        await conn.close()
+        await store.close()
+    return load_history(results)
+
+
 async def run_postgres(quick: bool, pool_msgs: Sequence[ModelMessage]) -> PgSection | PgSkipped:
     """The PostgreSQL section of the report, on a throwaway server started and removed here.
 
@@ -356,6 +391,7 @@ async def run_postgres(quick: bool, pool_msgs: Sequence[ModelMessage]) -> PgSect
     load_before = list(os.getloadavg())
     with pg:
         settings, results = await bench_postgres(pg.url, quick, pool_msgs)
+        loads = await bench_pg_load(pg.url, quick, pool_msgs)
     return PgSection(
         server=settings,
         durability=(
@@ -371,4 +407,5 @@ async def run_postgres(quick: bool, pool_msgs: Sequence[ModelMessage]) -> PgSect
         mode="quick" if quick else "full",
         load_average_before_after=[load_before[0], os.getloadavg()[0]],
         seconds=time.perf_counter() - started,
+        load_history=loads,
     )

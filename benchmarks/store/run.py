@@ -10,8 +10,8 @@ from pathlib import Path
 from benchmarks.harness.commits import MESSAGE_BYTES, EngineSession, message_pool
 from benchmarks.harness.report import Clock, finish, mode_of
 from benchmarks.store.costs import component_costs, profile_commits
+from benchmarks.store.loads import load_history
 from benchmarks.store.report import (
-    TARGET_LOAD_MS_AT_10K,
     BytesOnDisk,
     CommitProfile,
     CommitResult,
@@ -67,10 +67,9 @@ async def run_sqlite(quick: bool, pool: Sequence[ModelMessage], smoke: bool = Fa
         loads = await bench_load(workdir, depths, load_runs, pool)
         disks = [await bench_disk(workdir, depth, appends, pool) for depth in (depths[0], depths[-1])]
         profile = await profile_commits(workdir, 100 if smoke else 500 if quick else 2_000, pool)
-    deepest = loads[-1]
     return SqlitePart(
         throughput,
-        LoadHistory(meets_target=deepest.median_ms <= TARGET_LOAD_MS_AT_10K, results=loads),
+        load_history(loads),
         BytesOnDisk(
             flat=abs(disks[-1].bytes_per_message - disks[0].bytes_per_message) <= 0.1 * disks[0].bytes_per_message,
             results=disks,

@@ -14,12 +14,12 @@ import asyncio
 import gc
 import os
 import statistics
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from benchmarks.harness.commits import MESSAGE_BYTES, EngineSession
 from benchmarks.harness.timing import timed
+from benchmarks.store.loads import LoadableStore, measure_loads
 from benchmarks.store.raw import RawWriter, connect_raw
 from benchmarks.store.report import (
     TARGET_COMMITS_PER_S,
@@ -110,28 +110,14 @@ async def bench_commits(
     )
 
 
-async def _median_ms(runs: int, call: Callable[[], Awaitable[object]], gc_off: bool = False) -> tuple[float, float]:
-    await call()  # warm the page cache and the reader pool; the first call is not the steady state
-    samples: list[float] = []
-    if gc_off:
-        gc.disable()
-    try:
-        for _ in range(runs):
-            start = time.perf_counter()
-            await call()
-            samples.append((time.perf_counter() - start) * 1e3)
-    finally:
-        gc.enable()
-    return statistics.median(samples), min(samples)
-
-
 async def bench_load(workdir: Path, depths: Sequence[int], runs: int, pool: Sequence[ModelMessage]) -> list[LoadResult]:
     """One lineage as deep as the deepest depth; each depth loads the revision at that depth.
 
-    The seeding session's in-memory history is dropped before timing, so the collector walks only
-    what ``load_history`` itself allocates, not the benchmark's own copy of the conversation. The
-    SQL alone is the store's own query (``LINEAGE_SQL``) on a reader connection in a worker thread,
-    which is how ``load_history`` runs it.
+    Timed warm, cold and until used (``benchmarks.store.loads``). The seeding session's in-memory
+    history is dropped before timing, so the collector walks only what ``load_history`` itself
+    allocates, not the benchmark's own copy of the conversation. The SQL alone is the store's own
+    query (``LINEAGE_SQL``) on a reader connection in a worker thread, which is how
+    ``load_history`` runs it when it reads rows.
     """
     store = await SqliteSessionStore.open(workdir / "load.db")
     reader = connect(store.path, uri=False, durability="normal", wal=True)
@@ -141,34 +127,13 @@ async def bench_load(workdir: Path, depths: Sequence[int], runs: int, pool: Sequ
         revision_ids = [r.id for r in session.history.revisions]
         del session
         gc.collect()
-        out: list[LoadResult] = []
-        for depth in depths:
-            revision_id = revision_ids[depth - 1]
-            loaded = await store.load_history(revision_id)
-            if loaded is None or len(loaded.messages) != depth:
-                raise RuntimeError(f"load_history at depth {depth} returned the wrong lineage")
 
-            async def load(rid: str = revision_id) -> object:
-                return await store.load_history(rid)
+        async def query(rid: str) -> object:
+            return await asyncio.to_thread(lambda: reader.execute(LINEAGE_SQL, (rid,)).fetchall())
 
-            async def query(rid: str = revision_id) -> object:
-                return await asyncio.to_thread(lambda: reader.execute(LINEAGE_SQL, (rid,)).fetchall())
-
-            median, fastest = await _median_ms(runs, load)
-            query_median, _ = await _median_ms(runs, query)
-            gc_off, _ = await _median_ms(runs, load, gc_off=True)
-            out.append(
-                LoadResult(
-                    depth=depth,
-                    runs=runs,
-                    median_ms=median,
-                    min_ms=fastest,
-                    query_median_ms=query_median,
-                    decode_median_ms=median - query_median,
-                    gc_off_median_ms=gc_off,
-                )
-            )
-        return out
+        return await measure_loads(
+            LoadableStore(store.load_history, store.history_cache), revision_ids, depths, runs, query
+        )
     finally:
         reader.close()
         await store.close()

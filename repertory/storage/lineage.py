@@ -5,6 +5,9 @@ in any order. This is the expensive half of ``load_history`` (the SQL is the che
 is written for speed: rows are sorted here on a small key rather than by the database (which would
 sort rows that carry whole messages), every message is validated in one ``validate_json`` call
 over one JSON array, and the cyclic GC is paused while tens of thousands of objects are made.
+What it decodes goes into the store's ``HistoryCache`` (``repertory.storage.history_cache``), so
+the next load of the same lineage decodes nothing; the rows may then be only the lineage below
+the cached top of the history, which ``decode_lineage`` puts back on top.
 """
 
 from __future__ import annotations
@@ -18,14 +21,24 @@ from pydantic import TypeAdapter
 from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
 from repertory.core.messages import ModelMessage
 from repertory.core.trusted import share_fields_sets
+from repertory.storage.history_cache import CachedLineage, HistoryCache
 
 __all__ = ["decode_lineage"]
 
 _MESSAGES = TypeAdapter(list[ModelMessage])
 
 
-def decode_lineage(revision_id: str, rows: Sequence[Sequence[Any]]) -> MessageHistory:
-    """Build the history headed at ``revision_id`` from its lineage rows (root first once sorted)."""
+def decode_lineage(
+    revision_id: str,
+    rows: Sequence[Sequence[Any]],
+    cache: HistoryCache | None = None,
+    cached: CachedLineage | None = None,
+) -> MessageHistory:
+    """Build the history headed at ``revision_id`` from lineage rows (root first once sorted).
+
+    ``cached`` is the top of the lineage the cache already held: the rows are then the lineage of
+    ``cached.missing``, and the history is those rows with ``cached`` on top of them.
+    """
     ordered = sorted(rows, key=lambda r: r[3])
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -44,7 +57,12 @@ def decode_lineage(revision_id: str, rows: Sequence[Sequence[Any]]) -> MessageHi
             share_fields_sets(m.parts)
             if m.origin is not None:
                 share_fields_sets((m.origin,))
+        if cache is not None:
+            for row, revision, entry in zip(ordered, revisions, entries, strict=True):
+                cache.add(revision, entry, len(row[6]))
     finally:
         if gc_was_enabled:
             gc.enable()
+    if cached is not None and cached.revisions:
+        return cached.history(revision_id, (revisions, entries))
     return MessageHistory(revision_id=revision_id, entries=entries, revisions=revisions)

@@ -20,7 +20,21 @@ from repertory.testing.conformance.sqlite_probe import SqliteProbe
 from repertory.testing.pg_temp import TemporaryPostgres
 from tests.conftest import truncate_pg
 
-__all__ = ["InMemory", "Postgres", "PostgresGroupOff", "SqliteFile", "SqliteFileGroupOff", "SqliteMemory"]
+__all__ = [
+    "TINY_HISTORY_CACHE",
+    "InMemory",
+    "Postgres",
+    "PostgresGroupOff",
+    "PostgresTinyCache",
+    "SqliteFile",
+    "SqliteFileGroupOff",
+    "SqliteFileNoCache",
+    "SqliteFileTinyCache",
+    "SqliteMemory",
+]
+
+TINY_HISTORY_CACHE = 1_500
+"""A history cache budget of a few records: loads then mix cached tops with lineages read below them."""
 
 
 class InMemory:
@@ -60,6 +74,25 @@ class SqliteFileGroupOff(_Sqlite):
             yield store
 
 
+class SqliteFileNoCache(_Sqlite):
+    """A SQLite file with the history cache off: every load decodes its whole lineage from the rows."""
+
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[SqliteSessionStore]:
+        async with await SqliteSessionStore.open(tmp_path / "conformance.db", history_cache_bytes=0) as store:
+            yield store
+
+
+class SqliteFileTinyCache(_Sqlite):
+    """A SQLite file whose history cache holds a few records (``TINY_HISTORY_CACHE``)."""
+
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[SqliteSessionStore]:
+        path = tmp_path / "conformance.db"
+        async with await SqliteSessionStore.open(path, history_cache_bytes=TINY_HISTORY_CACHE) as store:
+            yield store
+
+
 class SqliteMemory(_Sqlite):
     """SQLite's ``":memory:"`` database: not durable, but transactional."""
 
@@ -91,5 +124,15 @@ class PostgresGroupOff(_Postgres):
     @pytest.fixture
     async def store(self, pg_server: TemporaryPostgres) -> AsyncIterator[PostgresSessionStore]:
         async with await PostgresSessionStore.open(pg_server.url, group_commit=False) as store:
+            truncate_pg(pg_server.url)
+            yield store
+
+
+class PostgresTinyCache(_Postgres):
+    """The same server, the history cache holding a few records (``TINY_HISTORY_CACHE``)."""
+
+    @pytest.fixture
+    async def store(self, pg_server: TemporaryPostgres) -> AsyncIterator[PostgresSessionStore]:
+        async with await PostgresSessionStore.open(pg_server.url, history_cache_bytes=TINY_HISTORY_CACHE) as store:
             truncate_pg(pg_server.url)
             yield store

@@ -7,8 +7,11 @@ from tests.conformance.backends import (
     InMemory,
     Postgres,
     PostgresGroupOff,
+    PostgresTinyCache,
     SqliteFile,
     SqliteFileGroupOff,
+    SqliteFileNoCache,
+    SqliteFileTinyCache,
     SqliteMemory,
 )
 
@@ -35,3 +38,15 @@ class TestPostgres(Postgres, StoreConformance):
 
 class TestPostgresGroupOff(PostgresGroupOff, StoreConformance):
     """StoreConformance on ``PostgresGroupOff``."""
+
+
+class TestSqliteFileNoCache(SqliteFileNoCache, StoreConformance):
+    """StoreConformance on ``SqliteFileNoCache``."""
+
+
+class TestSqliteFileTinyCache(SqliteFileTinyCache, StoreConformance):
+    """StoreConformance on ``SqliteFileTinyCache``."""
+
+
+class TestPostgresTinyCache(PostgresTinyCache, StoreConformance):
+    """StoreConformance on ``PostgresTinyCache``."""

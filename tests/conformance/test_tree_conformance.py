@@ -7,8 +7,11 @@ from tests.conformance.backends import (
     InMemory,
     Postgres,
     PostgresGroupOff,
+    PostgresTinyCache,
     SqliteFile,
     SqliteFileGroupOff,
+    SqliteFileNoCache,
+    SqliteFileTinyCache,
     SqliteMemory,
 )
 
@@ -35,3 +38,15 @@ class TestPostgres(Postgres, TreeConformance, DeletionConformance):
 
 class TestPostgresGroupOff(PostgresGroupOff, TreeConformance, DeletionConformance):
     """TreeConformance and DeletionConformance on ``PostgresGroupOff``."""
+
+
+class TestSqliteFileNoCache(SqliteFileNoCache, TreeConformance, DeletionConformance):
+    """TreeConformance and DeletionConformance on ``SqliteFileNoCache``."""
+
+
+class TestSqliteFileTinyCache(SqliteFileTinyCache, TreeConformance, DeletionConformance):
+    """TreeConformance and DeletionConformance on ``SqliteFileTinyCache``."""
+
+
+class TestPostgresTinyCache(PostgresTinyCache, TreeConformance, DeletionConformance):
+    """TreeConformance and DeletionConformance on ``PostgresTinyCache``."""

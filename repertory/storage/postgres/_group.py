@@ -26,6 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from repertory.errors import StoreError
 from repertory.storage.group_commit import Failed, GroupCommit
+from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES
 from repertory.storage.postgres.connection import PgBase, error_for, redact
 
 __all__ = ["COMMIT_SQL", "MAX_BATCH", "MAX_INFLIGHT", "CommitParams", "PgCommitWriter", "batch_params"]
@@ -64,8 +65,15 @@ def batch_params(batch: Sequence[CommitParams]) -> list[list[Any]]:
 class PgCommitWriter(PgBase):
     """``commit_session``'s writes: straight to the pool, or through group commit (the default)."""
 
-    def __init__(self, pool: AsyncConnectionPool, url: str, password: str | None, group_commit: bool = True) -> None:
-        super().__init__(pool, url, password)
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        url: str,
+        password: str | None,
+        group_commit: bool = True,
+        history_cache_bytes: int = DEFAULT_HISTORY_CACHE_BYTES,
+    ) -> None:
+        super().__init__(pool, url, password, history_cache_bytes)
         self.group_commit = group_commit
         self._commits: GroupCommit[CommitParams, None] | None = (
             GroupCommit(self._flush, max_batch=MAX_BATCH, max_inflight=MAX_INFLIGHT) if group_commit else None

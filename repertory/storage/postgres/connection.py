@@ -17,6 +17,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from repertory.errors import CommitConflict, StoreError
 from repertory.storage.group_commit import GroupCommit
+from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES, HistoryCache
 from repertory.storage.postgres.schema import CONFLICT_SQLSTATE, TOKEN_SQLSTATE
 
 __all__ = ["PgBase", "error_for", "normalise_url", "redact"]
@@ -60,8 +61,15 @@ def error_for(action: str, sqlstate: str | None, message: str) -> StoreError:
 class PgBase:
     """The pool, the connection context that maps errors, and closing."""
 
-    def __init__(self, pool: AsyncConnectionPool, url: str, password: str | None) -> None:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        url: str,
+        password: str | None,
+        history_cache_bytes: int = DEFAULT_HISTORY_CACHE_BYTES,
+    ) -> None:
         self._pool = pool
+        self.history_cache = HistoryCache(history_cache_bytes)
         self._conninfo = url  # with the password: only for reopening, never shown
         self._password = password
         self.url = redact(url, password)

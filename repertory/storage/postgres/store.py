@@ -30,6 +30,7 @@ from repertory.core.tree import SessionEvent
 from repertory.errors import StoreError
 from repertory.storage.commit_plan import check_head_move, plan_commit_async, plan_head_move_async
 from repertory.storage.group_commit import take_switch
+from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.postgres._group import COMMIT_SQL, PgCommitWriter
 from repertory.storage.postgres._memory_tables import PgMemoryTables
@@ -44,13 +45,13 @@ from repertory.storage.postgres.schema import (
 )
 from repertory.storage.queries import runs_query
 
-__all__ = ["COMMIT_SQL", "UPSERT_RUN", "PostgresSessionStore", "event_arrays", "redact"]
+__all__ = ["COMMIT_SQL", "LINEAGE_SQL", "UPSERT_RUN", "PostgresSessionStore", "event_arrays", "redact"]
 
-# ``COMMIT_SQL`` (a lone commit), ``UPSERT_RUN`` and ``event_arrays`` are public so ``benchmarks.store``
-# can time raw psycopg loops that run exactly the store's statements.
+# ``COMMIT_SQL`` (a lone commit), ``LINEAGE_SQL``, ``UPSERT_RUN`` and ``event_arrays`` are public so
+# ``benchmarks.store`` can time raw psycopg loops that run exactly the store's statements.
 
 
-_LINEAGE_SQL = """
+LINEAGE_SQL = """
 WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
     SELECT id, parent_id, entry_id, depth, created_at FROM repertory.history_revisions WHERE id = %s
     UNION ALL
@@ -60,6 +61,8 @@ WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
 SELECT l.id, l.parent_id, l.entry_id, l.depth, l.created_at, e.created_at, e.message
 FROM lineage AS l JOIN repertory.history_entries AS e ON e.id = l.entry_id
 """
+
+_HOLDS_REVISION = "SELECT 1 FROM repertory.history_revisions WHERE id = %s"
 
 UPSERT_RUN = """
 INSERT INTO repertory.runs (run_id, thread_id, status, updated_at, write_seq, token, state)
@@ -105,6 +108,7 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
         connect_timeout: float = 5.0,
         pool_timeout: float = 10.0,
         group_commit: bool | None = None,
+        history_cache_bytes: int = DEFAULT_HISTORY_CACHE_BYTES,
     ) -> PostgresSessionStore:
         """Connect, migrate the schema, and open a pool of up to ``max_size`` connections.
 
@@ -112,6 +116,8 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
         the server restarts) before it raises ``StoreError``. ``group_commit`` (default on; also
         ``?group_commit=off`` in the URL, which the argument overrides) sends concurrent commits
         to the server together, one transaction and one round trip per batch (``_pg_group``).
+        ``history_cache_bytes`` is the budget of decoded history kept for ``load_history``
+        (``repertory.storage.history_cache``; 0 turns it off).
         """
         url, in_url = take_switch(url, "group_commit")
         grouped = group_commit if group_commit is not None else in_url if in_url is not None else True
@@ -148,7 +154,7 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
             raise StoreError(
                 f"postgres: cannot open a pool to {redact(url, password)}: {redact(str(exc), password)}"
             ) from None
-        return cls(pool, conninfo, password, grouped)
+        return cls(pool, conninfo, password, grouped, history_cache_bytes)
 
     # -- runs and threads -------------------------------------------------------------------------
 
@@ -196,17 +202,32 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
     # -- history ----------------------------------------------------------------------------------
 
     async def load_history(self, revision_id: str) -> MessageHistory | None:
-        """The lineage of ``revision_id``, root first, in one recursive query."""
+        """The lineage of ``revision_id``, root first: what the history cache lacks, in one recursive query.
+
+        Whether the head still exists is always asked of the database (a deletion may have
+        collected it); when the cache holds the whole lineage that is all that is asked.
+        """
+        cached = self.history_cache.walk(revision_id)
+        missing = cached.missing
         async with self.connection("load_history") as conn:
-            cur = await conn.execute(_LINEAGE_SQL, (revision_id,))
-            rows = await cur.fetchall()
-        if not rows:
-            return None
-        return decode_lineage(revision_id, rows)
+            rows: list[Any] = []
+            if missing is not None:
+                cur = await conn.execute(LINEAGE_SQL, (missing,))
+                rows = await cur.fetchall()
+                if not rows:
+                    return None
+            if cached.revisions:
+                # Asked after the rows: a head that exists now keeps the lineage just read.
+                cur = await conn.execute(_HOLDS_REVISION, (revision_id,))
+                if await cur.fetchone() is None:
+                    return None
+        if missing is None:
+            return cached.history(revision_id)
+        return decode_lineage(revision_id, rows, self.history_cache, cached)
 
     async def _holds(self, revision_id: str) -> bool:
         async with self.connection("commit_session") as conn:
-            cur = await conn.execute("SELECT 1 FROM repertory.history_revisions WHERE id = %s", (revision_id,))
+            cur = await conn.execute(_HOLDS_REVISION, (revision_id,))
             return await cur.fetchone() is not None
 
     async def commit_session(

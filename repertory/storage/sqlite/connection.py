@@ -24,6 +24,7 @@ from typing import Literal, TypeVar, cast
 
 from repertory.errors import StoreError
 from repertory.storage.group_commit import Failed, GroupCommit
+from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES, HistoryCache
 from repertory.storage.sqlite._wal import WalKeeper
 
 __all__ = ["Durability", "SqliteBase", "Write", "connect", "db_errors", "run_batch", "transaction", "use_wal"]
@@ -132,9 +133,16 @@ class SqliteBase:
     """The writer connection, the reader pool, transactions, group commit and closing."""
 
     def __init__(
-        self, path: str, writer: sqlite3.Connection, durability: Durability, memory: bool, group_commit: bool = True
+        self,
+        path: str,
+        writer: sqlite3.Connection,
+        durability: Durability,
+        memory: bool,
+        group_commit: bool = True,
+        history_cache_bytes: int = DEFAULT_HISTORY_CACHE_BYTES,
     ) -> None:
         self.path = path
+        self.history_cache = HistoryCache(history_cache_bytes)
         self.durability: Durability = durability
         self.group_commit = group_commit
         self._group: GroupCommit[Write, object] | None = GroupCommit(self._flush) if group_commit else None

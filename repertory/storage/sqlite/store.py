@@ -23,6 +23,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from repertory.core.history import MessageHistory
 from repertory.core.ids import now_ms
@@ -37,6 +38,7 @@ from repertory.storage.commit_plan import (
     plan_commit,
     plan_head_move,
 )
+from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES
 from repertory.storage.history_gc import attach_point
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.queries import runs_query
@@ -80,6 +82,8 @@ ON CONFLICT (run_id) DO UPDATE SET
     write_seq = excluded.write_seq, token = excluded.token, state = excluded.state
 """
 
+_HOLDS_REVISION = "SELECT 1 FROM history_revisions WHERE id = ?"
+
 INSERT_ENTRIES = "INSERT OR IGNORE INTO history_entries (id, created_at, message) VALUES (?, ?, ?)"
 SHARE_ENTRY = "INSERT OR IGNORE INTO history_shared_entries (entry_id) VALUES (?)"
 
@@ -120,12 +124,19 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
 
     @classmethod
     async def open(
-        cls, path: str | os.PathLike[str], durability: Durability = "normal", *, group_commit: bool = True
+        cls,
+        path: str | os.PathLike[str],
+        durability: Durability = "normal",
+        *,
+        group_commit: bool = True,
+        history_cache_bytes: int = DEFAULT_HISTORY_CACHE_BYTES,
     ) -> SqliteSessionStore:
         """Open or create the database at ``path`` and make sure its schema is current.
 
         ``group_commit`` (default on) coalesces concurrent writes into shared transactions; off,
         every write is a transaction of its own (the comparison ``benchmarks.group_commit`` makes).
+        ``history_cache_bytes`` is the budget of decoded history kept for ``load_history``
+        (``repertory.storage.history_cache``; 0 turns it off).
         Raises ``StoreError`` for a file that is not a SQLite database, a truncated one, another
         application's database, a newer schema, or a folder that cannot be written.
         """
@@ -153,7 +164,7 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         except BaseException:
             conn.close()
             raise
-        return cls(location, conn, durability, memory, group_commit)
+        return cls(location, conn, durability, memory, group_commit, history_cache_bytes)
 
     # -- runs and threads -------------------------------------------------------------------------
 
@@ -218,14 +229,33 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
     # -- history ----------------------------------------------------------------------------------
 
     async def load_history(self, revision_id: str) -> MessageHistory | None:
-        """The lineage of ``revision_id``, root first, in one recursive query."""
-        rows = await self.read("load_history", lambda conn: conn.execute(LINEAGE_SQL, (revision_id,)).fetchall())
+        """The lineage of ``revision_id``, root first: what the history cache lacks, in one recursive query.
+
+        Whether the head still exists is always asked of the database (a deletion may have
+        collected it); when the cache holds the whole lineage that is all that is asked, inline.
+        """
+        self._check_open()
+        cached = self.history_cache.walk(revision_id)
+        missing = cached.missing
+        if missing is None:
+            with db_errors("load_history"):
+                held = self._writer.execute(_HOLDS_REVISION, (revision_id,)).fetchone() is not None
+            return cached.history(revision_id) if held else None
+
+        def query(conn: sqlite3.Connection) -> list[Any] | None:
+            rows = conn.execute(LINEAGE_SQL, (missing,)).fetchall()
+            # Asked after the rows: a head that exists now keeps the lineage just read.
+            if cached.revisions and conn.execute(_HOLDS_REVISION, (revision_id,)).fetchone() is None:
+                return None
+            return rows
+
+        rows = await self.read("load_history", query)
         if not rows:
             return None
-        return decode_lineage(revision_id, rows)
+        return decode_lineage(revision_id, rows, self.history_cache, cached)
 
     def _holds(self, revision_id: str) -> bool:
-        row = self._writer.execute("SELECT 1 FROM history_revisions WHERE id = ?", (revision_id,)).fetchone()
+        row = self._writer.execute(_HOLDS_REVISION, (revision_id,)).fetchone()
         return row is not None
 
     async def commit_session(

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from repertory.core.history import MessageHistory
-from repertory.core.messages import ModelMessage, TextPart, ToolResultPart
+from repertory.core.messages import ModelMessage, Origin, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from repertory.core.state import RunState, SuspendReason, ThreadState
 from repertory.core.store import SessionStore
 from repertory.errors import CommitConflict, StoreError
@@ -69,6 +69,58 @@ async def _redeem(
 ) -> None:
     run, thread = pointers(history, status="running", run_id=run_id, thread_id=f"thread-of-{run_id}")
     await store.commit_session(run=run, thread=thread, history=history, base_revision_id=base, redeem_token=token)
+
+
+def _every_field() -> list[ModelMessage]:
+    """Every part kind with every optional field set, a boundary, a model name, and values whose
+    Python form is not their JSON form (a tuple): a load returns what the store holds, the JSON."""
+    return [
+        *rich_messages(),
+        ModelMessage(
+            role="assistant",
+            parts=[
+                ReasoningPart(text="signed", signature="sig-1"),
+                ReasoningPart(text="", signature="encrypted", redacted=True),
+                ToolCallPart(tool_call_id="bad", tool_name="add", invalid_args="{not json"),
+                ToolCallPart(tool_call_id="legacy", tool_name="add", args={"__invalid_json__": "old text"}),
+                ToolCallPart(tool_call_id="tuple", tool_name="add", args={"pair": (1, 2), "n": None}),
+            ],
+            origin=Origin(kind="model", id="m"),
+            model="provider/model-7",
+        ),
+        ModelMessage(
+            role="tool",
+            parts=[
+                ToolResultPart(tool_call_id="tuple", tool_name="add", result=[1, {"deep": [True, 2.5]}]),
+                ToolResultPart(tool_call_id="bad", tool_name="add", result=None, is_error=True),
+            ],
+        ),
+        ModelMessage(role="user", parts=[TextPart(text="the summary so far")], boundary=True),
+        ModelMessage.user("after the boundary"),
+    ]
+
+
+async def _commit_every_field(store: SessionStore) -> tuple[MessageHistory, list[ModelMessage]]:
+    said = _every_field()
+    expected = [ModelMessage.model_validate_json(m.model_dump_json()) for m in said]
+    assert expected[8].tool_calls[2].args == {"pair": [1, 2], "n": None}
+    assert expected[8].tool_calls[1].invalid_args == "old text"
+    history = MessageHistory()
+    history.extend(said)
+    await commit(store, history)
+    return history, expected
+
+
+async def _check_every_field(
+    store: SessionStore, revision_id: str, history: MessageHistory, expected: list[ModelMessage]
+) -> None:
+    loaded = await store.load_history(revision_id)
+    assert loaded is not None
+    assert loaded.revision_id == revision_id
+    assert loaded.messages == expected
+    assert [m.model_dump(mode="json") for m in loaded.messages] == [m.model_dump(mode="json") for m in expected]
+    assert [e.message for e in loaded.entries] == expected
+    assert loaded.revisions == history.lineage()[: len(expected)]
 
 
 # -- awkward data ---------------------------------------------------------------------------------
@@ -159,6 +211,33 @@ class StoreConformance(Conformance):
             "ToolCallPart",
         ]
         assert loaded.messages[3].tool_results[1].is_error is True
+
+    async def test_every_field_loads_the_same_however_often_it_is_loaded(self, store: SessionStore) -> None:
+        # On the first load, on later ones (a store may keep what it decoded), from an inner
+        # revision, and after more commits on top: the same messages, as their JSON reads back.
+        history, expected = await _commit_every_field(store)
+        head, inner = history.revision_id or "", history.lineage()[9].id
+        for _ in range(3):
+            await _check_every_field(store, head, history, expected)
+            await _check_every_field(store, inner, history, expected[:10])
+        loaded = await store.load_history(head)
+        assert loaded is not None
+        assert [m.text for m in loaded.context_messages()] == ["the summary so far", "after the boundary"]
+        loaded.append(ModelMessage.user("on top"))
+        run, thread = pointers(loaded, run_id="r2", thread_id="t2")
+        await store.commit_session(run=run, thread=thread, history=loaded, base_revision_id=None)
+        again = await store.load_history(loaded.revision_id or "")
+        assert again is not None and again.messages == [*expected, ModelMessage.user("on top")]
+        await _check_every_field(store, head, history, expected)
+
+    async def test_every_field_loads_the_same_from_a_reopened_store(self, store: SessionStore, looks: Looks) -> None:
+        history, expected = await _commit_every_field(store)
+        head, inner = history.revision_id or "", history.lineage()[9].id
+        await store.close()
+        async with await looks.reopen() as reopened:
+            await _check_every_field(reopened, inner, history, expected[:10])
+            await _check_every_field(reopened, head, history, expected)
+            await _check_every_field(reopened, head, history, expected)
 
     async def test_history_of_an_inner_revision_is_its_lineage_only(self, store: SessionStore) -> None:
         history = history_of("a", "b", "c", "d")
