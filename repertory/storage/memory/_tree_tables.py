@@ -113,12 +113,16 @@ class MemoryTreeTables:
     async def update_session(self, session: SessionRecord) -> None:
         """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
         self._tree_open()
+        self._sessions[session.session_id] = self._session_row(session)
+
+    def _session_row(self, session: SessionRecord) -> str:
+        """The stored row with ``session``'s mutable fields: checked and serialised, not yet written."""
         raw = self._sessions.get(session.session_id)
         if raw is None:
             raise StoreError(f"no session {session.session_id!r} to update")
         stored = SessionRecord.model_validate_json(raw)
         changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
-        self._sessions[session.session_id] = stored.model_copy(update=changes).model_dump_json()
+        return stored.model_copy(update=changes).model_dump_json()
 
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Children oldest first."""
@@ -220,12 +224,16 @@ class MemoryTreeTables:
     async def update_turn(self, turn: TurnRecord) -> None:
         """Rewrite the turn's status, error and times (it must exist)."""
         self._tree_open()
+        self._turns[turn.submission_id] = self._turn_row(turn)
+
+    def _turn_row(self, turn: TurnRecord) -> str:
+        """The stored row with ``turn``'s mutable fields: checked and serialised, not yet written."""
         raw = self._turns.get(turn.submission_id)
         if raw is None:
             raise StoreError(f"no turn {turn.submission_id!r} to update")
         stored = TurnRecord.model_validate_json(raw)
         changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
-        self._turns[turn.submission_id] = stored.model_copy(update=changes).model_dump_json()
+        return stored.model_copy(update=changes).model_dump_json()
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import psycopg
 from pydantic import JsonValue
 
 from repertory.core.store import DeletedRows
@@ -22,7 +23,7 @@ from repertory.storage.postgres._delete import delete_sessions
 from repertory.storage.postgres.connection import PgBase
 from repertory.storage.queries import SqlDialect, session_counts_query, session_page_query
 
-__all__ = ["PgTreeTables", "event_arrays"]
+__all__ = ["PgTreeTables", "event_arrays", "write_session", "write_turn"]
 
 # What an update may change (``TreeStore.update_session`` / ``update_turn``); the rest is the row's
 # place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
@@ -49,6 +50,42 @@ def event_arrays(events: Sequence[SessionEvent], session_id: str) -> list[list[A
         [e.at for e in events],
         [json.dumps(e.data) for e in events],
     ]
+
+
+async def write_turn(conn: psycopg.AsyncConnection[Any], turn: TurnRecord) -> None:
+    """Rewrite a stored turn's mutable fields inside the caller's transaction; ``StoreError`` if unknown.
+
+    Read, changed and written back in Python (the record is ``text``: ``jsonb`` would refuse a NUL
+    in a message), under the row's lock.
+    """
+    changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
+    cur = await conn.execute(
+        "SELECT record FROM repertory.turns WHERE submission_id = %s FOR UPDATE", (turn.submission_id,)
+    )
+    row = await cur.fetchone()
+    if row is None:
+        raise StoreError(f"no turn {turn.submission_id!r} to update")
+    record = TurnRecord.model_validate_json(row[0]).model_copy(update=changes)
+    await conn.execute(
+        "UPDATE repertory.turns SET status = %s, record = %s WHERE submission_id = %s",
+        (record.status, record.model_dump_json(), turn.submission_id),
+    )
+
+
+async def write_session(conn: psycopg.AsyncConnection[Any], session: SessionRecord) -> None:
+    """Rewrite a stored session's title, model, cwd and updated_at inside the caller's transaction."""
+    changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
+    cur = await conn.execute(
+        "SELECT record FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (session.session_id,)
+    )
+    row = await cur.fetchone()
+    if row is None:
+        raise StoreError(f"no session {session.session_id!r} to update")
+    record = SessionRecord.model_validate_json(row[0]).model_copy(update=changes)
+    await conn.execute(
+        "UPDATE repertory.sessions SET record = %s WHERE session_id = %s",
+        (record.model_dump_json(), session.session_id),
+    )
 
 
 def _event(row: Sequence[Any]) -> SessionEvent:
@@ -87,19 +124,8 @@ class PgTreeTables(PgBase):
 
     async def update_session(self, session: SessionRecord) -> None:
         """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
-        changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
         async with self.connection("update_session") as conn, conn.transaction():
-            cur = await conn.execute(
-                "SELECT record FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (session.session_id,)
-            )
-            row = await cur.fetchone()
-            if row is None:
-                raise StoreError(f"no session {session.session_id!r} to update")
-            record = SessionRecord.model_validate_json(row[0]).model_copy(update=changes)
-            await conn.execute(
-                "UPDATE repertory.sessions SET record = %s WHERE session_id = %s",
-                (record.model_dump_json(), session.session_id),
-            )
+            await write_session(conn, session)
 
     async def amend_session(
         self, session_id: str, *, agent: str | None = None, metadata: Mapping[str, JsonValue] | None = None
@@ -205,19 +231,8 @@ class PgTreeTables(PgBase):
 
     async def update_turn(self, turn: TurnRecord) -> None:
         """Rewrite the turn's status, error and times (it must exist)."""
-        changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
         async with self.connection("update_turn") as conn, conn.transaction():
-            cur = await conn.execute(
-                "SELECT record FROM repertory.turns WHERE submission_id = %s FOR UPDATE", (turn.submission_id,)
-            )
-            row = await cur.fetchone()
-            if row is None:
-                raise StoreError(f"no turn {turn.submission_id!r} to update")
-            record = TurnRecord.model_validate_json(row[0]).model_copy(update=changes)
-            await conn.execute(
-                "UPDATE repertory.turns SET status = %s, record = %s WHERE submission_id = %s",
-                (record.status, record.model_dump_json(), turn.submission_id),
-            )
+            await write_turn(conn, turn)
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""
