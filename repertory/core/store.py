@@ -202,8 +202,13 @@ class TreeStore(SessionStore, Protocol):
         ``owner``: only the sessions of that owner, as ``page_sessions`` filters them.
         """
 
-    async def add_turn(self, turn: TurnRecord) -> TurnRecord:
-        """Queue a turn durably; returns it with its per-session ``seq``. A known id is ``CommitConflict``."""
+    async def add_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> TurnRecord:
+        """Queue a turn durably; returns it with its per-session ``seq``. A known id is ``CommitConflict``.
+
+        ``events`` are appended in the same transaction, as ``append_events`` would (a gap or a
+        repeated seq is ``CommitConflict`` and nothing is written): a turn accepted by an idle
+        session starts at once, and its ``turn.started`` is then durable with the turn itself.
+        """
 
     async def update_turn(self, turn: TurnRecord) -> None:
         """Rewrite a turn's status, error and times."""

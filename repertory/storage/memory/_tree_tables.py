@@ -209,11 +209,12 @@ class MemoryTreeTables:
             counts[status] += 1
         return counts
 
-    async def add_turn(self, turn: TurnRecord) -> TurnRecord:
-        """Queue a turn with the next per-session seq."""
+    async def add_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> TurnRecord:
+        """Queue a turn with the next per-session seq, and append ``events``, all or nothing."""
         self._tree_open()
         if turn.submission_id in self._turns:
             raise CommitConflict(f"turn {turn.submission_id!r} already exists")
+        self._write_events(self._check_events(events))
         queue = self._session_turns.setdefault(turn.session_id, [])
         last = TurnRecord.model_validate_json(self._turns[queue[-1]]).seq if queue else 0
         stored = turn.model_copy(update={"seq": last + 1})

@@ -88,6 +88,28 @@ async def write_session(conn: psycopg.AsyncConnection[Any], session: SessionReco
     )
 
 
+async def _insert_events(conn: psycopg.AsyncConnection[Any], events: Sequence[SessionEvent]) -> None:
+    """Insert gap-free events inside the caller's transaction (a repeated seq or a gap is ``CommitConflict``)."""
+    by_session: dict[str, list[SessionEvent]] = {}
+    for event in events:
+        if event.seq is None:
+            raise StoreError("live-only events (seq None) are never stored")
+        by_session.setdefault(event.session_id, []).append(event)
+    for sid, batch in by_session.items():
+        cur = await conn.execute("SELECT COALESCE(MAX(seq), 0) FROM repertory.events WHERE session_id = %s", (sid,))
+        row = await cur.fetchone()
+        last = int(row[0] if row else 0)
+        for i, event in enumerate(batch, start=1):
+            if event.seq != last + i:
+                raise CommitConflict(f"event seq {event.seq} of session {sid!r} is not the next one ({last + i})")
+        async with conn.cursor() as cur:
+            await cur.executemany(
+                "INSERT INTO repertory.events (session_id, seq, submission_id, type, at, data) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                [(sid, e.seq, e.submission_id, e.type, e.at, json.dumps(e.data)) for e in batch],
+            )
+
+
 def _event(row: Sequence[Any]) -> SessionEvent:
     return SessionEvent(
         session_id=row[0], seq=row[1], submission_id=row[2], type=row[3], at=row[4], data=json.loads(row[5])
@@ -213,9 +235,11 @@ class PgTreeTables(PgBase):
         assert row is not None
         return {"running": int(row[0]), "suspended": int(row[1]), "error": int(row[2])}
 
-    async def add_turn(self, turn: TurnRecord) -> TurnRecord:
-        """Queue a turn with the next per-session seq (racing adders serialise on the session row)."""
+    async def add_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> TurnRecord:
+        """Queue a turn with the next per-session seq (racing adders serialise on the session row), with ``events``."""
         async with self.connection("add_turn") as conn, conn.transaction():
+            if events:
+                await _insert_events(conn, events)
             await conn.execute("SELECT 1 FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (turn.session_id,))
             cur = await conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM repertory.turns WHERE session_id = %s", (turn.session_id,)
@@ -270,29 +294,8 @@ class PgTreeTables(PgBase):
         """Append gap-free events in one transaction (a repeated seq is ``CommitConflict``)."""
         if not events:
             return
-        by_session: dict[str, list[SessionEvent]] = {}
-        for event in events:
-            if event.seq is None:
-                raise StoreError("live-only events (seq None) are never stored")
-            by_session.setdefault(event.session_id, []).append(event)
         async with self.connection("append_events") as conn, conn.transaction():
-            for sid, batch in by_session.items():
-                cur = await conn.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM repertory.events WHERE session_id = %s", (sid,)
-                )
-                row = await cur.fetchone()
-                last = int(row[0] if row else 0)
-                for i, event in enumerate(batch, start=1):
-                    if event.seq != last + i:
-                        raise CommitConflict(
-                            f"event seq {event.seq} of session {sid!r} is not the next one ({last + i})"
-                        )
-                async with conn.cursor() as cur:
-                    await cur.executemany(
-                        "INSERT INTO repertory.events (session_id, seq, submission_id, type, at, data) "
-                        "VALUES (%s, %s, %s, %s, %s, %s)",
-                        [(sid, e.seq, e.submission_id, e.type, e.at, json.dumps(e.data)) for e in batch],
-                    )
+            await _insert_events(conn, events)
 
     async def load_events(self, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[SessionEvent]:
         """Stored events after ``after_seq``."""

@@ -258,12 +258,14 @@ class SqliteTreeTables(SqliteBase):
         row = await self.read("session_counts", lambda c: c.execute(sql, params).fetchone())
         return {"running": int(row[0]), "suspended": int(row[1]), "error": int(row[2])}
 
-    async def add_turn(self, turn: TurnRecord) -> TurnRecord:
-        """Queue a turn with the next per-session seq, in one statement (``ADD_TURN``)."""
+    async def add_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> TurnRecord:
+        """Queue a turn with the next per-session seq in one statement (``ADD_TURN``); ``events`` in its transaction."""
         self._check_open()
         record = turn.model_dump_json()
 
         def write(conn: sqlite3.Connection) -> TurnRecord:
+            if events:
+                insert_events(conn, events)
             try:
                 # fetchall: the statement runs to its end, so an autocommit write commits here.
                 (row,) = conn.execute(
@@ -273,7 +275,7 @@ class SqliteTreeTables(SqliteBase):
                 raise CommitConflict(f"turn {turn.submission_id!r} already exists") from None
             return turn.model_copy(update={"seq": int(row[0])})
 
-        return await self._write("add_turn", write, atomic=False)
+        return await self._write("add_turn", write, atomic=bool(events))
 
     async def update_turn(self, turn: TurnRecord) -> None:
         """Rewrite the turn's status, error and times (it must exist), in one statement."""
