@@ -443,12 +443,15 @@ class SessionActor:
         assert job.decide is not None and job.future is not None
         suspended = await self._suspended_turns()
         turn = suspended[-1] if suspended else None
+        rider: _TurnRider | None = None
         if turn is not None:
             # The decision drives this turn now: waiting for the turn waits for it, cancelling stops it.
             job.turn = turn
-            # Durably running again: a restart in the middle re-drives the run through this turn.
-            turn.status, turn.updated_at = "running", now_ms()
-            await self.store.update_turn(turn)
+            # Durably running again with the commit that records the decision (the token's
+            # redemption, ``_TurnRider``): a restart after it re-drives the run through this turn,
+            # one before it finds the turn suspended and its token live, as if nothing was decided.
+            rider = _TurnRider(self, turn)
+            self.session.rider = self._rider = rider
             self._suspended.pop(turn.submission_id, None)  # type: ignore[union-attr]
             self.bus.submission_id = turn.submission_id
         try:
@@ -461,13 +464,17 @@ class SessionActor:
         except BaseException as exc:
             try:
                 if turn is not None:
-                    await self._settle_from_store(turn)  # before the caller hears back: status is current
+                    self.session.rider = self._rider = None
+                    # Before the caller hears back: the status is current.
+                    await self._settle_from_store(turn, None if rider is None else rider.stored)
             finally:
                 if not job.future.done():
                     job.future.set_exception(exc)
             return
+        finally:
+            self.session.rider = self._rider = None
         if turn is not None:
-            await self._finish(turn, _turn_status(result.status))
+            await self._finish(turn, _turn_status(result.status), landed=None if rider is None else rider.stored)
         if not job.future.done():  # a caller cancelled while it waited: the decision stands, nobody hears it
             job.future.set_result(result)
 
@@ -492,11 +499,11 @@ class SessionActor:
             self._suspended = {t.submission_id: t for t in await self.store.list_turns(self.id, ["suspended"])}
         return sorted(self._suspended.values(), key=lambda t: t.seq)
 
-    async def _settle_from_store(self, turn: TurnRecord) -> None:
+    async def _settle_from_store(self, turn: TurnRecord, landed: TurnStatus | None = None) -> None:
         run = await self.store.load_run(turn.run_id)
         if run is not None:
             self.session.adopt_state(run)
-            await self._finish(turn, _turn_status(run.status))
+            await self._finish(turn, _turn_status(run.status), landed)
 
     async def _finish(self, turn: TurnRecord, status: TurnStatus, landed: TurnStatus | None = None) -> None:
         """End a turn at ``status``: its row, ``turn.completed`` and the session's time, unless a commit carried them.
