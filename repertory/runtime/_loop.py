@@ -311,16 +311,6 @@ class Drive:
         if self.on_commit is not None:
             self.on_commit(run)
 
-    def stored_thread(self) -> ThreadState:
-        """The thread head as this drive last knew it stored (``base``): what its last commit wrote."""
-        run = self.run_state
-        return ThreadState(
-            thread_id=run.thread_id,
-            history_revision_id=self.base,
-            created_at=self.thread_created_at,
-            updated_at=run.updated_at,
-        )
-
     def result(self) -> RunResult:
         """The outcome of this drive as the caller sees it."""
         run = self.run_state

@@ -15,7 +15,8 @@ is one transaction (the turn row, and when the session is idle, so the turn star
 commits (``_TurnRider``): the turn's end, ``turn.completed`` and the session's ``updated_at`` go
 with the final checkpoint, and the run's input with its first step (the turn row holds it
 durably: ``Session.start(durable_input=True)``). The actor keeps what it wrote (its record, its
-event position, its turns, the thread head) and reads none of it again. A turn queued behind
+event position, its turns, its last result) and reads none of it again; the thread head it reads
+once a turn, since an HTTP run from an earlier checkpoint moves it through the store. A turn queued behind
 another, or one a restart resumes, still writes its start on its own.
 """
 
@@ -604,7 +605,6 @@ class SessionActor:
             from repertory.runtime._control import commit_cancelled
 
             await commit_cancelled(self.store, turn.run_id, "the turn was cancelled")
-            self.session.forget_head()  # that commit may have moved the thread's head
         await self._finish(turn, "cancelled")
 
     async def pending_approvals(self) -> list[SuspendReason]:

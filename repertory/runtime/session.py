@@ -109,9 +109,6 @@ class Session:
         self.services = services
         self._state: RunState | None = None
         self._history: MessageHistory | None = None
-        # The thread head as this session last committed it: a session actor's next turn starts
-        # from it without reading the thread (every head move of an actor's session goes through it).
-        self._thread: ThreadState | None = None
         # What rides this session's commits (a session actor's turn), handed to each drive it makes.
         self.rider: CommitRider | None = None
         self._signal: Signal[RunState | None] = Signal(None)
@@ -149,11 +146,6 @@ class Session:
         kept = self._history is not None
         self._history = None
         return kept
-
-    def forget_head(self) -> None:
-        """Forget the thread head this session committed last: something else moved it (the next run reads it)."""
-        self._thread = None
-        self._history = None
 
     def _committed(self, run: RunState) -> None:
         """After each commit: the committed state becomes ``state``/``watch().value`` and is announced.
@@ -271,7 +263,6 @@ class Session:
             return result
         finally:
             self._history = drive.history if ok else None
-            self._thread = drive.stored_thread() if ok else None
             if not ok:
                 stored = await self._reload_state(drive.run_state.run_id)
                 if stored is not None:
@@ -306,8 +297,7 @@ class Session:
         through ``signal`` commits ``cancelled`` and raises ``RunCancelled``.
 
         ``durable_input`` is the session actor's: its turn row already holds the input durably and
-        ``run_id`` is new, so the existence check is skipped, the head is the one this session
-        last committed (when it has one), and the input is committed with the first step, not
+        ``run_id`` is new, so the existence check is skipped, and the input is committed with the first step, not
         before the first model call: a crash before that commit re-drives the turn from its row.
         A step that must be durable before it acts (a tool that is not idempotent or needs an
         approval, a delegation) still commits first, so only idempotent work can happen twice.
@@ -336,8 +326,10 @@ class Session:
             run_id = run_id or new_id()
             if not durable_input and await self.store.load_run(run_id) is not None:
                 raise CommitConflict(f"a run with id {run_id!r} already exists", run_id=run_id)
-            known = self._thread if durable_input and fork_of is None else None
-            thread = known if known is not None else await self.store.load_thread(self.thread_id)
+            # Read even on a session actor's turn: the head may have moved without this session (an
+            # HTTP run from an earlier checkpoint rewinds it through the store), and the model must
+            # see the thread as it is.
+            thread = await self.store.load_thread(self.thread_id)
             if fork_of is None and not self._nothing_open(thread):
                 await supersede_open_runs(self.store, self.thread_id, memory=self.memory)
                 thread = await self.store.load_thread(self.thread_id)
@@ -361,7 +353,6 @@ class Session:
         except BaseException:
             self._busy = False
             self._history = None
-            self._thread = None
             raise
         return await self._run(drive, commit=not durable_input, start=True)
 
@@ -449,12 +440,10 @@ class Session:
                 except (CommitConflict, RunCancelled):
                     # A concurrent writer moved the head (or cancelled the run that owned it): read again.
                     self._history = None
-                    self._thread = None
                     if events is not None:
                         events.take()  # the failed commit's events (its context.compacted) never happened
                     continue
                 self._history = drive.history
-                self._thread = drive.stored_thread()
                 return result
             raise CommitConflict(
                 f"could not compact thread {self.thread_id!r}: it kept changing", thread_id=self.thread_id
@@ -524,7 +513,6 @@ class Session:
         except BaseException:
             self._busy = False
             self._history = None
-            self._thread = None
             raise
         try:
             return await self._run(drive, token, commit=True)
@@ -598,7 +586,6 @@ class Session:
         before = self._state.status
         run = await commit_cancelled(self.store, self._state.run_id, "the run was cancelled", self.memory)
         self._history = None
-        self._thread = None
         if run is not None and run.status == "cancelled" and before != "cancelled":
             self._committed(run)  # a real commit: announce it
         elif run is not None:

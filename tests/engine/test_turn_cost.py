@@ -4,7 +4,8 @@ A two-step turn (the model asks for a tool, the tool runs, the model answers) on
 active: accepting it is one transaction (the turn row, its start and ``turn.started``), the
 tool step a second (the input, the call and its result, the run row, the head, the events) and
 the answer a third (the reply, the run done, the head, the turn's end, ``turn.completed`` and the
-session's ``updated_at``). The actor reads back nothing it wrote. A tool that is not idempotent
+session's ``updated_at``). The actor reads back nothing it wrote; it reads the thread head once
+(it may have moved through the store: an HTTP run from an earlier checkpoint). A tool that is not idempotent
 adds the commit that makes its call durable before it runs.
 
 Counting is not timing: the numbers are the same on any machine, so they are asserted here and a
@@ -157,7 +158,7 @@ async def _second_turn(
 
 @pytest.mark.parametrize(
     ("idempotent", "transactions", "statements"),
-    [(True, 3, 14), (False, 4, 19)],
+    [(True, 3, 15), (False, 4, 20)],
     ids=["idempotent-tool", "non-idempotent-tool"],
 )
 async def test_a_two_step_turn_on_sqlite_costs_few_statements(
@@ -168,13 +169,14 @@ async def test_a_two_step_turn_on_sqlite_costs_few_statements(
     shown = dict(counted.statements)
     assert counted.transactions <= transactions, shown
     assert counted.total <= statements, shown
-    # Nothing the actor wrote is read back: no SELECT at all during the turn.
-    assert not [k for k in shown if k.startswith("SELECT")], shown
+    # Nothing the actor wrote is read back: the one read is the thread head, which an HTTP run from
+    # an earlier checkpoint may have moved through the store.
+    assert {k: n for k, n in shown.items() if k.startswith("SELECT")} == {"SELECT threads": 1}, shown
 
 
 @pytest.mark.parametrize(
     ("idempotent", "transactions", "statements"),
-    [(True, 3, 11), (False, 4, 12)],
+    [(True, 3, 12), (False, 4, 13)],
     ids=["idempotent-tool", "non-idempotent-tool"],
 )
 async def test_a_two_step_turn_on_postgres_costs_few_statements(
