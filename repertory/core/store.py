@@ -58,6 +58,8 @@ class SessionStore(Protocol):
         base_revision_id: str | None = None,
         redeem_token: str | None = None,
         events: Sequence[SessionEvent] = (),
+        turn: TurnRecord | None = None,
+        session: SessionRecord | None = None,
     ) -> None:
         """Atomically write the history delta since ``base_revision_id``, the run row and the thread head.
 
@@ -68,6 +70,10 @@ class SessionStore(Protocol):
         run's live token: the redemption and the decision it records are one transaction.
         ``events`` (also an extension) are appended in the same transaction, so a session's event
         log never runs ahead of, or behind, its checkpoints.
+        ``turn`` and ``session`` (extensions of a ``TreeStore``) rewrite that turn's and that
+        session's mutable fields as ``update_turn``/``update_session`` do, in the same transaction:
+        a turn's start and end ride its first and last checkpoints instead of costing transactions
+        of their own. An unknown turn or session is ``StoreError`` and nothing is written.
         """
 
     async def save(self, run: RunState) -> None:
@@ -196,8 +202,13 @@ class TreeStore(SessionStore, Protocol):
         ``owner``: only the sessions of that owner, as ``page_sessions`` filters them.
         """
 
-    async def add_turn(self, turn: TurnRecord) -> TurnRecord:
-        """Queue a turn durably; returns it with its per-session ``seq``. A known id is ``CommitConflict``."""
+    async def add_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> TurnRecord:
+        """Queue a turn durably; returns it with its per-session ``seq``. A known id is ``CommitConflict``.
+
+        ``events`` are appended in the same transaction, as ``append_events`` would (a gap or a
+        repeated seq is ``CommitConflict`` and nothing is written): a turn accepted by an idle
+        session starts at once, and its ``turn.started`` is then durable with the turn itself.
+        """
 
     async def update_turn(self, turn: TurnRecord) -> None:
         """Rewrite a turn's status, error and times."""

@@ -204,7 +204,11 @@ class RunBook:
         else:
             text = None if body.input is None else input_text(body.input)
             if_busy = _IF_BUSY[body.multitask_strategy]
-            going_back = wanted is not None and (text is None or wanted != head)
+            # A busy thread is set back even to its head: the turn in progress has not committed its
+            # input yet (its first commit is its first step), so its head is about to move past it.
+            going_back = wanted is not None and (
+                text is None or wanted != head or (await thread_status(gw.store, record))[0] == "busy"
+            )
             if going_back:
                 assert wanted is not None
                 if_busy = "enqueue"  # the thread is idle once it has gone back

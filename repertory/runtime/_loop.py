@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import traceback
 from collections.abc import Callable, Collection
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -34,6 +35,7 @@ from repertory.core.state import (
     ThreadState,
     detached,
 )
+from repertory.core.tree import SessionRecord, TurnRecord
 from repertory.core.trusted import trusted
 from repertory.errors import (
     CommitConflict,
@@ -56,13 +58,37 @@ from repertory.runtime.timekeeper import TimerArm
 from repertory.runtime.tools import Tool
 from repertory.tracing import chat_span
 
-__all__ = ["Drive", "OUTPUT_RETRIES", "parse_output"]  # parse_output: its home is repertory.runtime.output
+__all__ = ["CommitRider", "Drive", "OUTPUT_RETRIES", "Riding", "parse_output"]  # parse_output: see .output
 
 MODEL_ORIGIN = Origin(kind="model")
 FEEDBACK_ORIGIN = Origin(kind="system", id="output-validation")
 SYSTEM_ORIGIN = Origin(kind="system")
 OUTPUT_RETRIES = 2
 _SYSTEM_CLOCK = SystemClock()
+
+
+@dataclass(slots=True)
+class Riding:
+    """What a checkpoint carries beside the run: the turn's and the session's rows, events after the checkpoint's."""
+
+    turn: TurnRecord | None = None
+    session: SessionRecord | None = None
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+class CommitRider(Protocol):
+    """The bookkeeping that rides a drive's commits (the session actor's turn), so it costs no commit of its own.
+
+    ``ride`` is asked before every commit with the run as it is about to be written and says
+    what goes with it (``None``: nothing); ``landed`` hears that exactly that was committed. A
+    commit that fails never calls ``landed``, so the next commit is asked again.
+    """
+
+    def ride(self, run: RunState) -> Riding | None:
+        """What the commit of ``run`` carries besides."""
+
+    def landed(self, riding: Riding) -> None:
+        """The commit carrying ``riding`` is durable."""
 
 
 class Drive:
@@ -104,6 +130,12 @@ class Drive:
         self.signal = signal
         self.just_decided = set(just_decided)
         self.services = services  # the session tree, for tools that reach it (ToolContext.services)
+        # Set by the session for a session actor's turn: its row rides the commits (``CommitRider``),
+        # and with ``durable_input`` the turn row already holds the input, so the run's first commit
+        # waits for its first step (a crash before it re-drives the turn from the turn row).
+        self.rider: CommitRider | None = None
+        self.durable_input = False
+        self.committed_once = False
         self.messages: list[ModelMessage] = []
         self.context_offset = 0  # messages of the lineage before ``messages`` (summarised ones)
         self.context_tokens = 0  # estimated tokens of ``messages``, kept only with compaction
@@ -224,6 +256,7 @@ class Drive:
             created_at=self.thread_created_at,
             updated_at=run.updated_at,
         )
+        riding = None if self.rider is None else self.rider.ride(run)
         fresh: list[ModelMessage] = []
         if self.memory is not None and not compaction:
             fresh = [self.history.entry(r.entry_id).message for r in reversed(self.history.walk_back(self.base))]  # type: ignore[union-attr]
@@ -240,6 +273,17 @@ class Drive:
             if compaction:
                 data["compacted"] = True
             self.emit("checkpoint", data)
+        extra: dict[str, Any] = {}
+        ridden = 0  # the rider's events: the last of ``events``, never put back (the next ride says again)
+        if riding is not None:
+            if self.outbox is not None:
+                for kind, payload in riding.events:
+                    self.emit(kind, payload)
+                ridden = len(riding.events)
+            if riding.turn is not None:
+                extra["turn"] = riding.turn
+            if riding.session is not None:
+                extra["session"] = riding.session
         events = [] if self.outbox is None else self.outbox.take()
         try:
             await self.store.commit_session(
@@ -249,21 +293,25 @@ class Drive:
                 base_revision_id=self.base,
                 redeem_token=redeem_token,
                 events=events,
+                **extra,
             )
         except CommitConflict:
             if self.outbox is not None:
-                self.outbox.restore(events)
+                self.outbox.restore(events[: len(events) - ridden])
             stored = await self.store.load_run(run.run_id)
             if stored is not None and stored.status == "cancelled" and redeem_token is None:
                 raise RunCancelled(f"run {run.run_id!r} was cancelled elsewhere", run_id=run.run_id) from None
             raise
         except BaseException:
             if self.outbox is not None:
-                self.outbox.restore(events)
+                self.outbox.restore(events[: len(events) - ridden])
             raise
         if self.outbox is not None:
             self.outbox.committed(events)
         self.base = self.history.revision_id
+        self.committed_once = True
+        if riding is not None and self.rider is not None:
+            self.rider.landed(riding)
         if self.memory is not None and fresh:
             await self.memory.append(thread_id=run.thread_id, messages=fresh)
         if self.on_commit is not None:
@@ -348,9 +396,14 @@ class Drive:
             ours = self.cancel_requested or (self.signal is not None and self.signal.aborted)
             if ours and task is not None:
                 task.uncancel()
-            cancelled = await commit_cancelled(self.store, self.run_state.run_id, "the run was cancelled", self.memory)
-            if cancelled is not None and cancelled.status == "cancelled" and self.on_commit is not None:
-                self.on_commit(cancelled)
+            if self.durable_input and not self.committed_once:
+                await self._commit_cancelled_here("the run was cancelled")  # announced by its commit
+            else:
+                cancelled = await commit_cancelled(
+                    self.store, self.run_state.run_id, "the run was cancelled", self.memory
+                )
+                if cancelled is not None and cancelled.status == "cancelled" and self.on_commit is not None:
+                    self.on_commit(cancelled)
             if ours:
                 run_id = self.run_state.run_id
                 raise RunCancelled(f"run {run_id!r} was cancelled", run_id=run_id) from None
@@ -363,6 +416,25 @@ class Drive:
         finally:
             if self.signal is not None and task is not None:
                 self.signal.unbind(task)
+
+    async def _commit_cancelled_here(self, reason: str) -> None:
+        """Commit a run nothing of which is stored yet as ``cancelled``, from what this drive holds.
+
+        ``commit_cancelled`` works from the store, which holds neither the run nor its input yet
+        (``durable_input``): this first commit writes them, the open calls answered with errors,
+        as a cancel of a committed run would leave them.
+        """
+        from repertory.runtime._control import pair_unanswered
+
+        run = self.run_state
+        answered = pair_unanswered(self.history, f"cancelled: {reason}")
+        if answered is not None:
+            self.messages.append(answered)
+        run.status, run.suspended_on, run.pending = "cancelled", None, []
+        try:
+            await self.commit()
+        except StoreError:
+            pass  # the turn row still holds the input; the turn ends cancelled without a run
 
     async def _commit_error(self, exc: Exception) -> None:
         run = self.run_state
@@ -385,7 +457,7 @@ class Drive:
         run.error = None
         if await settle_calls(self, fresh=False):
             return self.result()
-        if self.history.revision_id != self.base:
+        if self.history.revision_id != self.base and not (self.durable_input and not self.committed_once):
             await self.commit()  # results of a decision or a recovery are durable before the model sees them
         if run.step_index == 0 and self.agent.input_guardrails:
             await guard(self, "input", run_input(self.messages))  # before the first request: no tokens spent

@@ -8,6 +8,16 @@ resume) go through the same mailbox, so they never race a turn.
 
 Cancellation uses one ``AbortSignal`` per job: aborting before the run starts commits it
 ``cancelled`` at once, aborting mid-run stops the model or tool it waits on.
+
+What a turn costs the store (issue 21; ``tests/engine/test_turn_cost.py`` counts it): accepting it
+is one transaction (the turn row, and when the session is idle, so the turn starts at once, its
+``running`` status and ``turn.started`` event with it); its bookkeeping then rides the run's own
+commits (``_TurnRider``): the turn's end, ``turn.completed`` and the session's ``updated_at`` go
+with the final checkpoint, and the run's input with its first step (the turn row holds it
+durably: ``Session.start(durable_input=True)``). The actor keeps what it wrote (its record, its
+event position, its turns, its last result) and reads none of it again; the thread head it reads
+once a turn, since an HTTP run from an earlier checkpoint moves it through the store. A turn queued behind
+another, or one a restart resumes, still writes its start on its own.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from repertory.core.state import ErrorInfo, RunState, SuspendReason
 from repertory.core.store import TreeStore
 from repertory.core.tree import SessionEvent, SessionRecord, SessionStatus, TurnKind, TurnRecord, TurnStatus
 from repertory.errors import RepertoryError, RunCancelled, SessionBusy, SessionNotFound
+from repertory.runtime._loop import Riding
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.events import EventBus
@@ -60,6 +71,54 @@ class _Job:
     future: asyncio.Future[Any] | None = None
     signal: AbortSignal = field(default_factory=AbortSignal)
     over: asyncio.Event = field(default_factory=asyncio.Event)
+    # A turn this actor accepted (its run cannot exist yet) that was already started durably at
+    # accept (``running``, ``turn.started``): the worker writes neither again.
+    fresh: bool = False
+    started: bool = False
+
+
+class _TurnRider:
+    """A turn's row and its end, riding the drive's commits (``CommitRider``) instead of writes of their own.
+
+    A commit whose run is at rest carries the turn's status (``suspended``, or a terminal one with
+    ``turn.completed`` and the session's ``updated_at``); a commit while the turn's stored status
+    is not yet ``running`` carries that. ``stored`` is the status the store holds, advanced only
+    by a commit that landed, so ``SessionActor._finish`` writes only what no commit carried.
+    """
+
+    def __init__(self, actor: SessionActor, turn: TurnRecord) -> None:
+        self.actor = actor
+        self.turn = turn
+        self.stored: TurnStatus = turn.status
+
+    def ride(self, run: RunState) -> Riding | None:
+        status = _turn_status(run.status)
+        if status == self.stored:
+            return None
+        error = run.error if status == "error" else None
+        turn = self.turn.model_copy(update={"status": status, "updated_at": now_ms(), "error": error})
+        riding = Riding(turn=turn)
+        if status in _TERMINAL:
+            riding.events.append(("turn.completed", _completed(turn, status)))
+            riding.session = self.actor.record.model_copy(update={"updated_at": turn.updated_at})
+        return riding
+
+    def landed(self, riding: Riding) -> None:
+        turn = riding.turn
+        if turn is None:
+            return
+        self.stored = turn.status
+        self.turn.status, self.turn.updated_at, self.turn.error = turn.status, turn.updated_at, turn.error
+        if riding.session is not None:
+            self.actor.record.updated_at = riding.session.updated_at
+
+
+def _completed(turn: TurnRecord, status: TurnStatus) -> dict[str, Any]:
+    """The data of a turn's ``turn.completed`` event."""
+    data: dict[str, Any] = {"submission_id": turn.submission_id, "status": status, "run_id": turn.run_id}
+    if turn.error is not None:
+        data["error"] = {"type": turn.error.type, "message": turn.error.message}
+    return data
 
 
 class SessionActor:
@@ -104,6 +163,8 @@ class SessionActor:
         self._send_lock: asyncio.Lock | None = None  # made on the first send
         self._suspended: dict[str, TurnRecord] | None = None  # loaded on first need
         self._retired = False  # set by retire(): the session is being deleted, nothing new may start
+        self._rider: _TurnRider | None = None  # the running turn's, while its drive runs
+        self._outcome: tuple[str, RunResult] | None = None  # the last turn's result, for run_turn
         self.last_active = time.monotonic()
 
     # -- state --------------------------------------------------------------------------------------
@@ -177,16 +238,41 @@ class SessionActor:
                 session_id=self.id,
                 kind=kind,
                 message=message,
+                # Nothing ahead of it: the worker takes it at once, so it is accepted as started.
+                status="queued" if busy else "running",
                 run_id=new_id(),
                 output_type=type_path(output_type),
                 traceparent=current_traceparent(),  # the turn's span continues the sender's trace
             )
-            turn = await self.store.add_turn(turn)
+            events: list[SessionEvent] = []
+            mine = 0
+            if not busy:
+                await self.bus.load_seq(self.store)
+                mine = self._emit_started(turn)
+                events = self.bus.take()
+            try:
+                turn = await self.store.add_turn(turn, events=events)
+            except BaseException:
+                # The turn was not accepted, so neither was its start; events buffered before stay.
+                self.bus.restore(events[: len(events) - mine])
+                self.bus.submission_id = None
+                raise
+            self.bus.committed(events)
             if busy and if_busy == "interrupt" and self._current is not None and self._current.kind == "turn":
                 self._current.signal.abort("interrupted by a new turn")
-            self._jobs.append(_Job("turn", turn, output_type))
+            self._jobs.append(_Job("turn", turn, output_type, fresh=True, started=not busy))
             self._ensure_worker()
         return turn
+
+    def _emit_started(self, turn: TurnRecord) -> int:
+        """Buffer a turn's ``turn.started`` (and a notification's text) for the next write; how many events."""
+        self.bus.submission_id = turn.submission_id
+        self.bus.emit("turn.started", {"submission_id": turn.submission_id, "kind": turn.kind, "run_id": turn.run_id})
+        if turn.kind != "notification":
+            return 1
+        origin = turn.message.origin.model_dump() if turn.message.origin else None
+        self.bus.emit("notification", {"text": turn.message.text, "origin": origin})
+        return 2
 
     async def decide(self, decide: Callable[[Session], Awaitable[RunResult]]) -> RunResult:
         """Run a decision (approve, reject, resume) in mailbox order and return its result."""
@@ -289,7 +375,8 @@ class SessionActor:
         turn = job.turn
         assert turn is not None
         # A turn left running by a previous host continues its run's trace, which the run row holds.
-        run = await self.store.load_run(turn.run_id) if turn.status == "running" and tracing_on() else None
+        resumed = not job.fresh and turn.status == "running"
+        run = await self.store.load_run(turn.run_id) if resumed and tracing_on() else None
         with turn_span(self.record, turn, run):
             await self._drive_turn(job, turn)
 
@@ -301,26 +388,34 @@ class SessionActor:
             if superseded.submission_id != turn.submission_id:
                 # The new run supersedes the suspended one (its token dies): its turn ends here.
                 await self._finish(superseded, "cancelled")
-        turn.status, turn.updated_at = "running", now_ms()
-        await self.store.update_turn(turn)
-        self.bus.submission_id = turn.submission_id
-        await self.bus.append(
-            self.store, "turn.started", {"submission_id": turn.submission_id, "kind": turn.kind, "run_id": turn.run_id}
-        )
-        if turn.kind == "notification":
-            origin = turn.message.origin.model_dump() if turn.message.origin else None
-            await self.bus.append(
-                self.store,
-                "notification",
-                {"text": turn.message.text, "origin": origin},
-                submission_id=turn.submission_id,
-            )
+        if job.started:
+            self.bus.submission_id = turn.submission_id
+        else:
+            # Queued behind another turn, or resumed by a restart: its start is a write of its own,
+            # before the model streams anything (readers see turn.started first).
+            turn.status, turn.updated_at = "running", now_ms()
+            await self.store.update_turn(turn)
+            await self.bus.load_seq(self.store)
+            self._emit_started(turn)
+            events = self.bus.take()
+            try:
+                await self.store.append_events(events)
+            except BaseException:
+                self.bus.restore(events)
+                raise
+            self.bus.committed(events)
         status: TurnStatus
+        rider = _TurnRider(self, turn)
+        self.session.rider = self._rider = rider
         try:
-            stored = await self.store.load_run(turn.run_id)
+            stored = None if job.fresh else await self.store.load_run(turn.run_id)
             if stored is None:
                 result = await self.session.start(
-                    {"messages": [turn.message]}, run_id=turn.run_id, signal=job.signal, output_type=job.output_type
+                    {"messages": [turn.message]},
+                    run_id=turn.run_id,
+                    signal=job.signal,
+                    output_type=job.output_type,
+                    durable_input=True,
                 )
             elif stored.status in ("running", "error"):
                 result = await self.session.continue_run(turn.run_id, signal=job.signal, output_type=job.output_type)
@@ -328,29 +423,36 @@ class SessionActor:
                 self.session.adopt_state(stored)
                 result = RunResult(run_id=stored.run_id, status=stored.status, state=stored)
             status = _turn_status(result.status)
+            self._outcome = (turn.submission_id, result)
         except RunCancelled:
             status = "cancelled"
         except asyncio.CancelledError:
             raise  # the host is shutting down: the turn stays 'running' and is finished on restart
         except Exception as exc:
-            turn.error = ErrorInfo(
-                message=str(exc) or type(exc).__name__,
-                type=type(exc).__name__,
-                stack="".join(traceback.format_exception(exc)),
-            )
+            if rider.stored != "error":  # else the error commit carried the run's own account of it
+                turn.error = ErrorInfo(
+                    message=str(exc) or type(exc).__name__,
+                    type=type(exc).__name__,
+                    stack="".join(traceback.format_exception(exc)),
+                )
             status = "error"
-        await self._finish(turn, status)
+        finally:
+            self.session.rider = self._rider = None
+        await self._finish(turn, status, landed=rider.stored)
 
     async def _run_decision(self, job: _Job) -> None:
         assert job.decide is not None and job.future is not None
         suspended = await self._suspended_turns()
         turn = suspended[-1] if suspended else None
+        rider: _TurnRider | None = None
         if turn is not None:
             # The decision drives this turn now: waiting for the turn waits for it, cancelling stops it.
             job.turn = turn
-            # Durably running again: a restart in the middle re-drives the run through this turn.
-            turn.status, turn.updated_at = "running", now_ms()
-            await self.store.update_turn(turn)
+            # Durably running again with the commit that records the decision (the token's
+            # redemption, ``_TurnRider``): a restart after it re-drives the run through this turn,
+            # one before it finds the turn suspended and its token live, as if nothing was decided.
+            rider = _TurnRider(self, turn)
+            self.session.rider = self._rider = rider
             self._suspended.pop(turn.submission_id, None)  # type: ignore[union-attr]
             self.bus.submission_id = turn.submission_id
         try:
@@ -363,13 +465,17 @@ class SessionActor:
         except BaseException as exc:
             try:
                 if turn is not None:
-                    await self._settle_from_store(turn)  # before the caller hears back: status is current
+                    self.session.rider = self._rider = None
+                    # Before the caller hears back: the status is current.
+                    await self._settle_from_store(turn, None if rider is None else rider.stored)
             finally:
                 if not job.future.done():
                     job.future.set_exception(exc)
             return
+        finally:
+            self.session.rider = self._rider = None
         if turn is not None:
-            await self._finish(turn, _turn_status(result.status))
+            await self._finish(turn, _turn_status(result.status), landed=None if rider is None else rider.stored)
         if not job.future.done():  # a caller cancelled while it waited: the decision stands, nobody hears it
             job.future.set_result(result)
 
@@ -394,25 +500,29 @@ class SessionActor:
             self._suspended = {t.submission_id: t for t in await self.store.list_turns(self.id, ["suspended"])}
         return sorted(self._suspended.values(), key=lambda t: t.seq)
 
-    async def _settle_from_store(self, turn: TurnRecord) -> None:
+    async def _settle_from_store(self, turn: TurnRecord, landed: TurnStatus | None = None) -> None:
         run = await self.store.load_run(turn.run_id)
         if run is not None:
             self.session.adopt_state(run)
-            await self._finish(turn, _turn_status(run.status))
+            await self._finish(turn, _turn_status(run.status), landed)
 
-    async def _finish(self, turn: TurnRecord, status: TurnStatus) -> None:
-        turn.status, turn.updated_at = status, now_ms()
-        await self.store.update_turn(turn)
+    async def _finish(self, turn: TurnRecord, status: TurnStatus, landed: TurnStatus | None = None) -> None:
+        """End a turn at ``status``: its row, ``turn.completed`` and the session's time, unless a commit carried them.
+
+        ``landed`` is the status the run's last commit already wrote with the turn (``_TurnRider``).
+        """
+        if landed != status:
+            turn.status, turn.updated_at = status, now_ms()
+            await self.store.update_turn(turn)
         if self._suspended is not None:
             if status == "suspended":
                 self._suspended[turn.submission_id] = turn
             else:
                 self._suspended.pop(turn.submission_id, None)
-        if status in _TERMINAL:
-            data: dict[str, Any] = {"submission_id": turn.submission_id, "status": status, "run_id": turn.run_id}
-            if turn.error is not None:
-                data["error"] = {"type": turn.error.type, "message": turn.error.message}
-            await self.bus.append(self.store, "turn.completed", data, submission_id=turn.submission_id)
+        if status in _TERMINAL and landed != status:
+            await self.bus.append(
+                self.store, "turn.completed", _completed(turn, status), submission_id=turn.submission_id
+            )
             self.record.updated_at = turn.updated_at
             await self.store.update_session(self.record)
         if self.bus.submission_id == turn.submission_id:
@@ -420,6 +530,18 @@ class SessionActor:
         for waiter in self._waiters.pop(turn.submission_id, []):
             if not waiter.done():
                 waiter.set_result(None)
+
+    def take_outcome(self, submission_id: str) -> RunResult | None:
+        """The result of the turn finished last, if it is ``submission_id`` and ended ``done`` or ``suspended``.
+
+        ``run_turn`` answers from it instead of reading the turn, its run and the session back.
+        """
+        outcome = self._outcome
+        if outcome is None or outcome[0] != submission_id:
+            return None
+        self._outcome = None
+        result = outcome[1]
+        return result if result.status in ("done", "suspended") else None
 
     # -- waiting and control ------------------------------------------------------------------------
 

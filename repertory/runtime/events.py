@@ -4,8 +4,9 @@ The step loop emits events into the bus (the ``Outbox`` protocol). Text and reas
 published at once and never stored. Every other event is buffered and numbered only when the next
 checkpoint commits it (``take`` -> ``commit_session(events=...)`` -> ``committed``), so the stored
 log and the checkpoints never disagree and a failed commit leaves no hole in the numbering
-(``restore``). Events the actor writes outside a drive (``turn.started``, ``turn.completed``,
-``notification``) go through ``append`` with their own small transaction.
+(``restore``). The actor's own events ride its writes too: ``turn.started`` (and ``notification``)
+the turn's acceptance, ``turn.completed`` the final checkpoint; only a turn that waited in the
+queue, or ended with no commit to carry its end, writes them through ``append`` on their own.
 
 Readers subscribe to a queue (``events(after_seq)``: stored events first, then live ones) or add a
 listener (``on_progress``). Resume tokens never enter an event.

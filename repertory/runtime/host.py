@@ -440,7 +440,14 @@ class LocalHost:
     ) -> RunResult:
         """Queue a turn behind any running one, wait until it rests, and return its result (``handle.run()``)."""
         turn = await self.send(session_id, message, kind, "enqueue", output_type)
-        await self.wait_turn(session_id, turn.submission_id)
+        actor = await self.actor(session_id)
+        await actor.wait_turn(turn.submission_id)
+        # The actor that drove it holds the result it committed: reading the turn, its run and
+        # the session back would cost three statements a turn. A failed or cancelled turn, or one
+        # another actor finished, is read from the store, which says how it ended.
+        held = actor.take_outcome(turn.submission_id)
+        if held is not None:
+            return held
         return await turn_result(self.store, self.output_type_for, session_id, turn.submission_id, output_type)
 
     async def decide(self, session_id: str, decision: Decision, principal: Principal) -> RunResult:

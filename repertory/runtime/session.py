@@ -53,7 +53,7 @@ from repertory.runtime._decisions import (
     value_text,
     wake_timer,
 )
-from repertory.runtime._loop import Drive
+from repertory.runtime._loop import CommitRider, Drive
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.events import Outbox
@@ -109,6 +109,8 @@ class Session:
         self.services = services
         self._state: RunState | None = None
         self._history: MessageHistory | None = None
+        # What rides this session's commits (a session actor's turn), handed to each drive it makes.
+        self.rider: CommitRider | None = None
         self._signal: Signal[RunState | None] = Signal(None)
         self._busy = False
         self._drive: Drive | None = None
@@ -205,6 +207,7 @@ class Session:
             services=self.services,
         )
         drive.clock, drive.timers = self.clock, self.timers
+        drive.rider = self.rider
         return drive
 
     async def _drive_for(
@@ -229,9 +232,13 @@ class Session:
         created = now_ms() if thread is None else thread.created_at
         return self._new_drive(run, history, head, created, signal, output_type, just_decided)
 
-    async def _run(self, drive: Drive, first_commit: str | None = None, *, commit: bool = False) -> RunResult:
+    async def _run(
+        self, drive: Drive, first_commit: str | None = None, *, commit: bool = False, start: bool = False
+    ) -> RunResult:
         """Run a claimed drive to rest inside its ``invoke_agent`` span (``repertory.tracing``)."""
-        cause: DriveCause = "recover" if not commit else "start" if first_commit is None else "decision"
+        cause: DriveCause = (
+            "start" if start else "recover" if not commit else "start" if first_commit is None else "decision"
+        )
         with drive_span(drive.run_state, self.agent, drive.messages, cause):
             return await self._drive_to_rest(drive, first_commit, commit=commit)
 
@@ -280,6 +287,7 @@ class Session:
         run_id: str | None = None,
         signal: AbortSignal | None = None,
         output_type: type[BaseModel] | None = None,
+        durable_input: bool = False,
     ) -> RunResult:
         """Start a run on this thread from its head; returns once it is ``done`` or ``suspended``.
 
@@ -287,8 +295,16 @@ class Session:
         pending calls answered with errors, its token dead). The run row is committed before the
         first model call. Errors and an exceeded ``max_steps`` commit ``error`` and raise; an abort
         through ``signal`` commits ``cancelled`` and raises ``RunCancelled``.
+
+        ``durable_input`` is the session actor's: its turn row already holds the input durably and
+        ``run_id`` is new, so the existence check is skipped, and the input is committed with the first step, not
+        before the first model call: a crash before that commit re-drives the turn from its row.
+        A step that must be durable before it acts (a tool that is not idempotent or needs an
+        approval, a delegation) still commits first, so only idempotent work can happen twice.
         """
-        return await self._start(input, run_id=run_id, signal=signal, output_type=output_type, fork_of=None)
+        return await self._start(
+            input, run_id=run_id, signal=signal, output_type=output_type, fork_of=None, durable_input=durable_input
+        )
 
     async def _start(
         self,
@@ -299,6 +315,7 @@ class Session:
         output_type: type[BaseModel] | None,
         fork_of: MessageHistory | None,
         unanswered: str = "superseded: the conversation moved on before this call was answered",
+        durable_input: bool = False,
     ) -> RunResult:
         messages = input_messages(input, self.origin)
         self._claim()
@@ -307,8 +324,11 @@ class Session:
             # cannot start fails the start with nothing superseded.
             await self.agent.refresh_tools()
             run_id = run_id or new_id()
-            if await self.store.load_run(run_id) is not None:
+            if not durable_input and await self.store.load_run(run_id) is not None:
                 raise CommitConflict(f"a run with id {run_id!r} already exists", run_id=run_id)
+            # Read even on a session actor's turn: the head may have moved without this session (an
+            # HTTP run from an earlier checkpoint rewinds it through the store), and the model must
+            # see the thread as it is.
             thread = await self.store.load_thread(self.thread_id)
             if fork_of is None and not self._nothing_open(thread):
                 await supersede_open_runs(self.store, self.thread_id, memory=self.memory)
@@ -329,11 +349,12 @@ class Session:
             history.extend(messages)
             created = now_ms() if thread is None else thread.created_at
             drive = self._new_drive(run, history, base, created, signal, output_type)
+            drive.durable_input = durable_input
         except BaseException:
             self._busy = False
             self._history = None
             raise
-        return await self._run(drive, commit=True)
+        return await self._run(drive, commit=not durable_input, start=True)
 
     def _nothing_open(self, thread: ThreadState | None) -> bool:
         """True when no run of the thread can be open, so superseding (a scan of its runs) is skipped.

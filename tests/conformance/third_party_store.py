@@ -22,7 +22,7 @@ import pytest_asyncio
 
 from repertory.core.history import MessageHistory
 from repertory.core.state import RunState, ThreadState
-from repertory.core.tree import SessionEvent
+from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
 from repertory.errors import StoreError
 from repertory.storage import InMemorySessionStore
 from repertory.testing.conformance import (
@@ -60,6 +60,8 @@ class WrappedStore:
         base_revision_id: str | None = None,
         redeem_token: str | None = None,
         events: Sequence[SessionEvent] = (),
+        turn: TurnRecord | None = None,
+        session: SessionRecord | None = None,
     ) -> None:
         self._check_failure(run.run_id)
         await self.inner.commit_session(
@@ -69,6 +71,8 @@ class WrappedStore:
             base_revision_id=base_revision_id,
             redeem_token=redeem_token,
             events=events,
+            turn=turn,
+            session=session,
         )
 
     async def save(self, run: RunState) -> None:

@@ -30,6 +30,7 @@ from repertory import Agent, RunState, Runtime, SessionEvent, SqliteSessionStore
 from repertory.core.history import MessageHistory
 from repertory.core.messages import ModelMessage
 from repertory.core.model import ToolSpec
+from repertory.core.tree import SessionRecord, TurnRecord
 from repertory.testing import ScriptedModel
 
 TASKS = ("sum the column", "check the total")
@@ -98,6 +99,8 @@ class KillingStore(SqliteSessionStore):
         base_revision_id: str | None = None,
         redeem_token: str | None = None,
         events: Sequence[SessionEvent] = (),
+        turn: TurnRecord | None = None,
+        session: SessionRecord | None = None,
     ) -> None:
         armed = self.kill_at in ("before_result_commit", "after_result_commit") and _carries_results(
             history, base_revision_id
@@ -111,6 +114,8 @@ class KillingStore(SqliteSessionStore):
             base_revision_id=base_revision_id,
             redeem_token=redeem_token,
             events=events,
+            turn=turn,
+            session=session,
         )
         if armed and self.kill_at == "after_result_commit":
             _fire_once(self.folder, self.kill_at)

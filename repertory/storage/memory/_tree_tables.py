@@ -113,12 +113,16 @@ class MemoryTreeTables:
     async def update_session(self, session: SessionRecord) -> None:
         """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
         self._tree_open()
+        self._sessions[session.session_id] = self._session_row(session)
+
+    def _session_row(self, session: SessionRecord) -> str:
+        """The stored row with ``session``'s mutable fields: checked and serialised, not yet written."""
         raw = self._sessions.get(session.session_id)
         if raw is None:
             raise StoreError(f"no session {session.session_id!r} to update")
         stored = SessionRecord.model_validate_json(raw)
         changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
-        self._sessions[session.session_id] = stored.model_copy(update=changes).model_dump_json()
+        return stored.model_copy(update=changes).model_dump_json()
 
     async def list_children(self, parent_id: str) -> list[SessionRecord]:
         """Children oldest first."""
@@ -205,11 +209,12 @@ class MemoryTreeTables:
             counts[status] += 1
         return counts
 
-    async def add_turn(self, turn: TurnRecord) -> TurnRecord:
-        """Queue a turn with the next per-session seq."""
+    async def add_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> TurnRecord:
+        """Queue a turn with the next per-session seq, and append ``events``, all or nothing."""
         self._tree_open()
         if turn.submission_id in self._turns:
             raise CommitConflict(f"turn {turn.submission_id!r} already exists")
+        self._write_events(self._check_events(events))
         queue = self._session_turns.setdefault(turn.session_id, [])
         last = TurnRecord.model_validate_json(self._turns[queue[-1]]).seq if queue else 0
         stored = turn.model_copy(update={"seq": last + 1})
@@ -220,12 +225,16 @@ class MemoryTreeTables:
     async def update_turn(self, turn: TurnRecord) -> None:
         """Rewrite the turn's status, error and times (it must exist)."""
         self._tree_open()
+        self._turns[turn.submission_id] = self._turn_row(turn)
+
+    def _turn_row(self, turn: TurnRecord) -> str:
+        """The stored row with ``turn``'s mutable fields: checked and serialised, not yet written."""
         raw = self._turns.get(turn.submission_id)
         if raw is None:
             raise StoreError(f"no turn {turn.submission_id!r} to update")
         stored = TurnRecord.model_validate_json(raw)
         changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
-        self._turns[turn.submission_id] = stored.model_copy(update=changes).model_dump_json()
+        return stored.model_copy(update=changes).model_dump_json()
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""

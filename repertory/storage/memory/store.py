@@ -17,7 +17,7 @@ from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.state import RunState, RunStatus, ThreadState
 from repertory.core.store import DeletedRows, StoreAliases
-from repertory.core.tree import SessionEvent
+from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
 from repertory.errors import StoreError
 from repertory.storage.commit_plan import (
     check_event_sessions,
@@ -159,6 +159,8 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         base_revision_id: str | None = None,
         redeem_token: str | None = None,
         events: Sequence[SessionEvent] = (),
+        turn: TurnRecord | None = None,
+        session: SessionRecord | None = None,
     ) -> None:
         """Atomic: every check passes before the first write, and the writes cannot fail halfway."""
         self._check_open()
@@ -179,6 +181,8 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
             None if stored_run is None or stored_run.suspended_on is None else stored_run.suspended_on.token,
         )
         event_rows = self._check_events(events)
+        turn_row = None if turn is None else self._turn_row(turn)
+        session_row = None if session is None else self._session_row(session)
         # Serialise everything first: a failure here leaves the store untouched.
         run_json = run.model_dump_json()
         if stored_head is not None:
@@ -211,6 +215,10 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         if joined is not None:
             self._pins.setdefault(joined, set()).add(tid)
         self._write_events(event_rows)
+        if turn is not None and turn_row is not None:
+            self._turns[turn.submission_id] = turn_row
+        if session is not None and session_row is not None:
+            self._sessions[session.session_id] = session_row
 
     async def move_head(self, thread_id: str, *, history: MessageHistory, base_revision_id: str | None) -> None:
         """Compare-and-set the thread head to ``history.revision_id``, writing the revisions it lacks."""

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import psycopg
 from pydantic import JsonValue
 
 from repertory.core.store import DeletedRows
@@ -22,7 +23,7 @@ from repertory.storage.postgres._delete import delete_sessions
 from repertory.storage.postgres.connection import PgBase
 from repertory.storage.queries import SqlDialect, session_counts_query, session_page_query
 
-__all__ = ["PgTreeTables", "event_arrays"]
+__all__ = ["PgTreeTables", "event_arrays", "write_session", "write_turn"]
 
 # What an update may change (``TreeStore.update_session`` / ``update_turn``); the rest is the row's
 # place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
@@ -49,6 +50,64 @@ def event_arrays(events: Sequence[SessionEvent], session_id: str) -> list[list[A
         [e.at for e in events],
         [json.dumps(e.data) for e in events],
     ]
+
+
+async def write_turn(conn: psycopg.AsyncConnection[Any], turn: TurnRecord) -> None:
+    """Rewrite a stored turn's mutable fields inside the caller's transaction; ``StoreError`` if unknown.
+
+    Read, changed and written back in Python (the record is ``text``: ``jsonb`` would refuse a NUL
+    in a message), under the row's lock.
+    """
+    changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
+    cur = await conn.execute(
+        "SELECT record FROM repertory.turns WHERE submission_id = %s FOR UPDATE", (turn.submission_id,)
+    )
+    row = await cur.fetchone()
+    if row is None:
+        raise StoreError(f"no turn {turn.submission_id!r} to update")
+    record = TurnRecord.model_validate_json(row[0]).model_copy(update=changes)
+    await conn.execute(
+        "UPDATE repertory.turns SET status = %s, record = %s WHERE submission_id = %s",
+        (record.status, record.model_dump_json(), turn.submission_id),
+    )
+
+
+async def write_session(conn: psycopg.AsyncConnection[Any], session: SessionRecord) -> None:
+    """Rewrite a stored session's title, model, cwd and updated_at inside the caller's transaction."""
+    changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
+    cur = await conn.execute(
+        "SELECT record FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (session.session_id,)
+    )
+    row = await cur.fetchone()
+    if row is None:
+        raise StoreError(f"no session {session.session_id!r} to update")
+    record = SessionRecord.model_validate_json(row[0]).model_copy(update=changes)
+    await conn.execute(
+        "UPDATE repertory.sessions SET record = %s WHERE session_id = %s",
+        (record.model_dump_json(), session.session_id),
+    )
+
+
+async def _insert_events(conn: psycopg.AsyncConnection[Any], events: Sequence[SessionEvent]) -> None:
+    """Insert gap-free events inside the caller's transaction (a repeated seq or a gap is ``CommitConflict``)."""
+    by_session: dict[str, list[SessionEvent]] = {}
+    for event in events:
+        if event.seq is None:
+            raise StoreError("live-only events (seq None) are never stored")
+        by_session.setdefault(event.session_id, []).append(event)
+    for sid, batch in by_session.items():
+        cur = await conn.execute("SELECT COALESCE(MAX(seq), 0) FROM repertory.events WHERE session_id = %s", (sid,))
+        row = await cur.fetchone()
+        last = int(row[0] if row else 0)
+        for i, event in enumerate(batch, start=1):
+            if event.seq != last + i:
+                raise CommitConflict(f"event seq {event.seq} of session {sid!r} is not the next one ({last + i})")
+        async with conn.cursor() as cur:
+            await cur.executemany(
+                "INSERT INTO repertory.events (session_id, seq, submission_id, type, at, data) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                [(sid, e.seq, e.submission_id, e.type, e.at, json.dumps(e.data)) for e in batch],
+            )
 
 
 def _event(row: Sequence[Any]) -> SessionEvent:
@@ -87,19 +146,8 @@ class PgTreeTables(PgBase):
 
     async def update_session(self, session: SessionRecord) -> None:
         """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
-        changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
         async with self.connection("update_session") as conn, conn.transaction():
-            cur = await conn.execute(
-                "SELECT record FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (session.session_id,)
-            )
-            row = await cur.fetchone()
-            if row is None:
-                raise StoreError(f"no session {session.session_id!r} to update")
-            record = SessionRecord.model_validate_json(row[0]).model_copy(update=changes)
-            await conn.execute(
-                "UPDATE repertory.sessions SET record = %s WHERE session_id = %s",
-                (record.model_dump_json(), session.session_id),
-            )
+            await write_session(conn, session)
 
     async def amend_session(
         self, session_id: str, *, agent: str | None = None, metadata: Mapping[str, JsonValue] | None = None
@@ -187,9 +235,11 @@ class PgTreeTables(PgBase):
         assert row is not None
         return {"running": int(row[0]), "suspended": int(row[1]), "error": int(row[2])}
 
-    async def add_turn(self, turn: TurnRecord) -> TurnRecord:
-        """Queue a turn with the next per-session seq (racing adders serialise on the session row)."""
+    async def add_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> TurnRecord:
+        """Queue a turn with the next per-session seq (racing adders serialise on the session row), with ``events``."""
         async with self.connection("add_turn") as conn, conn.transaction():
+            if events:
+                await _insert_events(conn, events)
             await conn.execute("SELECT 1 FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (turn.session_id,))
             cur = await conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM repertory.turns WHERE session_id = %s", (turn.session_id,)
@@ -205,19 +255,8 @@ class PgTreeTables(PgBase):
 
     async def update_turn(self, turn: TurnRecord) -> None:
         """Rewrite the turn's status, error and times (it must exist)."""
-        changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
         async with self.connection("update_turn") as conn, conn.transaction():
-            cur = await conn.execute(
-                "SELECT record FROM repertory.turns WHERE submission_id = %s FOR UPDATE", (turn.submission_id,)
-            )
-            row = await cur.fetchone()
-            if row is None:
-                raise StoreError(f"no turn {turn.submission_id!r} to update")
-            record = TurnRecord.model_validate_json(row[0]).model_copy(update=changes)
-            await conn.execute(
-                "UPDATE repertory.turns SET status = %s, record = %s WHERE submission_id = %s",
-                (record.status, record.model_dump_json(), turn.submission_id),
-            )
+            await write_turn(conn, turn)
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""
@@ -255,29 +294,8 @@ class PgTreeTables(PgBase):
         """Append gap-free events in one transaction (a repeated seq is ``CommitConflict``)."""
         if not events:
             return
-        by_session: dict[str, list[SessionEvent]] = {}
-        for event in events:
-            if event.seq is None:
-                raise StoreError("live-only events (seq None) are never stored")
-            by_session.setdefault(event.session_id, []).append(event)
         async with self.connection("append_events") as conn, conn.transaction():
-            for sid, batch in by_session.items():
-                cur = await conn.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM repertory.events WHERE session_id = %s", (sid,)
-                )
-                row = await cur.fetchone()
-                last = int(row[0] if row else 0)
-                for i, event in enumerate(batch, start=1):
-                    if event.seq != last + i:
-                        raise CommitConflict(
-                            f"event seq {event.seq} of session {sid!r} is not the next one ({last + i})"
-                        )
-                async with conn.cursor() as cur:
-                    await cur.executemany(
-                        "INSERT INTO repertory.events (session_id, seq, submission_id, type, at, data) "
-                        "VALUES (%s, %s, %s, %s, %s, %s)",
-                        [(sid, e.seq, e.submission_id, e.type, e.at, json.dumps(e.data)) for e in batch],
-                    )
+            await _insert_events(conn, events)
 
     async def load_events(self, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[SessionEvent]:
         """Stored events after ``after_seq``."""

@@ -26,7 +26,7 @@ from repertory.core.history import MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.state import RunState, RunStatus, ThreadState
 from repertory.core.store import StoreAliases
-from repertory.core.tree import SessionEvent
+from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
 from repertory.errors import StoreError
 from repertory.storage.commit_plan import check_head_move, plan_commit_async, plan_head_move_async
 from repertory.storage.group_commit import take_switch
@@ -35,7 +35,7 @@ from repertory.storage.lineage import decode_lineage
 from repertory.storage.postgres._group import COMMIT_SQL, PgCommitWriter
 from repertory.storage.postgres._memory_tables import PgMemoryTables
 from repertory.storage.postgres._time_tables import PgTimeTables
-from repertory.storage.postgres._tree_tables import PgTreeTables, event_arrays
+from repertory.storage.postgres._tree_tables import PgTreeTables, event_arrays, write_session, write_turn
 from repertory.storage.postgres.connection import normalise_url, redact
 from repertory.storage.postgres.schema import (
     MIGRATION_LOCK,
@@ -239,8 +239,15 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
         base_revision_id: str | None = None,
         redeem_token: str | None = None,
         events: Sequence[SessionEvent] = (),
+        turn: TurnRecord | None = None,
+        session: SessionRecord | None = None,
     ) -> None:
-        """One call of ``repertory_commit`` (alone or in a group-commit batch): guards, delta, run row, head."""
+        """One call of ``repertory_commit`` (alone or in a group-commit batch): guards, delta, run row, head.
+
+        With ``turn`` or ``session`` the call and their rewrites share one transaction of their own,
+        outside group commit (the batch function carries commits only): a turn's first and last
+        checkpoints, so a turn still costs three transactions, though more statements than on SQLite.
+        """
         delta = await plan_commit_async(run, thread, history, base_revision_id, self._holds)
         token = None if run.suspended_on is None else run.suspended_on.token
         params = (
@@ -254,7 +261,17 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
             [r.created_at for r in delta.revisions],
             *event_arrays(events, thread.thread_id),
         )  # fmt: skip
-        await self._write_commit(params)
+        if turn is None and session is None:
+            await self._write_commit(params)
+            return
+        if self._closed:
+            raise StoreError("store is closed")
+        async with self.connection("commit_session") as conn, conn.transaction():
+            await conn.execute(COMMIT_SQL, params)
+            if turn is not None:
+                await write_turn(conn, turn)
+            if session is not None:
+                await write_session(conn, session)
 
     async def move_head(self, thread_id: str, *, history: MessageHistory, base_revision_id: str | None) -> None:
         """One transaction: the thread row locked, its head compared, the revisions it lacks, the new head.

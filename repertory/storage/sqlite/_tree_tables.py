@@ -26,7 +26,7 @@ from repertory.errors import CommitConflict, StoreError
 from repertory.storage.queries import SqlDialect, session_counts_query, session_page_query
 from repertory.storage.sqlite.connection import SqliteBase, db_errors
 
-__all__ = ["INSERT_PIN", "SqliteTreeTables", "insert_events"]
+__all__ = ["INSERT_PIN", "SqliteTreeTables", "insert_events", "insert_rows", "write_session", "write_turn"]
 
 INSERT_PIN = "INSERT OR IGNORE INTO history_pins (revision_id, thread_id) VALUES (?, ?)"
 """Where a thread's lineage joins history it did not write (``repertory.storage.history_gc``)."""
@@ -37,27 +37,109 @@ _SESSION_MUTABLE = ("title", "model", "cwd", "updated_at")
 _TURN_MUTABLE = ("status", "error", "created_at", "updated_at")
 
 
+ADD_TURN = (
+    "INSERT INTO turns (submission_id, session_id, seq, status, record) "
+    "SELECT ?, ?, n, ?, json_set(?, '$.seq', n) "
+    "FROM (SELECT COALESCE(MAX(seq), 0) + 1 AS n FROM turns WHERE session_id = ?) "
+    "RETURNING seq"
+)
+"""Accepting a turn is this one statement: the next seq, the row, and the seq back; a known id
+fails on the primary key (``CommitConflict``), so no read comes first."""
+
 _DIALECT = SqlDialect(mark="?", prefix="", order="rowid", field="json_extract({col}, '$.{key}')", find="instr")
 
 
+_CHUNK = 400
+"""Rows per multi-row statement: one statement per write however many rows, well under SQLite's
+32,766 bound variables (a commit of a long tool loop can carry hundreds of events)."""
+
+
+def values_marks(width: int, rows: int) -> str:
+    """``(?, ?), (?, ?)`` for ``rows`` rows of ``width`` columns: a multi-row ``VALUES`` list."""
+    one = "(" + ", ".join("?" * width) + ")"
+    return ", ".join([one] * rows)
+
+
+def insert_rows(conn: sqlite3.Connection, head: str, width: int, rows: Sequence[Sequence[Any]]) -> int:
+    """``head VALUES (...), (...)`` in statements of up to ``_CHUNK`` rows; returns the rows it changed.
+
+    One statement for a step's rows instead of one per row: a turn's cost is counted in
+    statements (``tests/engine/test_turn_cost.py``), and each costs a parse and a VM run.
+    """
+    changed = 0
+    for at in range(0, len(rows), _CHUNK):
+        chunk = rows[at : at + _CHUNK]
+        flat = [value for row in chunk for value in row]
+        changed += conn.execute(f"{head} VALUES {values_marks(width, len(chunk))}", flat).rowcount
+    return changed
+
+
 def insert_events(conn: sqlite3.Connection, events: Sequence[SessionEvent]) -> None:
-    """Insert events inside the caller's transaction, refusing a gap or a repeated seq."""
-    expected: dict[str, int] = {}
-    rows = []
+    """Insert events inside the caller's transaction, refusing a gap or a repeated seq.
+
+    Gap-free without a read first: each session's events go in one ``INSERT ... SELECT`` that
+    inserts nothing unless the stored ``MAX(seq)`` is the one just before the first (SQLite reads
+    the guard before writing, since the statement reads the table it fills); nothing inserted is
+    the conflict, and only then is the log read, to say why.
+    """
+    by_session: dict[str, list[SessionEvent]] = {}
     for event in events:
         if event.seq is None:
             raise StoreError("live-only events (seq None) are never stored")
-        sid = event.session_id
-        if sid not in expected:
-            row = conn.execute("SELECT MAX(seq) FROM events WHERE session_id = ?", (sid,)).fetchone()
-            expected[sid] = (row[0] or 0) + 1
-        if event.seq != expected[sid]:
-            raise CommitConflict(f"event seq {event.seq} of session {sid!r} is not the next one ({expected[sid]})")
-        expected[sid] += 1
-        rows.append((sid, event.seq, event.submission_id, event.type, event.at, json.dumps(event.data)))
-    conn.executemany(
-        "INSERT INTO events (session_id, seq, submission_id, type, at, data) VALUES (?, ?, ?, ?, ?, ?)", rows
-    )
+        run = by_session.setdefault(event.session_id, [])
+        if run and event.seq != (run[-1].seq or 0) + 1:
+            raise CommitConflict(
+                f"event seq {event.seq} of session {event.session_id!r} is not the next one ({(run[-1].seq or 0) + 1})"
+            )
+        run.append(event)
+    for sid, run in by_session.items():
+        first = run[0].seq or 0
+        for at in range(0, len(run), _CHUNK):
+            chunk = run[at : at + _CHUNK]
+            flat: list[Any] = []
+            for e in chunk:
+                flat += (sid, e.seq, e.submission_id, e.type, e.at, json.dumps(e.data))
+            after = first - 1 + at
+            inserted = conn.execute(
+                "INSERT INTO events (session_id, seq, submission_id, type, at, data) "
+                "SELECT column1, column2, column3, column4, column5, column6 "
+                f"FROM (VALUES {values_marks(6, len(chunk))}) "
+                "WHERE (SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?) = ?",
+                (*flat, sid, after),
+            ).rowcount
+            if inserted != len(chunk):
+                row = conn.execute("SELECT MAX(seq) FROM events WHERE session_id = ?", (sid,)).fetchone()
+                expected = (row[0] or 0) + 1
+                raise CommitConflict(f"event seq {after + 1} of session {sid!r} is not the next one ({expected})")
+
+
+UPDATE_TURN = (
+    "UPDATE turns SET status = ?, record = json_set(record, '$.status', ?, '$.error', json(?), "
+    "'$.created_at', ?, '$.updated_at', ?) WHERE submission_id = ?"
+)
+"""A turn's mutable fields (``_TURN_MUTABLE``) rewritten inside the stored record: one statement,
+no read, and the row's place in the queue (its seq, its session) stays the store's."""
+
+UPDATE_SESSION = (
+    "UPDATE sessions SET record = json_set(record, '$.title', ?, '$.model', ?, '$.cwd', ?, '$.updated_at', ?) "
+    "WHERE session_id = ?"
+)
+"""A session's mutable fields (``_SESSION_MUTABLE``) rewritten inside the stored record, likewise."""
+
+
+def write_turn(conn: sqlite3.Connection, turn: TurnRecord) -> None:
+    """Rewrite a stored turn's status, error and times in the caller's transaction; ``StoreError`` if unknown."""
+    error = "null" if turn.error is None else turn.error.model_dump_json()
+    params = (turn.status, turn.status, error, turn.created_at, turn.updated_at, turn.submission_id)
+    if conn.execute(UPDATE_TURN, params).rowcount == 0:
+        raise StoreError(f"no turn {turn.submission_id!r} to update")
+
+
+def write_session(conn: sqlite3.Connection, session: SessionRecord) -> None:
+    """Rewrite a stored session's title, model, cwd and updated_at in the caller's transaction."""
+    params = (session.title, session.model, session.cwd, session.updated_at, session.session_id)
+    if conn.execute(UPDATE_SESSION, params).rowcount == 0:
+        raise StoreError(f"no session {session.session_id!r} to update")
 
 
 def _event(row: Sequence[Any]) -> SessionEvent:
@@ -101,20 +183,9 @@ class SqliteTreeTables(SqliteBase):
         return None if row is None else SessionRecord.model_validate_json(row[0])
 
     async def update_session(self, session: SessionRecord) -> None:
-        """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
+        """Rewrite the session's title, model, cwd and updated_at (it must exist), in one statement."""
         self._check_open()
-        changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
-
-        def write(conn: sqlite3.Connection) -> None:
-            row = conn.execute("SELECT record FROM sessions WHERE session_id = ?", (session.session_id,)).fetchone()
-            if row is None:
-                raise StoreError(f"no session {session.session_id!r} to update")
-            record = SessionRecord.model_validate_json(row[0]).model_copy(update=changes)
-            conn.execute(
-                "UPDATE sessions SET record = ? WHERE session_id = ?", (record.model_dump_json(), session.session_id)
-            )
-
-        await self._write("update_session", write)
+        await self._write("update_session", lambda conn: write_session(conn, session), atomic=False)
 
     async def amend_session(
         self, session_id: str, *, agent: str | None = None, metadata: Mapping[str, JsonValue] | None = None
@@ -187,39 +258,29 @@ class SqliteTreeTables(SqliteBase):
         row = await self.read("session_counts", lambda c: c.execute(sql, params).fetchone())
         return {"running": int(row[0]), "suspended": int(row[1]), "error": int(row[2])}
 
-    async def add_turn(self, turn: TurnRecord) -> TurnRecord:
-        """Queue a turn with the next per-session seq, in one transaction."""
+    async def add_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> TurnRecord:
+        """Queue a turn with the next per-session seq in one statement (``ADD_TURN``); ``events`` in its transaction."""
         self._check_open()
+        record = turn.model_dump_json()
 
         def write(conn: sqlite3.Connection) -> TurnRecord:
-            if conn.execute("SELECT 1 FROM turns WHERE submission_id = ?", (turn.submission_id,)).fetchone():
-                raise CommitConflict(f"turn {turn.submission_id!r} already exists")
-            row = conn.execute("SELECT MAX(seq) FROM turns WHERE session_id = ?", (turn.session_id,)).fetchone()
-            stored = turn.model_copy(update={"seq": (row[0] or 0) + 1})
-            conn.execute(
-                "INSERT INTO turns (submission_id, session_id, seq, status, record) VALUES (?, ?, ?, ?, ?)",
-                (stored.submission_id, stored.session_id, stored.seq, stored.status, stored.model_dump_json()),
-            )
-            return stored
+            if events:
+                insert_events(conn, events)
+            try:
+                # fetchall: the statement runs to its end, so an autocommit write commits here.
+                (row,) = conn.execute(
+                    ADD_TURN, (turn.submission_id, turn.session_id, turn.status, record, turn.session_id)
+                ).fetchall()
+            except sqlite3.IntegrityError:
+                raise CommitConflict(f"turn {turn.submission_id!r} already exists") from None
+            return turn.model_copy(update={"seq": int(row[0])})
 
-        return await self._write("add_turn", write)
+        return await self._write("add_turn", write, atomic=bool(events))
 
     async def update_turn(self, turn: TurnRecord) -> None:
-        """Rewrite the turn's status, error and times (it must exist)."""
+        """Rewrite the turn's status, error and times (it must exist), in one statement."""
         self._check_open()
-        changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
-
-        def write(conn: sqlite3.Connection) -> None:
-            row = conn.execute("SELECT record FROM turns WHERE submission_id = ?", (turn.submission_id,)).fetchone()
-            if row is None:
-                raise StoreError(f"no turn {turn.submission_id!r} to update")
-            record = TurnRecord.model_validate_json(row[0]).model_copy(update=changes)
-            conn.execute(
-                "UPDATE turns SET status = ?, record = ? WHERE submission_id = ?",
-                (record.status, record.model_dump_json(), turn.submission_id),
-            )
-
-        await self._write("update_turn", write)
+        await self._write("update_turn", lambda conn: write_turn(conn, turn), atomic=False)
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""

@@ -29,8 +29,8 @@ from repertory.core.history import MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.state import RunState, RunStatus, ThreadState
 from repertory.core.store import DeletedRows, StoreAliases
-from repertory.core.tree import SessionEvent
-from repertory.errors import StoreError
+from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
+from repertory.errors import CommitConflict, StoreError
 from repertory.storage.commit_plan import (
     check_event_sessions,
     check_head_move,
@@ -45,7 +45,14 @@ from repertory.storage.queries import runs_query
 from repertory.storage.sqlite._delete import delete_sessions
 from repertory.storage.sqlite._memory_tables import SqliteMemoryTables
 from repertory.storage.sqlite._time_tables import SqliteTimeTables
-from repertory.storage.sqlite._tree_tables import INSERT_PIN, SqliteTreeTables, insert_events
+from repertory.storage.sqlite._tree_tables import (
+    INSERT_PIN,
+    SqliteTreeTables,
+    insert_events,
+    insert_rows,
+    write_session,
+    write_turn,
+)
 from repertory.storage.sqlite.connection import Durability, connect, db_errors, use_wal
 from repertory.storage.sqlite.schema import check_file, ensure_schema
 
@@ -83,9 +90,26 @@ ON CONFLICT (run_id) DO UPDATE SET
 """
 
 _HOLDS_REVISION = "SELECT 1 FROM history_revisions WHERE id = ?"
+# A commit's guards ride its writes (no read first): the run row changes only while the stored run
+# is not finished, and the head moves only from ``base_revision_id``; a write that changes no row
+# is the conflict, and only then is the stored state read, to say which guard refused.
+COMMIT_RUN = UPSERT_RUN.rstrip() + "\nWHERE runs.status NOT IN ('done', 'cancelled')\n"
+MOVE_THREAD = "UPDATE threads SET head = ?, updated_at = ? WHERE thread_id = ? AND head = ?"
+FIRST_HEAD = """
+INSERT INTO threads (thread_id, head, created_at, updated_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (thread_id) DO UPDATE SET head = excluded.head, updated_at = excluded.updated_at
+WHERE threads.head IS NULL
+"""
+GUARD_READ = (
+    "SELECT t.thread_id, t.head, r.status, r.token FROM (SELECT 1) "
+    "LEFT JOIN threads AS t ON t.thread_id = ? LEFT JOIN runs AS r ON r.run_id = ?"
+)
+ENTRIES_HEAD = "INSERT OR IGNORE INTO history_entries (id, created_at, message)"
+REVISIONS_HEAD = "INSERT OR IGNORE INTO history_revisions (id, parent_id, entry_id, depth, created_at, thread_id)"
 
 INSERT_ENTRIES = "INSERT OR IGNORE INTO history_entries (id, created_at, message) VALUES (?, ?, ?)"
-SHARE_ENTRY = "INSERT OR IGNORE INTO history_shared_entries (entry_id) VALUES (?)"
+SHARE_ENTRY_HEAD = "INSERT OR IGNORE INTO history_shared_entries (entry_id)"
+PIN_HEAD = "INSERT OR IGNORE INTO history_pins (revision_id, thread_id)"
 
 # ``thread_id`` is the revision's writer (``repertory.storage.history_gc``): a held revision keeps its own.
 INSERT_REVISIONS = (
@@ -267,11 +291,17 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         base_revision_id: str | None = None,
         redeem_token: str | None = None,
         events: Sequence[SessionEvent] = (),
+        turn: TurnRecord | None = None,
+        session: SessionRecord | None = None,
     ) -> None:
         """One transaction (shared with concurrent commits under group commit): guards, history delta, run row, head.
 
         The rows are serialised before the write is queued, so the writer holds the lock for the
-        statements alone; the guards run inside the transaction, against what it sees.
+        statements alone. A step costs one statement per table it writes, reads included: the
+        guards ride the writes (``COMMIT_RUN``, ``MOVE_THREAD``, ``FIRST_HEAD``, the events'
+        gap check), the history delta is one multi-row insert per table, and ``turn``/``session``
+        are one ``UPDATE`` each. Only a redemption reads first, so the token is compared in
+        constant time before anything is written.
         """
         self._check_open()
         check_event_sessions(events, thread.thread_id)
@@ -282,34 +312,42 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         tid = thread.thread_id
         entry_rows = [(e.id, e.created_at, e.message.model_dump_json()) for e in delta.entries]
         rev_rows = [(r.id, r.parent_id, r.entry_id, r.depth, r.created_at, tid) for r in delta.revisions]
-        thread_row = (tid, thread.history_revision_id, thread.created_at, thread.updated_at)
+        head_row: tuple[str | int | None, ...]
+        if base_revision_id is None:
+            head_sql, head_row = FIRST_HEAD, (tid, thread.history_revision_id, thread.created_at, thread.updated_at)
+        else:
+            head_sql, head_row = MOVE_THREAD, (thread.history_revision_id, thread.updated_at, tid, base_revision_id)
         joined = attach_point(delta.revisions, history.revision_id, base_revision_id)
 
+        def refuse(conn: sqlite3.Connection) -> None:
+            """Raise the ``CommitConflict`` of the guard the stored state fails (a refused write's reason)."""
+            found, head, status, token = conn.execute(GUARD_READ, (tid, run.run_id)).fetchone()
+            check_stored_state(run, thread, base_revision_id, head, found is not None, status, redeem_token, token)
+            raise CommitConflict(f"commit of run {run.run_id!r} refused by the stored state", run_id=run.run_id)
+
         def apply(conn: sqlite3.Connection) -> None:
-            head_row = conn.execute("SELECT head FROM threads WHERE thread_id = ?", (thread.thread_id,)).fetchone()
-            status_row = conn.execute("SELECT status, token FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
-            check_stored_state(
-                run,
-                thread,
-                base_revision_id,
-                None if head_row is None else head_row[0],
-                head_row is not None,
-                None if status_row is None else status_row[0],
-                redeem_token,
-                None if status_row is None else status_row[1],
-            )
+            if redeem_token is not None:
+                found, head, status, token = conn.execute(GUARD_READ, (tid, run.run_id)).fetchone()
+                check_stored_state(run, thread, base_revision_id, head, found is not None, status, redeem_token, token)
             # Sharing is recorded where it is created (``history_gc``); a step that shares nothing,
             # the usual case, writes no row more than before.
-            if entry_rows and conn.executemany(INSERT_ENTRIES, entry_rows).rowcount < len(entry_rows):
-                conn.executemany(SHARE_ENTRY, [(row[0],) for row in entry_rows])
-            if rev_rows and conn.executemany(INSERT_REVISIONS, rev_rows).rowcount < len(rev_rows):
-                conn.executemany(INSERT_PIN, [(row[0], tid) for row in rev_rows])
+            if entry_rows and insert_rows(conn, ENTRIES_HEAD, 3, entry_rows) < len(entry_rows):
+                insert_rows(conn, SHARE_ENTRY_HEAD, 1, [(row[0],) for row in entry_rows])
+            if rev_rows and insert_rows(conn, REVISIONS_HEAD, 6, rev_rows) < len(rev_rows):
+                insert_rows(conn, PIN_HEAD, 2, [(row[0], tid) for row in rev_rows])
             if joined is not None:
                 conn.execute(INSERT_PIN, (joined, tid))
-            conn.execute(UPSERT_RUN, run_values)
+            # The run before the head: a refused head is then read as it was stored (the guards' order).
+            if conn.execute(COMMIT_RUN, run_values).rowcount == 0:
+                refuse(conn)
+            if conn.execute(head_sql, head_row).rowcount == 0:
+                refuse(conn)
             if events:
                 insert_events(conn, events)
-            conn.execute(UPSERT_THREAD, thread_row)
+            if turn is not None:
+                write_turn(conn, turn)
+            if session is not None:
+                write_session(conn, session)
 
         await self._write("commit_session", apply)
 

@@ -9,6 +9,7 @@ the run row inside a commit's transaction, so a trigger on the run upsert fails 
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
 from collections.abc import AsyncIterator
 
@@ -19,6 +20,7 @@ from repertory.testing.conformance.probe import INJECTED_FAILURE, HistoryWrites,
 __all__ = ["SqliteProbe"]
 
 # The run upsert may take the INSERT or the UPDATE path, so each failure is a trigger on both.
+_LITERAL = re.compile(r"'(?:[^']|'')*'")
 _TRIGGERS = (("repertory_probe_insert", "INSERT"), ("repertory_probe_update", "UPDATE"))
 
 
@@ -45,15 +47,18 @@ class SqliteProbe:
 
     @contextlib.asynccontextmanager
     async def count_history_writes(self) -> AsyncIterator[HistoryWrites]:
-        """Count history ``INSERT`` executions (one per row of an ``executemany``, ignored ones included)."""
+        """Count history rows offered to ``INSERT`` (the rows of a multi-row ``VALUES``, ignored ones included)."""
         writes = HistoryWrites()
 
         def trace(statement: str) -> None:
-            text = " ".join(statement.split()).upper()
+            # The expanded SQL quotes every string (JSON too), so dropping the literals leaves one
+            # "(" per row after VALUES.
+            text = _LITERAL.sub("''", " ".join(statement.split())).upper()
+            rows = text.partition(" VALUES ")[2].count("(")
             if text.startswith("INSERT") and " INTO HISTORY_ENTRIES " in text:
-                writes.entries += 1
+                writes.entries += rows
             elif text.startswith("INSERT") and " INTO HISTORY_REVISIONS " in text:
-                writes.revisions += 1
+                writes.revisions += rows
 
         self._conn.set_trace_callback(trace)
         try:

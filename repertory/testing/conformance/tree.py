@@ -26,6 +26,7 @@ from repertory.testing.conformance._looks import Conformance, Looks
 from repertory.testing.conformance.listing import SessionListingConformance
 from repertory.testing.conformance.records import commit, history_of, pointers, rich_messages
 from repertory.testing.conformance.tree_records import event, events, session_record, turn_record
+from repertory.testing.conformance.turn_commits import TurnCommitConformance
 
 __all__ = ["TreeConformance", "event", "events", "session_record", "turn_record"]
 
@@ -134,7 +135,7 @@ CLOSED_CALLS: dict[str, Callable[[TreeStore], Awaitable[object]]] = {
 }
 
 
-class TreeConformance(SessionListingConformance, Conformance):
+class TreeConformance(SessionListingConformance, TurnCommitConformance, Conformance):
     """Subclass with a ``store`` fixture (an open, empty ``TreeStore``) and optionally a ``probe``.
 
     ``TreeStore`` extends ``SessionStore``: a tree store's test class usually lists
