@@ -103,8 +103,21 @@ def schedule(
     return faults
 
 
-def find_processes(match: Callable[[list[str]], bool]) -> list[int]:
-    """Pids of this machine's processes whose command line (as argv) satisfies ``match``."""
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the command may hold spaces and parentheses
+
+
+def find_processes(match: Callable[[list[str]], bool], *, below: int | None = None) -> list[int]:
+    """Pids of this process's descendants (of ``below``'s) whose command line satisfies ``match``.
+
+    Only descendants: the machine is shared, and a fault must never reach a process this run did
+    not start (another user's Ray host or MCP server has the same command line as ours).
+    """
+    ancestor = os.getpid() if below is None else below
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -114,8 +127,16 @@ def find_processes(match: Callable[[list[str]], bool]) -> list[int]:
         except OSError:
             continue
         argv = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-        if argv and match(argv):
-            found.append(int(entry))
+        if not argv or not match(argv):
+            continue
+        pid: int | None = int(entry)
+        seen = 0
+        while pid is not None and pid > 1 and seen < 64:
+            pid = _parent(pid)
+            seen += 1
+            if pid == ancestor:
+                found.append(int(entry))
+                break
     return sorted(found)
 
 

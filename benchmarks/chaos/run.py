@@ -303,6 +303,12 @@ def run_chaos(cfg: ChaosConfig, say: Any = print) -> ChaosOutcome:
         seconds = cfg.minutes * 60
         plan = schedule(cfg.seed, seconds, kinds_for(cfg.backend, cfg.store))
         say(f"chaos: {cfg.backend}+{cfg.store} seed {cfg.seed}, {seconds:.0f} s, {len(plan)} faults -> {paths.root}")
+        # The clock starts once the fleet serves (a Ray cluster's hosts take a while to start).
+        ready_by = time.monotonic() + 180
+        while not read_lines(paths.served) and time.monotonic() < ready_by:
+            driver.keep_alive()
+            approver.keep_alive()
+            time.sleep(0.1)
         t0 = time.monotonic()
         injected: list[Fault] = []
         for fault in plan:
@@ -366,10 +372,7 @@ def run_chaos(cfg: ChaosConfig, say: Any = print) -> ChaosOutcome:
         )
         _check(store.url, paths, outcome)
     finally:
-        mine = os.getpid()
         for pid in find_processes(lambda argv: any(str(paths.root) in a for a in argv)):
-            if pid == mine:
-                continue
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)  # only this run's own children are left behind
         if cluster is not None:
