@@ -217,15 +217,17 @@ class MemoryTreeTables:
         queue.append(turn.submission_id)
         return stored
 
-    async def update_turn(self, turn: TurnRecord) -> None:
-        """Rewrite the turn's status, error and times (it must exist)."""
+    async def update_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> None:
+        """Rewrite the turn's status, error and times (it must exist), with ``events``, all or nothing."""
         self._tree_open()
         raw = self._turns.get(turn.submission_id)
         if raw is None:
             raise StoreError(f"no turn {turn.submission_id!r} to update")
+        rows = self._check_events(events)
         stored = TurnRecord.model_validate_json(raw)
         changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
         self._turns[turn.submission_id] = stored.model_copy(update=changes).model_dump_json()
+        self._write_events(rows)
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""

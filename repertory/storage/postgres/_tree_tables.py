@@ -203,9 +203,10 @@ class PgTreeTables(PgBase):
             )
         return stored
 
-    async def update_turn(self, turn: TurnRecord) -> None:
-        """Rewrite the turn's status, error and times (it must exist)."""
+    async def update_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> None:
+        """Rewrite the turn's status, error and times (it must exist), with ``events``, in one transaction."""
         changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
+        batches = _by_session(events)
         async with self.connection("update_turn") as conn, conn.transaction():
             cur = await conn.execute(
                 "SELECT record FROM repertory.turns WHERE submission_id = %s FOR UPDATE", (turn.submission_id,)
@@ -218,6 +219,7 @@ class PgTreeTables(PgBase):
                 "UPDATE repertory.turns SET status = %s, record = %s WHERE submission_id = %s",
                 (record.status, record.model_dump_json(), turn.submission_id),
             )
+            await _insert_events(conn, batches)
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""
@@ -255,29 +257,9 @@ class PgTreeTables(PgBase):
         """Append gap-free events in one transaction (a repeated seq is ``CommitConflict``)."""
         if not events:
             return
-        by_session: dict[str, list[SessionEvent]] = {}
-        for event in events:
-            if event.seq is None:
-                raise StoreError("live-only events (seq None) are never stored")
-            by_session.setdefault(event.session_id, []).append(event)
+        batches = _by_session(events)
         async with self.connection("append_events") as conn, conn.transaction():
-            for sid, batch in by_session.items():
-                cur = await conn.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM repertory.events WHERE session_id = %s", (sid,)
-                )
-                row = await cur.fetchone()
-                last = int(row[0] if row else 0)
-                for i, event in enumerate(batch, start=1):
-                    if event.seq != last + i:
-                        raise CommitConflict(
-                            f"event seq {event.seq} of session {sid!r} is not the next one ({last + i})"
-                        )
-                async with conn.cursor() as cur:
-                    await cur.executemany(
-                        "INSERT INTO repertory.events (session_id, seq, submission_id, type, at, data) "
-                        "VALUES (%s, %s, %s, %s, %s, %s)",
-                        [(sid, e.seq, e.submission_id, e.type, e.at, json.dumps(e.data)) for e in batch],
-                    )
+            await _insert_events(conn, batches)
 
     async def load_events(self, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[SessionEvent]:
         """Stored events after ``after_seq``."""
@@ -298,3 +280,30 @@ class PgTreeTables(PgBase):
             )
             row = await cur.fetchone()
         return int(row[0] if row else 0)
+
+
+def _by_session(events: Sequence[SessionEvent]) -> dict[str, list[SessionEvent]]:
+    """Events grouped by session, in order; a live-only event (no seq) is refused."""
+    by_session: dict[str, list[SessionEvent]] = {}
+    for event in events:
+        if event.seq is None:
+            raise StoreError("live-only events (seq None) are never stored")
+        by_session.setdefault(event.session_id, []).append(event)
+    return by_session
+
+
+async def _insert_events(conn: Any, batches: dict[str, list[SessionEvent]]) -> None:
+    """Insert each session's events inside the caller's transaction, refusing a gap or a repeated seq."""
+    for sid, batch in batches.items():
+        cur = await conn.execute("SELECT COALESCE(MAX(seq), 0) FROM repertory.events WHERE session_id = %s", (sid,))
+        row = await cur.fetchone()
+        last = int(row[0] if row else 0)
+        for i, event in enumerate(batch, start=1):
+            if event.seq != last + i:
+                raise CommitConflict(f"event seq {event.seq} of session {sid!r} is not the next one ({last + i})")
+        async with conn.cursor() as cur:
+            await cur.executemany(
+                "INSERT INTO repertory.events (session_id, seq, submission_id, type, at, data) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                [(sid, e.seq, e.submission_id, e.type, e.at, json.dumps(e.data)) for e in batch],
+            )

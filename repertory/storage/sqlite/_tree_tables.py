@@ -204,8 +204,8 @@ class SqliteTreeTables(SqliteBase):
 
         return await self._write("add_turn", write)
 
-    async def update_turn(self, turn: TurnRecord) -> None:
-        """Rewrite the turn's status, error and times (it must exist)."""
+    async def update_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> None:
+        """Rewrite the turn's status, error and times (it must exist), with ``events``, in one transaction."""
         self._check_open()
         changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
 
@@ -218,6 +218,8 @@ class SqliteTreeTables(SqliteBase):
                 "UPDATE turns SET status = ?, record = ? WHERE submission_id = ?",
                 (record.status, record.model_dump_json(), turn.submission_id),
             )
+            if events:
+                insert_events(conn, events)
 
         await self._write("update_turn", write)
 
