@@ -48,12 +48,19 @@ class Driver:
         self.seed = seed
         self.who = f"driver-{incarnation}"
         self.watchers: dict[str, asyncio.Task[str]] = {}
+        # Turns already seen ending (by this incarnation or an earlier one): never recorded twice.
+        self.ended = {line["submission_id"] for line in read_lines(paths.served)}
 
     async def _retry(self, what: str, call: Any) -> Any:
         return await retrying(what, call, journal=self.paths.errors, who=self.who)
 
-    def watch(self, session_id: str, submission_id: str) -> asyncio.Task[str]:
-        """A task that ends with the turn's final status (read from the store, whoever runs it)."""
+    def watch(self, session_id: str, submission_id: str) -> asyncio.Task[str] | None:
+        """A task that ends with the turn's final status (read from the store, whoever runs it).
+
+        ``None`` for a turn an earlier incarnation already saw ending.
+        """
+        if submission_id in self.ended and submission_id not in self.watchers:
+            return None
         task = self.watchers.get(submission_id)
         if task is None:
             task = asyncio.get_running_loop().create_task(self._until_ended(session_id, submission_id))
@@ -69,6 +76,7 @@ class Driver:
                     raise
                 turn = None
             if turn is not None and turn.status in _ENDED:
+                self.ended.add(submission_id)
                 append_line(
                     self.paths.served,
                     {
@@ -97,7 +105,9 @@ class Driver:
                 "at_ms": now_ms(),
             },
         )
-        return self.watch(handle.id, turn.submission_id)
+        watcher = self.watch(handle.id, turn.submission_id)
+        assert watcher is not None  # a new submission id: nobody saw it end yet
+        return watcher
 
     async def project(self, n: int) -> None:
         """One root's work: plan, maybe a follow-up, a notification, a spawned worker, a fork."""
@@ -129,10 +139,8 @@ class Driver:
 
     async def run(self) -> None:
         """Watch what earlier incarnations accepted, run projects until told to quiesce, then wait."""
-        ended = {line["submission_id"] for line in read_lines(self.paths.served)}
         for line in read_lines(self.paths.accepted):
-            if line["submission_id"] not in ended:
-                self.watch(line["session_id"], line["submission_id"])
+            self.watch(line["session_id"], line["submission_id"])
         projects = [int(line["project"]) for line in read_lines(self.paths.roots)]
         next_project = max(projects, default=-1) + 1
         running: set[asyncio.Task[None]] = set()

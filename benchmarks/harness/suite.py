@@ -69,6 +69,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               quick_skip="starts a three-node Ray cluster; `python -m benchmarks.ray_failover --quick` runs it"),
     Benchmark("http", "repertory serve through langgraph-sdk: create + wait, stream, concurrent clients"),
     Benchmark("timers", "100,000 armed timers: memory per timer, the scheduler's queries, wake latency"),
+    Benchmark("chaos", "a mixed fleet under seeded faults for minutes, then an independent checker",
+              quick_skip="three soaks with Ray and PostgreSQL; `python -m benchmarks.chaos --minutes 0.5` runs one"),
 )  # fmt: skip
 
 Entry = Callable[[bool, Path, bool], Report]
