@@ -29,7 +29,7 @@ from benchmarks.chaos.retry import retrying, transient
 from benchmarks.chaos.workload import make_agents, ray_options
 from repertory import Runtime
 from repertory.core.state import SuspendReason
-from repertory.errors import InvalidResumeToken, NotSuspended, WrongSuspensionKind
+from repertory.errors import InvalidResumeToken, NotSuspended, RepertoryError, WrongSuspensionKind
 
 __all__ = ["APPROVE", "REJECT", "edited_args", "main"]
 
@@ -107,6 +107,15 @@ class Approver:
                 )
         except (InvalidResumeToken, NotSuspended, WrongSuspensionKind):
             return  # decided already (a retry after the first attempt landed), or the run asked again
+        except RepertoryError as exc:
+            if transient(exc):  # the store stayed away through every retry: look again later
+                self.deciding.pop(reason.token, None)
+                return
+            # The decision landed and the run it drove on ended in error (a model that failed):
+            # approve() raises the run's error, but the decision stands.
+            append_line(
+                self.paths.errors, {"who": self.who, "what": "decided; run failed", "error": f"{type(exc).__name__}"}
+            )
         except Exception as exc:
             append_line(
                 self.paths.errors, {"who": self.who, "what": "decide", "error": f"{type(exc).__name__}: {exc}"[:300]}

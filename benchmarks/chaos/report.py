@@ -43,6 +43,7 @@ class ChaosFigures(BenchModel):
     retried_errors: int
     unexpected_exits: int
     quiesced: bool
+    quiesce_restarts: int = 0
     checker: str
     violations: int | None
     violation_list: list[str] = Field(default_factory=list)

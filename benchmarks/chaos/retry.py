@@ -3,8 +3,11 @@
 A fault makes calls fail for a while (PostgreSQL stopped, a SQLite write lock held, a Ray host
 restarting): the caller backs off and tries again, and notes each failure in ``retries.jsonl``
 so the report can say what the faults cost. Only errors a fault can cause are retried:
-``RepertoryError`` (the store's ``StoreError`` among them), OS and connection errors, and Ray's
-own errors (which this module cannot import, so they are recognised by their module).
+the store's ``StoreError``, OS and connection errors, and Ray's
+own errors (which this module cannot import, so they are recognised by their module). Any other
+``RepertoryError`` is an answer, not a fault: ``approve()`` raising the run's ``ModelError`` says
+the decision landed and the run it drove ended in error, so trying again would only find the
+token used.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from benchmarks.chaos.records import append_line, now_ms
-from repertory.errors import InvalidResumeToken, NotSuspended, RepertoryError, WrongSuspensionKind
+from repertory.errors import InvalidResumeToken, NotSuspended, StoreError, WrongSuspensionKind
 
 __all__ = ["retrying", "transient"]
 
@@ -31,7 +34,7 @@ def transient(exc: BaseException) -> bool:
     """
     if isinstance(exc, InvalidResumeToken | NotSuspended | WrongSuspensionKind):
         return False
-    if isinstance(exc, RepertoryError | OSError | ConnectionError | TimeoutError):
+    if isinstance(exc, StoreError | OSError | ConnectionError | TimeoutError):
         return True
     return type(exc).__module__.startswith("ray")
 

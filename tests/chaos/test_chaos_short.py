@@ -16,11 +16,12 @@ import pytest
 from benchmarks.chaos.faults import kinds_for
 from benchmarks.chaos.run import ChaosConfig, run_chaos
 
-MINUTES = 0.6
+MINUTES = 0.5
 
 
-def _soak(tmp_path: Path, backend: str, store: str, seed: int) -> None:
-    outcome = run_chaos(ChaosConfig(minutes=MINUTES, backend=backend, store=store, seed=seed, out=tmp_path / "run"))
+def _soak(tmp_path: Path, backend: str, store: str, seed: int, minutes: float = MINUTES) -> None:
+    cfg = ChaosConfig(minutes=minutes, backend=backend, store=store, seed=seed, out=tmp_path / "run", gap_s=(2, 5))
+    outcome = run_chaos(cfg)
     assert outcome.unexpected_exits == [], outcome.unexpected_exits
     assert sum(outcome.faults.values()) >= len(kinds_for(backend, store)), outcome.faults
     assert set(outcome.faults) == set(kinds_for(backend, store)), outcome.faults
@@ -39,3 +40,10 @@ def test_local_sqlite_soak_has_faults_and_no_violations(tmp_path: Path) -> None:
 @pytest.mark.timeout(300)
 def test_local_postgresql_soak_has_faults_and_no_violations(tmp_path: Path) -> None:
     _soak(tmp_path, "local", "postgresql", seed=12)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_ray_sqlite_soak_has_faults_and_no_violations(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    _soak(tmp_path, "ray", "sqlite", seed=13, minutes=0.75)
