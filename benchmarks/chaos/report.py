@@ -89,6 +89,7 @@ def add_to_report(path: Path, outcome: ChaosOutcome) -> Path:
     figures = asdict(outcome)
     figures.pop("run_dir")
     figures["unexpected_exits"] = len(outcome.unexpected_exits)
+    figures.pop("lost_detail")
     new = ChaosFigures.model_validate(figures)
     runs = []
     if path.exists():

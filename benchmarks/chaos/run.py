@@ -69,6 +69,7 @@ class ChaosOutcome:
     turns: int = 0
     accepted: int = 0
     accepted_lost: int = 0
+    lost_detail: list[str] = field(default_factory=list)
     turns_by_status: dict[str, int] = field(default_factory=dict)
     faults: dict[str, int] = field(default_factory=dict)
     recoveries: int = 0
@@ -259,6 +260,14 @@ async def _export_and_count(url: str, paths: RunPaths, outcome: ChaosOutcome) ->
             turn = await store.load_turn(line["submission_id"])
             if turn is None or turn.status not in _ENDED:
                 outcome.accepted_lost += 1
+                # What the store says of it, for the report (a temporary PostgreSQL is gone after the run).
+                run = None if turn is None else await store.load_run(turn.run_id)
+                tail = [e.type for e in await store.load_events(line["session_id"])][-8:]
+                outcome.lost_detail.append(
+                    f"{line['submission_id']} of {line['session_id']}: turn {turn and turn.status}, "
+                    f"run {run and run.status} (suspended on {run and run.suspended_on and run.suspended_on.kind}), "
+                    f"last events {tail}"
+                )
     finally:
         await store.close()
 

@@ -20,13 +20,21 @@ MINUTES = 0.5
 
 
 def _soak(tmp_path: Path, backend: str, store: str, seed: int, minutes: float = MINUTES) -> None:
-    cfg = ChaosConfig(minutes=minutes, backend=backend, store=store, seed=seed, out=tmp_path / "run", gap_s=(2, 5))
+    cfg = ChaosConfig(
+        minutes=minutes,
+        backend=backend,
+        store=store,
+        seed=seed,
+        out=tmp_path / "run",
+        gap_s=(2, 5),
+        quiesce_timeout_s=150,
+    )
     outcome = run_chaos(cfg)
     assert outcome.unexpected_exits == [], outcome.unexpected_exits
     assert sum(outcome.faults.values()) >= len(kinds_for(backend, store)), outcome.faults
     assert set(outcome.faults) == set(kinds_for(backend, store)), outcome.faults
-    assert outcome.quiesced
-    assert outcome.accepted > 0 and outcome.accepted_lost == 0
+    assert outcome.quiesced, outcome.lost_detail
+    assert outcome.accepted > 0 and outcome.accepted_lost == 0, outcome.lost_detail
     assert sum(outcome.decisions.values()) > 0 and outcome.ledger_lines > 0
     assert outcome.violations is not None, outcome.checker
     assert outcome.violations == 0, outcome.violation_list
