@@ -108,11 +108,17 @@ class Approver:
         except (InvalidResumeToken, NotSuspended, WrongSuspensionKind):
             return  # decided already (a retry after the first attempt landed), or the run asked again
         except RepertoryError as exc:
-            if transient(exc):  # the store stayed away through every retry: look again later
-                self.deciding.pop(reason.token, None)
+            # Either the decision landed and the run it drove on ended in error (approve() raises
+            # the run's ModelError), or it never landed (the store stayed away through every retry,
+            # or the tool's MCP server could not start before the decision was recorded: ToolError,
+            # the token still live). The token still pending tells them apart.
+            if transient(exc) or await self._still_pending(root_id, reason.token):
+                append_line(
+                    self.paths.errors,
+                    {"who": self.who, "what": "not decided", "error": f"{type(exc).__name__}: {exc}"[:300]},
+                )
+                self.deciding.pop(reason.token, None)  # look again on the next pass
                 return
-            # The decision landed and the run it drove on ended in error (a model that failed):
-            # approve() raises the run's error, but the decision stands.
             append_line(
                 self.paths.errors, {"who": self.who, "what": "decided; run failed", "error": f"{type(exc).__name__}"}
             )
@@ -133,6 +139,14 @@ class Approver:
         if decision == "edit":
             line["args"] = new
         append_line(self.paths.decisions, line)
+
+    async def _still_pending(self, root_id: str, token: str) -> bool:
+        """Whether ``token`` is still waiting for a decision (read again, retrying through faults)."""
+        root = await self.rt.session(root_id)
+        pending = await retrying(
+            "list", lambda: root.pending_approvals(tree=True), journal=self.paths.errors, who=self.who
+        )
+        return any(p.token == token for p in pending)
 
     async def run(self) -> None:
         """Look every few hundred milliseconds until told to stop."""
