@@ -298,6 +298,7 @@ def run_chaos(cfg: ChaosConfig, say: Any = print) -> ChaosOutcome:
     started_ms = now_ms()
     store = _Store(cfg.store, paths)
     cluster: Any = None
+    children: list[_Child] = []
     try:
         asyncio.run(_prepare(store.url))
         tail = [str(paths.root), store.url, cfg.backend, str(cfg.seed)]
@@ -312,6 +313,7 @@ def run_chaos(cfg: ChaosConfig, say: Any = print) -> ChaosOutcome:
 
         rng = random.Random(cfg.seed + 1)
         driver, approver = _Child("driver", paths, tail), _Child("approver", paths, tail)
+        children += [driver, approver]
         approver.start()
         driver.start()
         seconds = cfg.minutes * 60
@@ -395,6 +397,10 @@ def run_chaos(cfg: ChaosConfig, say: Any = print) -> ChaosOutcome:
         )
         _check(store.url, paths, outcome)
     finally:
+        for child in children:  # a run cut short (a test's timeout) still reaps what it started
+            if child.proc is not None and child.proc.poll() is None:
+                child.proc.kill()
+                child.proc.wait()
         for pid in find_processes(lambda argv: any(str(paths.root) in a for a in argv)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)  # only this run's own children are left behind
