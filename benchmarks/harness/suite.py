@@ -79,6 +79,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("million", "1,000,000 PostgreSQL sessions, 1% active: creation, cold activation, memory, sizes, WAL",
               quick_skip="a PostgreSQL server and two host processes take ~45 s even at 20,000 sessions; "
                          "`python -m benchmarks.million --quick` runs it"),
+    Benchmark("chaos", "a mixed fleet under seeded faults for minutes, then an independent checker",
+              quick_skip="three soaks with Ray and PostgreSQL; `python -m benchmarks.chaos --minutes 0.5` runs one"),
 )  # fmt: skip
 
 Entry = Callable[[bool, Path, bool], Report]

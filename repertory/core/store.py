@@ -210,8 +210,14 @@ class TreeStore(SessionStore, Protocol):
         session starts at once, and its ``turn.started`` is then durable with the turn itself.
         """
 
-    async def update_turn(self, turn: TurnRecord) -> None:
-        """Rewrite a turn's status, error and times."""
+    async def update_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> None:
+        """Rewrite a turn's status, error and times; append ``events`` in the same transaction.
+
+        A turn that ends writes its status and its ``turn.completed`` event together: written
+        apart, a crash between the two left a finished turn whose log never said so (found by
+        the chaos soak), and nothing re-drives a finished turn to write it. An event seq that is
+        not the next one is ``CommitConflict`` and nothing is written.
+        """
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn, or ``None``."""

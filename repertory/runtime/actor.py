@@ -513,16 +513,27 @@ class SessionActor:
         """
         if landed != status:
             turn.status, turn.updated_at = status, now_ms()
-            await self.store.update_turn(turn)
+            events: list[SessionEvent] = []
+            if status in _TERMINAL:
+                # The end and its event in one transaction: a crash between two writes left a finished
+                # turn without its turn.completed, and nothing re-drives a finished turn to write it.
+                events = await self.bus.stage(
+                    self.store, "turn.completed", _completed(turn, status), submission_id=turn.submission_id
+                )
+            try:
+                await self.store.update_turn(turn, events=events)
+            except BaseException:
+                # What was buffered before goes out with the next write; the turn.completed is made
+                # again by whoever finishes this turn, so it must not go out alone.
+                self.bus.restore(events[:-1])
+                raise
+            self.bus.committed(events)
         if self._suspended is not None:
             if status == "suspended":
                 self._suspended[turn.submission_id] = turn
             else:
                 self._suspended.pop(turn.submission_id, None)
         if status in _TERMINAL and landed != status:
-            await self.bus.append(
-                self.store, "turn.completed", _completed(turn, status), submission_id=turn.submission_id
-            )
             self.record.updated_at = turn.updated_at
             await self.store.update_session(self.record)
         if self.bus.submission_id == turn.submission_id:

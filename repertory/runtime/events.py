@@ -120,13 +120,23 @@ class EventBus:
         """Put un-committed events back in front of the buffer, without their numbers."""
         self._buffer[:0] = [(e.type, e.data, e.submission_id, e.at) for e in events]
 
+    async def stage(
+        self, store: Any, type: str, data: dict[str, Any], submission_id: str | None = None
+    ) -> list[SessionEvent]:
+        """Number one event (after anything still buffered) for a write the caller makes itself.
+
+        The caller writes them with its own change, in one transaction, then calls ``committed``
+        (or ``restore`` when the write failed): how a turn's end and its ``turn.completed`` land together.
+        """
+        await self.load_seq(store)
+        self._buffer.append((type, data, submission_id or self.submission_id, now_ms()))
+        return self.take()
+
     async def append(
         self, store: Any, type: str, data: dict[str, Any], submission_id: str | None = None
     ) -> SessionEvent:
         """Write one event (and anything still buffered) now, outside a checkpoint."""
-        await self.load_seq(store)
-        self._buffer.append((type, data, submission_id or self.submission_id, now_ms()))
-        events = self.take()
+        events = await self.stage(store, type, data, submission_id)
         try:
             await store.append_events(events)
         except BaseException:

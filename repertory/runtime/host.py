@@ -158,11 +158,17 @@ class LocalHost:
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
-    async def start(self, owns: Callable[[str], bool] | None = None) -> None:
+    async def start(self, owns: Callable[[str], bool] | None = None, *, recover: bool = True) -> None:
         """Finish what a previous process left open, then start passivating idle actors.
 
         ``owns`` limits recovery to the sessions placed on this host (several hosts share a store).
+        ``recover=False`` neither re-drives open turns nor runs the timer scheduler: a process that
+        only decides and reads (an approver beside the process that runs the fleet) must not drive
+        the turns that process is running, which would then run in two places at once.
         """
+        if not recover:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap(), name="repertory-passivation")
+            return
         by_session: dict[str, list[TurnRecord]] = {}
         for turn in await self.store.list_open_turns():
             if owns is not None and not owns(turn.session_id):

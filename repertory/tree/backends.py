@@ -69,6 +69,8 @@ class BackendConfig:
     # a host's scheduler looks at the store for rows other processes armed.
     clock: Clock | None = None
     poll_interval: float = 5.0
+    # False: this process neither re-drives open turns nor wakes timers (``Runtime.start(recover=...)``).
+    recover: bool = True
 
 
 BackendFactory = Callable[[BackendConfig], Awaitable[SessionBackend]]

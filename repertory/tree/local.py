@@ -30,7 +30,7 @@ async def start_local_backend(config: BackendConfig) -> SessionBackend:
     backend: SessionBackend = host
     host.services = TreeServices(config.store, lambda: backend)  # its tools delegate through the host itself
     try:
-        await host.start()
+        await host.start(recover=config.recover)
     except BaseException:
         await host.close()
         raise

@@ -71,6 +71,7 @@ class Runtime:
         memory: MemoryFactory | None = None,
         clock: Clock | None = None,
         poll_interval: float = 5.0,
+        recover: bool = True,
     ) -> Runtime:
         """Open the store (a URL or an open store), start the backend, and finish open turns.
 
@@ -85,8 +86,13 @@ class Runtime:
         ``keep_hosts`` (default: keep them when joining a cluster) leaves the detached hosts running
         at ``close()``. ``memory(session_record, store)`` gives a session its long-term memory when
         it is activated (e.g. ``lambda r, s: StoreMemory(s, resource=r.root_id)``); on Ray it is
-        pickled to every host. ``agents`` maps names to agents or ``module:attr`` paths (see
-        ``repertory.tree.agent_specs``: on Ray a path is imported by each host itself).
+        pickled to every host. ``recover=False`` (local backend) starts without finishing open
+        turns or waking timers: for a second process on the same store that decides approvals or
+        reads while another process runs the fleet (two processes re-driving one turn would run it
+        twice over); a decision it makes still drives that run on here, to its rest. On Ray the
+        hosts recover, never the client, so it changes nothing there. ``agents`` maps names to
+        agents or ``module:attr`` paths (see ``repertory.tree.agent_specs``: on Ray a path is
+        imported by each host itself).
         """
         if not agents:
             raise ValueError("a runtime needs at least one agent: agents={'name': Agent(...)}")
@@ -122,6 +128,7 @@ class Runtime:
             keep_hosts=keep_hosts,
             clock=clock,
             poll_interval=poll_interval,
+            recover=recover,
         )
         try:
             host = await factory(config)

@@ -222,10 +222,13 @@ class MemoryTreeTables:
         queue.append(turn.submission_id)
         return stored
 
-    async def update_turn(self, turn: TurnRecord) -> None:
-        """Rewrite the turn's status, error and times (it must exist)."""
+    async def update_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> None:
+        """Rewrite the turn's status, error and times (it must exist), with ``events``, all or nothing."""
         self._tree_open()
-        self._turns[turn.submission_id] = self._turn_row(turn)
+        row = self._turn_row(turn)
+        rows = self._check_events(events)  # both checked before either is written
+        self._turns[turn.submission_id] = row
+        self._write_events(rows)
 
     def _turn_row(self, turn: TurnRecord) -> str:
         """The stored row with ``turn``'s mutable fields: checked and serialised, not yet written."""

@@ -253,10 +253,12 @@ class PgTreeTables(PgBase):
             )
         return stored
 
-    async def update_turn(self, turn: TurnRecord) -> None:
-        """Rewrite the turn's status, error and times (it must exist)."""
+    async def update_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> None:
+        """Rewrite the turn's status, error and times (it must exist), with ``events``, in one transaction."""
         async with self.connection("update_turn") as conn, conn.transaction():
             await write_turn(conn, turn)
+            if events:
+                await _insert_events(conn, events)
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""

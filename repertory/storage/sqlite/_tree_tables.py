@@ -277,10 +277,16 @@ class SqliteTreeTables(SqliteBase):
 
         return await self._write("add_turn", write, atomic=bool(events))
 
-    async def update_turn(self, turn: TurnRecord) -> None:
-        """Rewrite the turn's status, error and times (it must exist), in one statement."""
+    async def update_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> None:
+        """Rewrite the turn's status, error and times (it must exist) in one statement; ``events`` join its transaction."""
         self._check_open()
-        await self._write("update_turn", lambda conn: write_turn(conn, turn), atomic=False)
+
+        def write(conn: sqlite3.Connection) -> None:
+            write_turn(conn, turn)
+            if events:
+                insert_events(conn, events)
+
+        await self._write("update_turn", write, atomic=bool(events))
 
     async def load_turn(self, submission_id: str) -> TurnRecord | None:
         """A copy of the turn."""

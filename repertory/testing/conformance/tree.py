@@ -493,6 +493,27 @@ class TreeConformance(SessionListingConformance, TurnCommitConformance, Conforma
         assert await store.last_event_seq("other") == 0
         assert await store.load_events("other") == []
 
+    async def test_a_turn_ends_together_with_its_events(self, store: TreeStore) -> None:
+        # A turn's end and its turn.completed are one write: found by the chaos soak, where a
+        # SIGKILL between two writes left a done turn whose log never said so.
+        await store.append_events(events("s", 1))
+        stored = await store.add_turn(turn_record("s", "t1"))
+        completed = event("s", 2, "turn.completed")
+        await store.update_turn(stored.model_copy(update={"status": "done"}), events=[completed])
+        turn = await store.load_turn("t1")
+        assert turn is not None and turn.status == "done"
+        assert await store.load_events("s") == [event("s", 1), completed]
+
+    async def test_a_turn_update_whose_events_conflict_writes_nothing(self, store: TreeStore) -> None:
+        await store.append_events(events("s", 1, 2))
+        stored = await store.add_turn(turn_record("s", "t1"))
+        before = await _tree_snapshot(store, "s")
+        with pytest.raises(CommitConflict):
+            await store.update_turn(
+                stored.model_copy(update={"status": "done"}), events=[event("s", 2, "turn.completed")]
+            )
+        assert await _tree_snapshot(store, "s") == before  # neither the status nor the event
+
     async def test_one_batch_may_span_sessions(self, store: TreeStore) -> None:
         await store.append_events(events("b", 1))
         batch = [event("a", 1), event("b", 2), event("a", 2), event("b", 3)]
