@@ -27,7 +27,9 @@ def test_the_tracing_benchmark_runs_every_configuration(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(out.read_text())
     assert report["benchmark"] == "tracing" and report["baseline"] == "measured"
-    for row in report["rows"]:
+    workloads = report.get("workloads", report.get("rows"))  # the typed report names them "workloads"
+    assert workloads
+    for row in workloads:
         assert set(row["us_per_step_median"]) == {"baseline", "off", "on", "sdk-floor", "on+content"}
         assert row["off_vs_baseline_pct"] is not None and row["on_minus_off_us_per_step"] is not None
     # Every traced run made a chat span per request, a tool span per call and one invoke_agent span.

@@ -185,7 +185,7 @@ async def test_the_live_stream_of_a_running_turn(page: Page, ui_server: UiServer
     live = page.locator("#live")
     await expect(live).to_be_visible()
     await expect(live).to_contain_text("Streaming the first words")
-    await expect(page.locator("#conversation article.user")).to_contain_text("stream live-1")  # from a checkpoint
+    await expect(page.locator("#conversation article.user")).to_contain_text("stream live-1")  # from its turn row
     await expect(page.locator("#panel")).to_have_attribute("data-status", "running")
     await page.get_by_label("Message").fill("hello again")  # a follow-up, queued behind the running turn
     await page.get_by_role("button", name="Send").click()

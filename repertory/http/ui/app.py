@@ -47,7 +47,7 @@ from repertory.http.auth import ApiKeys
 from repertory.http.errors import HttpError, status_for
 from repertory.http.ui import plots
 from repertory.http.ui.access import CSRF_COOKIE, KEY_COOKIE, Access, Viewer
-from repertory.http.ui.conversation import MessageView, conversation, origin_label, pretty
+from repertory.http.ui.conversation import MessageView, accepted_input, conversation, origin_label, pretty
 from repertory.http.ui.decisions import RECORD_WAIT_S, Action, Decider, Outcome
 from repertory.http.ui.live import live_events, resume_point
 from repertory.http.ui.reads import (
@@ -476,7 +476,7 @@ class WebUI:
         return {
             "record": record,
             "row": row,
-            "items": conversation(history, row.runs),
+            "items": conversation(history, row.runs) + await self._accepted_inputs(session_id),
             "pending": pending,
             "queued": queued,
             "tree": tree,
@@ -487,6 +487,12 @@ class WebUI:
             "back": "session",
             "page_id": session_id,  # a card of a descendant's call decides there and shows this page again
         }
+
+    async def _accepted_inputs(self, session_id: str) -> list[MessageView]:
+        """The inputs of running turns whose run has not committed yet (so its history lacks them)."""
+        store = self.runtime.store
+        running = await store.list_turns(session_id, ["running"])
+        return [accepted_input(t) for t in running if await store.load_run(t.run_id) is None]
 
     async def _decide(self, request: Request, viewer: Viewer, form: dict[str, str]) -> Response:
         session_id = form.get("session_id", "")

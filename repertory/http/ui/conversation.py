@@ -17,9 +17,11 @@ from typing import Any, Literal
 from repertory.core.history import MessageHistory
 from repertory.core.messages import ModelMessage, Origin, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from repertory.core.state import ApprovalRecord, PendingCall, RunState, SuspendKind
+from repertory.core.tree import TurnRecord
 from repertory.http.convert import lineage
 
 __all__ = [
+    "accepted_input",
     "ApprovalView",
     "CallView",
     "ItemKind",
@@ -121,6 +123,19 @@ class MessageView:
     results: list[ResultView] = field(default_factory=list)  # results whose call is not shown
     model: str | None = None
     boundary: bool = False
+    pending: bool = False  # a running turn's input, not yet in the history (``accepted_input``)
+
+
+def accepted_input(turn: TurnRecord) -> MessageView:
+    """A running turn's input, shown before its run's first commit puts it in the history.
+
+    A turn's input is durable in its turn row from ``send()`` on, and reaches the thread's history
+    with the run's first checkpoint (one transaction fewer a turn); until then the page shows it
+    from the row, and the live stream drops it when that checkpoint's messages arrive.
+    """
+    view = _view("", f"pending-{turn.submission_id}", turn.created_at, turn.message)
+    view.pending = True
+    return view
 
 
 def _kind(message: ModelMessage) -> ItemKind:

@@ -278,7 +278,7 @@ class SqliteTreeTables(SqliteBase):
         return await self._write("add_turn", write, atomic=bool(events))
 
     async def update_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> None:
-        """Rewrite the turn's status, error and times (it must exist) in one statement; ``events`` join its transaction."""
+        """Rewrite the turn's status, error and times (it must exist) in one statement; ``events`` join it."""
         self._check_open()
 
         def write(conn: sqlite3.Connection) -> None:

@@ -44,6 +44,8 @@
       holder.innerHTML = JSON.parse(e.data).html;
       var empty = conversation.querySelector(":scope > .empty");
       if (empty) empty.remove();
+      // A running turn's input shown from its turn row: the checkpoint's messages now hold it.
+      Array.prototype.slice.call(conversation.querySelectorAll(":scope > .pending")).forEach(function (n) { n.remove(); });
       Array.prototype.slice.call(holder.children).forEach(function (node) {
         if (!node.id || !document.getElementById(node.id)) conversation.appendChild(node);
       });
@@ -57,6 +59,7 @@
         refresh(box.dataset.conversation, "conversation");
         refresh(box.dataset.panel, "panel");
       } else if (data.type === "turn.started") {
+        refresh(box.dataset.conversation, "conversation");  // shows the turn's input from its turn row
         refresh(box.dataset.panel, "panel");
       }
     });
