@@ -1,5 +1,10 @@
 """``SessionActor``: one session's mailbox, follow-up queue, approval gate and event bus.
 
+Why one module past 600 lines: the mailbox, the follow-up queue, the approval gate and the turn's
+bookkeeping riding its run's commits (``_TurnRider``) share one invariant (one job at a time, and
+the stored turn status advanced only by a commit that landed); split, each part would read the
+others' private state.
+
 A session is a logical actor: an asyncio object that processes one job at a time (a turn, or a
 decision on a suspended run), so many thousands can share one process. Turns are durable before
 ``send()`` returns (a ``queued`` turn row); the worker drives them in queue order, exactly once,

@@ -1,5 +1,8 @@
 """``Session``: durable runs on one thread, one run at a time (the seed's session API).
 
+Why one module past 600 lines: start, continue, decide, fork and compact all claim the session's one
+run slot and hand a stored run to the step loop; they are one state machine over one thread head.
+
 A session starts runs, answers their suspensions (resume, approve, reject), forks its thread and
 cancels. Every path ends in the same step loop (``Drive``); the static helpers do the same from
 nothing but the store, for stateless callers such as HTTP handlers and crash recovery.

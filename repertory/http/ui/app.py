@@ -1,5 +1,8 @@
 """``WebUI``: the pages under ``/ui`` (sessions, a session, approvals, runs needing attention, activity).
 
+Why one module past 600 lines: it is the routing table of the UI (each route a few lines that read,
+then render); the reads, decisions, live stream and plots live in their own modules.
+
 Server-rendered Jinja2 templates with htmx (vendored under ``static/``) for the few actions that
 update a part of a page, and server-sent events for a running turn. Every page reads without
 JavaScript; with it, a decision or a message updates its panel in place. Templates autoescape

@@ -1,5 +1,8 @@
 """``StoreConformance``: the ``SessionStore`` contract (API.md section 2) as a test class to subclass.
 
+Why one module past 600 lines: it is one contract (the ``SessionStore`` protocol), and a store
+author subclasses one class to test all of it.
+
 Round trips of every record field, listing order, copies on read, the history graph stored once
 per message, atomic commits guarded by compare-and-set on the thread head, resume tokens redeemed
 once, awkward text and ids, and the closed-store lifecycle. A store passes when every test here

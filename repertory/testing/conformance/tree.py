@@ -1,5 +1,8 @@
 """``TreeConformance``: the ``TreeStore`` contract (sessions, turns, events; API.md section 5) as a test class.
 
+Why one module past 600 lines: it is one contract (the ``TreeStore`` protocol), and a store author
+subclasses one class to test all of it; the helpers it shares are in ``_looks`` and ``probe``.
+
 Sessions and their thread created together, the tree's parent/child order, turn queues numbered
 per session, the event log appended gap-free (alone or carried by a commit), and every refusal
 leaving everything as it was. "Nothing changed" is checked by comparing a snapshot of all the tree
