@@ -307,7 +307,14 @@ class CompactionReport(Report):
         if isinstance(data, dict) and isinstance(data.get("machine"), dict) and "cpus" in data["machine"]:
             machine = {k: v for k, v in data["machine"].items() if k != "cpus"}
             machine.setdefault("cpu_count", data["machine"]["cpus"])
-            return {**data, "machine": machine}
+            data = {**data, "machine": machine}
+        # Reports written before the rows said their direction rendered the ratio targets as "at least".
+        if isinstance(data, dict) and isinstance(data.get("summary"), list):
+            rows = [
+                {**r, "target_is": "at most"} if isinstance(r, dict) and r.get("target") is not None else r
+                for r in data["summary"]
+            ]
+            data = {**data, "summary": rows}
         return data
 
     def summarise(self) -> list[Row]:

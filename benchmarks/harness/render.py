@@ -144,7 +144,10 @@ class _Reading:
                 self.why = f"it does not match this version's report ({exc.error_count()} field errors; rerun)"
 
     def rows(self) -> list[Row] | None:
-        """Its summary rows: its own, else worked out by its typed report; ``None`` if neither can be had."""
+        """Its summary rows, read through its typed report when it loads (which may bring an older one's rows
+        up to date), else its own raw rows; ``None`` if neither can be had."""
+        if self.typed is not None:
+            return self.typed.rows()
         own = self.raw.get("summary")
         if isinstance(own, list) and own:
             return [Row.model_validate(r) for r in own]
