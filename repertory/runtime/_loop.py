@@ -36,7 +36,7 @@ from repertory.core.state import (
     detached,
 )
 from repertory.core.tree import SessionRecord, TurnRecord
-from repertory.core.trusted import trusted
+from repertory.core.trusted import share_fields_sets, trusted
 from repertory.errors import (
     CommitConflict,
     ModelError,
@@ -89,6 +89,26 @@ class CommitRider(Protocol):
 
     def landed(self, riding: Riding) -> None:
         """The commit carrying ``riding`` is durable."""
+
+
+def _stamped(reply: ModelMessage) -> ModelMessage:
+    """The model's reply with the model origin, as the history keeps it, built without validating again.
+
+    The reply is a record the model adapter validated; only the origin is ours. ``model_copy``
+    copied the reply's ``model_fields_set`` (a set per message, kept as long as the history is),
+    so the copy shares the one full set ``trusted`` gives every record, and the parts, frozen,
+    share theirs by content (``share_fields_sets``): each long-lived set was one more tracked object
+    for the cyclic collector to scan on every pass.
+    """
+    share_fields_sets(reply.parts)
+    return trusted(
+        ModelMessage,
+        role=reply.role,
+        parts=reply.parts,
+        origin=MODEL_ORIGIN,
+        model=reply.model,
+        boundary=reply.boundary,
+    )
 
 
 class Drive:
@@ -473,7 +493,7 @@ class Drive:
             run.usage = run.usage + response.usage
             if response.cost is not None:
                 run.cost = (run.cost or 0.0) + response.cost
-            message = response.message.model_copy(update={"origin": MODEL_ORIGIN})
+            message = _stamped(response.message)
             self.append(message)
             calls = message.tool_calls
             if not calls:
