@@ -382,7 +382,8 @@ class Drive:
 
     async def _request(self) -> ModelResponse:
         """One model request; deltas go to the listener, the final response comes back."""
-        await self.fit_context()
+        if self.agent.compaction is not None:  # a coroutine per request for nothing, otherwise
+            await self.fit_context()
         response: ModelResponse | None = None
         stream = self.agent.model.request(self.request_messages(), self.tool_specs, self.settings)
         async for event in stream:
@@ -487,7 +488,8 @@ class Drive:
                     f"run {run.run_id!r} reached max_steps={self.agent.max_steps} model requests",
                     run_id=run.run_id,
                 )
-            await self._sync_tools()
+            if self.agent.tool_sources:  # only a source's listing can change the tools between steps
+                await self._sync_tools()
             response = await self.request()
             run.step_index += 1
             run.usage = run.usage + response.usage
