@@ -68,6 +68,11 @@ class MessageHistory(BaseModel):
     # per private read, which was a fifth of a whole step on the hot path.
     _rev_index: dict[str, HistoryRevision] = PrivateAttr(default_factory=dict)
     _entry_index: dict[str, HistoryEntry] = PrivateAttr(default_factory=dict)
+    # The context at a head, kept once asked for and grown by ``append``: a drive starts from it on
+    # every turn, and walking the lineage again cost O(depth) per turn (14 us at depth 12, 86 us at
+    # 100). (head, length, messages): the length tells a list another view grew (``model_copy``
+    # shares private values) from ours, so such a view walks again instead of reading it.
+    _context: tuple[str, int, list[ModelMessage]] | None = PrivateAttr(default=None)
 
     def _revs(self) -> dict[str, HistoryRevision]:
         private = self.__pydantic_private__
@@ -182,8 +187,16 @@ class MessageHistory(BaseModel):
         Without a boundary this is ``messages``. The agent's instructions (and memory recalled for a
         run) are added by the engine for each request; they are never in the history.
         """
+        private = self.__pydantic_private__
+        assert private is not None
+        cached = private.get("_context")
+        head = self.revision_id
+        if cached is not None and cached[0] == head and len(cached[2]) == cached[1]:
+            return list(cached[2])
         entries = self._entries()
-        return [entries[r.entry_id].message for r in self.context_revisions()]
+        out = [entries[r.entry_id].message for r in self.context_revisions()]
+        private["_context"] = None if head is None else (head, len(out), out)
+        return list(out)
 
     def reaches(self, revision_id: str) -> bool:
         """True when ``revision_id`` is on the head's lineage (the head itself included)."""
@@ -221,6 +234,17 @@ class MessageHistory(BaseModel):
         self.revisions.append(rev)
         revs[rev.id] = rev
         self.revision_id = rev.id
+        private = self.__pydantic_private__
+        assert private is not None
+        cached = private.get("_context")
+        if cached is not None:
+            if parent is not None and cached[0] == parent.id and len(cached[2]) == cached[1]:
+                context = [message] if message.boundary else cached[2]
+                if not message.boundary:
+                    context.append(message)
+                private["_context"] = (rev.id, len(context), context)
+            else:
+                private["_context"] = None
         return rev
 
     def _add_revision(self, entry: HistoryEntry, at: int) -> HistoryRevision:
@@ -255,6 +279,9 @@ class MessageHistory(BaseModel):
         followed.reverse()
         entries = self._entries()
         at = now_ms()
+        private = self.__pydantic_private__
+        assert private is not None
+        private["_context"] = None  # the lineage is rebuilt from ``after``: the next read walks it
         self.revision_id = after
         entry = trusted(HistoryEntry, id=new_id(), message=message, created_at=at)
         self.entries.append(entry)

@@ -87,7 +87,20 @@ async def _invoke(tool: Tool, call: ToolCallPart, args: dict[str, Any], ctx: Too
         return CallOutcome(
             error_result(call, f"tool {call.tool_name!r} failed: {detail}"), error_type=type(exc).__name__
         )
-    return CallOutcome(ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=value))
+    if type(tool).invoke is not Tool.invoke:  # another invoke (MCP, a user's subclass) is input: validated
+        return CallOutcome(ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=value))
+    # ``Tool.invoke`` made ``value`` JSON (``to_jsonable_python``) and the ids are the validated call's:
+    # validating the part again re-walked the whole result on every tool call.
+    return CallOutcome(
+        trusted(
+            ToolResultPart,
+            type="tool-result",
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            result=value,
+            is_error=False,
+        )
+    )
 
 
 async def run_calls(jobs: list[tuple[Tool, ToolCallPart, dict[str, Any], ToolContext]]) -> list[CallOutcome]:

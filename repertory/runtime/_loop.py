@@ -36,7 +36,7 @@ from repertory.core.state import (
     detached,
 )
 from repertory.core.tree import SessionRecord, TurnRecord
-from repertory.core.trusted import trusted
+from repertory.core.trusted import share_fields_sets, trusted
 from repertory.errors import (
     CommitConflict,
     ModelError,
@@ -89,6 +89,26 @@ class CommitRider(Protocol):
 
     def landed(self, riding: Riding) -> None:
         """The commit carrying ``riding`` is durable."""
+
+
+def _stamped(reply: ModelMessage) -> ModelMessage:
+    """The model's reply with the model origin, as the history keeps it, built without validating again.
+
+    The reply is a record the model adapter validated; only the origin is ours. ``model_copy``
+    copied the reply's ``model_fields_set`` (a set per message, kept as long as the history is),
+    so the copy shares the one full set ``trusted`` gives every record, and the parts, frozen,
+    share theirs by content (``share_fields_sets``): each long-lived set was one more tracked object
+    for the cyclic collector to scan on every pass.
+    """
+    share_fields_sets(reply.parts)
+    return trusted(
+        ModelMessage,
+        role=reply.role,
+        parts=reply.parts,
+        origin=MODEL_ORIGIN,
+        model=reply.model,
+        boundary=reply.boundary,
+    )
 
 
 class Drive:
@@ -362,7 +382,8 @@ class Drive:
 
     async def _request(self) -> ModelResponse:
         """One model request; deltas go to the listener, the final response comes back."""
-        await self.fit_context()
+        if self.agent.compaction is not None:  # a coroutine per request for nothing, otherwise
+            await self.fit_context()
         response: ModelResponse | None = None
         stream = self.agent.model.request(self.request_messages(), self.tool_specs, self.settings)
         async for event in stream:
@@ -467,13 +488,14 @@ class Drive:
                     f"run {run.run_id!r} reached max_steps={self.agent.max_steps} model requests",
                     run_id=run.run_id,
                 )
-            await self._sync_tools()
+            if self.agent.tool_sources:  # only a source's listing can change the tools between steps
+                await self._sync_tools()
             response = await self.request()
             run.step_index += 1
             run.usage = run.usage + response.usage
             if response.cost is not None:
                 run.cost = (run.cost or 0.0) + response.cost
-            message = response.message.model_copy(update={"origin": MODEL_ORIGIN})
+            message = _stamped(response.message)
             self.append(message)
             calls = message.tool_calls
             if not calls:

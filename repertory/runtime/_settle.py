@@ -152,15 +152,18 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
         jobs.append((tool, call, args, ctx))
     suspends: list[PendingCall] = []
     if jobs:
-        scratch_before = json.loads(json.dumps(run.scratch))
+        # An empty scratch (most runs never use it) needs neither the copy nor the conversion:
+        # a JSON round trip and a pydantic walk of ``{}`` on every tool step bought nothing.
+        scratch_before = json.loads(json.dumps(run.scratch)) if run.scratch else {}
         outcomes = await run_calls([(t, c, a, x) for t, c, a, x in jobs])
-        try:
-            # Tools may write anything into ctx.scratch; it must stay JSON (sets become lists).
-            run.scratch = to_jsonable_python(run.scratch)
-        except Exception as exc:
-            run.scratch = scratch_before
-            names = ", ".join(sorted({t.name for t, *_ in jobs}))
-            raise ValueError(f"a tool ({names}) put a value into ctx.scratch that is not JSON: {exc}") from None
+        if run.scratch:
+            try:
+                # Tools may write anything into ctx.scratch; it must stay JSON (sets become lists).
+                run.scratch = to_jsonable_python(run.scratch)
+            except Exception as exc:
+                run.scratch = scratch_before
+                names = ", ".join(sorted({t.name for t, *_ in jobs}))
+                raise ValueError(f"a tool ({names}) put a value into ctx.scratch that is not JSON: {exc}") from None
         for (tool, call, args, _), outcome in zip(jobs, outcomes, strict=True):
             if isinstance(outcome.suspend, SleepSignal):
                 suspends.append(_timer_call(drive, tool.name, call.tool_call_id, args, outcome.suspend))

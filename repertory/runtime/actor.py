@@ -45,6 +45,7 @@ from repertory.core.result import RunResult
 from repertory.core.state import ErrorInfo, RunState, SuspendReason
 from repertory.core.store import TreeStore
 from repertory.core.tree import SessionEvent, SessionRecord, SessionStatus, TurnKind, TurnRecord, TurnStatus
+from repertory.core.trusted import copied
 from repertory.errors import RepertoryError, RunCancelled, SessionBusy, SessionNotFound
 from repertory.runtime._loop import Riding
 from repertory.runtime.agent import Agent
@@ -101,11 +102,12 @@ class _TurnRider:
         if status == self.stored:
             return None
         error = run.error if status == "error" else None
-        turn = self.turn.model_copy(update={"status": status, "updated_at": now_ms(), "error": error})
+        # The engine's own records with values it made: copied, not validated (``core.trusted``).
+        turn = copied(self.turn, status=status, updated_at=now_ms(), error=error)
         riding = Riding(turn=turn)
         if status in _TERMINAL:
             riding.events.append(("turn.completed", _completed(turn, status)))
-            riding.session = self.actor.record.model_copy(update={"updated_at": turn.updated_at})
+            riding.session = copied(self.actor.record, updated_at=turn.updated_at)
         return riding
 
     def landed(self, riding: Riding) -> None:
