@@ -225,8 +225,13 @@ class SessionActor:
     # -- the mailbox --------------------------------------------------------------------------------
 
     def resume_open_turns(self, turns: list[TurnRecord]) -> None:
-        """Queue turns a previous host left ``queued`` or ``running`` (restart recovery)."""
-        known = {j.turn.submission_id for j in self._jobs if j.turn is not None}
+        """Queue turns a previous host left ``queued`` or ``running`` (restart recovery).
+
+        A turn already queued or being driven here is not queued again, so a recovery that is
+        run again (a host whose first start failed half-way on the store) drives each turn once.
+        """
+        current = self._current
+        known = {j.turn.submission_id for j in (*self._jobs, *([current] if current else [])) if j.turn is not None}
         for turn in turns:
             if turn.submission_id not in known:
                 self._jobs.append(_Job("turn", turn, self._resolve_output(turn.output_type)))

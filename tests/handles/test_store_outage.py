@@ -21,10 +21,11 @@ from typing import Any
 
 import pytest
 
-from repertory import Agent, Runtime, StoreError, agent_tool, tool
+from repertory import Agent, Runtime, StoreError, ToolContext, agent_tool, tool
 from repertory.core.messages import ModelMessage
-from repertory.core.tree import SessionEvent, TurnRecord
+from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
 from repertory.errors import RunCancelled
+from repertory.runtime.host import LocalHost
 from repertory.storage.memory.store import InMemorySessionStore
 from repertory.testing import ScriptedModel
 
@@ -58,6 +59,10 @@ class _FailingStore(InMemorySessionStore):
     async def update_turn(self, turn: TurnRecord, *, events: Any = ()) -> None:
         self._maybe_fail("update_turn", {"turn": turn, "events": events})
         await super().update_turn(turn, events=events)
+
+    async def load_session(self, session_id: str) -> SessionRecord | None:
+        self._maybe_fail("load_session", {"session_id": session_id})
+        return await super().load_session(session_id)
 
 
 def _fail_once(pick: Callable[[str, dict[str, Any]], bool]) -> Callable[[str, dict[str, Any]], bool]:
@@ -106,15 +111,17 @@ def _ends(events: list[SessionEvent], submission_id: str, kind: str) -> int:
     return sum(1 for e in events if e.type == kind and e.submission_id == submission_id)
 
 
-async def _settled(store: _FailingStore, session_id: str, submission_id: str) -> tuple[TurnRecord, str]:
-    """The stored turn and its run's status; the turn's log holds one start and one end, gap-free."""
+async def _settled(
+    store: _FailingStore, session_id: str, submission_id: str, *, starts: int = 1
+) -> tuple[TurnRecord, str]:
+    """The stored turn and its run's status; the turn's log holds ``starts`` starts and one end, gap-free."""
     turn = await store.load_turn(submission_id)
     assert turn is not None
     run = await store.load_run(turn.run_id)
     assert run is not None
     events = await store.load_events(session_id)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert _ends(events, submission_id, "turn.started") == 1
+    assert _ends(events, submission_id, "turn.started") == starts
     assert _ends(events, submission_id, "turn.completed") == 1
     return turn, run.status
 
@@ -247,3 +254,53 @@ async def test_a_turn_cancelled_while_the_store_is_away_ends_cancelled_with_its_
                 await turn.result()
         stored, run = await _settled(store, handle.id, turn.submission_id)
     assert (stored.status, run) == ("cancelled", "cancelled")
+
+
+async def test_a_recovery_run_again_after_failing_half_way_drives_each_open_turn_once() -> None:
+    # A Ray host whose boot failed on the store runs LocalHost.start again; the sessions the first
+    # attempt already resumed must not get their turns queued a second time.
+    store = _FailingStore()
+    entered: list[str] = []
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    @tool(idempotent=True)  # run again after the restart, where it waits until the test lets go
+    async def wait_here(ctx: ToolContext) -> str:
+        """Wait for the test."""
+        entered.append(ctx.thread_id)
+        arrived.set()
+        await release.wait()
+        return "waited"
+
+    def step(messages: list[ModelMessage], tools: Any) -> dict[str, Any]:
+        if messages[-1].role == "user":
+            return {"tool": "wait_here", "args": {}}
+        return {"text": "finished"}
+
+    agents = {"a": Agent(name="a", model=ScriptedModel(step), tools=[wait_here])}
+    first = await Runtime.start(store=store, agents=agents)
+    sessions = sorted([(await first.create_session(agent="a")).id for _ in range(2)])
+    turns = {}
+    for session_id in sessions:
+        arrived.clear()
+        turns[session_id] = (await (await first.session(session_id)).send("go")).submission_id
+        await asyncio.wait_for(arrived.wait(), _GUARD_S)
+    await first.close()  # detaches: both turns stay running, as after a crash
+    entered.clear()
+    arrived.clear()
+
+    host = LocalHost(store, agents)
+    store.fails = _fail_once(lambda method, kwargs: method == "load_session" and kwargs["session_id"] == sessions[1])
+    with pytest.raises(StoreError):
+        await host.start()  # resumed the first session, then failed activating the second
+    await asyncio.wait_for(arrived.wait(), _GUARD_S)  # the first session's turn is being driven
+    await host.start()
+    release.set()
+    try:
+        for session_id, submission_id in turns.items():
+            await asyncio.wait_for(host.wait_turn(session_id, submission_id), _GUARD_S)
+            # Started once by each process (a restart writes its start again), ended once.
+            stored, run = await _settled(store, session_id, submission_id, starts=2)
+            assert (stored.status, run) == ("done", "done")
+    finally:
+        await host.close()
+    assert sorted(entered) == sessions  # each open turn was driven once
