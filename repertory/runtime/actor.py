@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -69,6 +70,7 @@ __all__ = ["IfBusy", "SessionActor"]
 
 IfBusy = Literal["enqueue", "reject", "interrupt"]
 _TERMINAL: tuple[TurnStatus, ...] = ("done", "error", "cancelled")
+_log = logging.getLogger(__name__)
 _REDRIVE_FIRST_S = 0.5
 """The pause before a turn whose drive failed on the store is driven again; it doubles each time."""
 _REDRIVE_MAX_S = 10.0
@@ -423,10 +425,12 @@ class SessionActor:
         except Exception as exc:
             if not _store_failed(exc):
                 raise
-            self._drive_again(job, turn)
+            self._drive_again(job, turn, exc)
 
-    def _drive_again(self, job: _Job, turn: TurnRecord) -> None:
-        """Hand a turn whose drive (or whose end) failed on the store back to the mailbox, first in line.
+    def _drive_again(self, job: _Job, turn: TurnRecord, cause: BaseException) -> None:
+        """Hand a turn whose drive (or whose end) failed on the store, its run left open, back to the mailbox.
+
+        First in line, and logged: an operator sees a store that keeps failing.
 
         The store holds the turn open (``running``, or ``queued``) and its run as last committed,
         exactly as a crash would leave them; a restarted host would drive it on from there, and
@@ -435,6 +439,8 @@ class SessionActor:
         orchestrator waiting on it never ended). What the failed drive buffered never landed, so it
         is dropped: the next drive says again what it does. Waiters keep waiting for the turn.
         """
+        why = f"{type(cause).__name__}: {cause}"
+        _log.warning("turn %s of %s stopped with its run open (%s); driving it on", turn.submission_id, self.id, why)
         self.bus.discard()
         output_type = job.output_type or self._resolve_output(turn.output_type)  # a decision's job has none
         again = _Job("turn", turn, output_type, signal=job.signal, redrives=job.redrives + 1)
@@ -570,7 +576,7 @@ class SessionActor:
             if not _store_failed(exc):
                 raise
             assert turn is not None
-            self._drive_again(job, turn)  # the run is at rest; writing its turn's end is tried again
+            self._drive_again(job, turn, exc)  # the run is at rest; writing its turn's end is tried again
         if not job.future.done():  # a caller cancelled while it waited: the decision stands, nobody hears it
             job.future.set_result(result)
 
@@ -606,7 +612,7 @@ class SessionActor:
         """
         try:
             if landed == "running" and _store_failed(exc):
-                self._drive_again(job, turn)
+                self._drive_again(job, turn, exc)
                 return
             run = await self.store.load_run(turn.run_id)
             if run is None:
@@ -614,14 +620,14 @@ class SessionActor:
             self.session.adopt_state(run)
             status = _turn_status(run.status)
             if status == "running" and landed == "running":
-                self._drive_again(job, turn)
+                self._drive_again(job, turn, exc)
                 return
             await self._finish(turn, status, landed)
         except Exception as failed:
             if not _store_failed(failed):
                 raise
             if landed == "running":
-                self._drive_again(job, turn)
+                self._drive_again(job, turn, failed)
             else:
                 self._suspended = None  # where the turn stands is unknown here now: read again on next need
 
