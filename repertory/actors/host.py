@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -43,7 +44,7 @@ from repertory.core.tree import (
     TurnKind,
     TurnRecord,
 )
-from repertory.errors import SessionExists
+from repertory.errors import CommitConflict, SessionExists, StoreError
 from repertory.runtime.actor import IfBusy
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.gc_tuning import tune_gc
@@ -57,6 +58,12 @@ if TYPE_CHECKING:
     from repertory.actors.client import RayHostClient
 
 __all__ = ["SessionHost", "deployment_namespace", "host_actor_class", "shared_host_index"]
+
+_log = logging.getLogger("repertory.actors")
+_BOOT_RETRY_FIRST_S = 0.5
+"""The pause before a boot that failed on the store tries again; it doubles each time."""
+_BOOT_RETRY_MAX_S = 10.0
+"""The longest pause between two boot attempts."""
 
 
 def host_actor_class() -> Any:
@@ -118,19 +125,50 @@ class SessionHost:
         self._channels = Channels()
         self._deliveries: set[asyncio.Task[None]] = set()
         self._tree: RayHostClient | None = None  # made on the first delegation (see _tree_backend)
+        self._boot_pause = _BOOT_RETRY_FIRST_S  # before the next boot attempt, if this one fails on the store
         self._booting = asyncio.get_event_loop().create_task(self._boot())
 
     async def _boot(self) -> None:
+        """Open the store and re-drive this host's open turns; a failure on the store is tried again later.
+
+        Nobody awaits a host's boot but its calls, so a boot that failed once on the store (a
+        PostgreSQL restarting, a SQLite write lock held past the busy timeout, as a restart after a
+        node loss may meet) used to fail every call for the rest of the process's life, and the open
+        turns it was to re-drive stayed open. Now a failed attempt schedules the next one (a pause
+        doubling from 0.5 s to 10 s); calls meanwhile raise the last attempt's error, so a caller
+        still hears why at once. ``LocalHost.start`` is safe to run again: a turn it already queued
+        is not queued twice.
+        """
         from repertory.storage.url import open_store
 
-        store = await open_store(self.store_url)
-        assert isinstance(store, TreeStore)
-        self._store = store
-        self._host = LocalHost(store, self._agents, idle_timeout=self.idle_timeout, memory=self._memory)
-        tree = HostTree(self._host, self.owns, self._tree_backend)
-        self._host.services = TreeServices(store, lambda: tree)
-        await self._host.start(owns=self.owns)
+        try:
+            if self._store is None:
+                store = await open_store(self.store_url)
+                assert isinstance(store, TreeStore)
+                self._store = store
+            if self._host is None:
+                self._host = self._local_host(self._store)
+            await self._host.start(owns=self.owns)
+        except StoreError as exc:
+            if not isinstance(exc, CommitConflict):
+                pause, self._boot_pause = self._boot_pause, min(self._boot_pause * 2, _BOOT_RETRY_MAX_S)
+                _log.warning("host %s could not start on its store (%s); again in %.1f s", self.index, exc, pause)
+                asyncio.get_running_loop().call_later(pause, self._boot_again)
+            raise
         self._reaper = asyncio.get_running_loop().create_task(self._reap_silent_channels())
+
+    def _boot_again(self) -> None:
+        failed = self._booting
+        if not failed.cancelled():
+            failed.exception()  # retrieved: the calls made meanwhile were told
+        self._booting = asyncio.get_running_loop().create_task(self._boot())
+
+    def _local_host(self, store: TreeStore) -> LocalHost:
+        """The in-process host of this actor's sessions, its delegations served through a ``HostTree``."""
+        host = LocalHost(store, self._agents, idle_timeout=self.idle_timeout, memory=self._memory)
+        tree = HostTree(host, self.owns, self._tree_backend)
+        host.services = TreeServices(store, lambda: tree)
+        return host
 
     async def _reap_silent_channels(self) -> None:
         while True:

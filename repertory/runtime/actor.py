@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import logging
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -44,9 +46,17 @@ from repertory.core.messages import ModelMessage
 from repertory.core.result import RunResult
 from repertory.core.state import ErrorInfo, RunState, SuspendReason
 from repertory.core.store import TreeStore
-from repertory.core.tree import SessionEvent, SessionRecord, SessionStatus, TurnKind, TurnRecord, TurnStatus
+from repertory.core.tree import (
+    OPEN_TURN_STATUSES,
+    SessionEvent,
+    SessionRecord,
+    SessionStatus,
+    TurnKind,
+    TurnRecord,
+    TurnStatus,
+)
 from repertory.core.trusted import copied
-from repertory.errors import RepertoryError, RunCancelled, SessionBusy, SessionNotFound
+from repertory.errors import CommitConflict, RepertoryError, RunCancelled, SessionBusy, SessionNotFound, StoreError
 from repertory.runtime._loop import Riding
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
@@ -61,6 +71,20 @@ __all__ = ["IfBusy", "SessionActor"]
 
 IfBusy = Literal["enqueue", "reject", "interrupt"]
 _TERMINAL: tuple[TurnStatus, ...] = ("done", "error", "cancelled")
+_log = logging.getLogger(__name__)
+_REDRIVE_FIRST_S = 0.5
+"""The pause before a turn whose drive failed on the store is driven again; it doubles each time."""
+_REDRIVE_MAX_S = 10.0
+"""The longest pause between two such attempts (a store that stays away is tried this often)."""
+
+
+def _store_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` says the store could not be read or written (not that a commit lost a race).
+
+    Such a failure leaves a run as its last commit left it, as a crash would; a ``CommitConflict``
+    is an answer from the store (the thread moved on), which driving again would only repeat.
+    """
+    return isinstance(exc, StoreError) and not isinstance(exc, CommitConflict)
 
 
 def type_path(kind: type[BaseModel] | None) -> str | None:
@@ -81,6 +105,9 @@ class _Job:
     # accept (``running``, ``turn.started``): the worker writes neither again.
     fresh: bool = False
     started: bool = False
+    # How many times this turn was handed back to the mailbox because a drive of it failed on the
+    # store (``_drive_again``); such a job waits a little, then drives the turn as the store holds it.
+    redrives: int = 0
 
 
 class _TurnRider:
@@ -202,8 +229,13 @@ class SessionActor:
     # -- the mailbox --------------------------------------------------------------------------------
 
     def resume_open_turns(self, turns: list[TurnRecord]) -> None:
-        """Queue turns a previous host left ``queued`` or ``running`` (restart recovery)."""
-        known = {j.turn.submission_id for j in self._jobs if j.turn is not None}
+        """Queue turns a previous host left ``queued`` or ``running`` (restart recovery).
+
+        A turn already queued or being driven here is not queued again, so a recovery that is
+        run again (a host whose first start failed half-way on the store) drives each turn once.
+        """
+        current = self._current
+        known = {j.turn.submission_id for j in (*self._jobs, *([current] if current else [])) if j.turn is not None}
         for turn in turns:
             if turn.submission_id not in known:
                 self._jobs.append(_Job("turn", turn, self._resolve_output(turn.output_type)))
@@ -378,14 +410,69 @@ class SessionActor:
     # -- turns --------------------------------------------------------------------------------------
 
     async def _run_turn(self, job: _Job) -> None:
-        """Run a turn inside its ``turn`` span (``repertory.tracing``)."""
+        """Run a turn inside its ``turn`` span; a store failure hands it back to the mailbox (``_drive_again``)."""
         turn = job.turn
         assert turn is not None
-        # A turn left running by a previous host continues its run's trace, which the run row holds.
-        resumed = not job.fresh and turn.status == "running"
-        run = await self.store.load_run(turn.run_id) if resumed and tracing_on() else None
-        with turn_span(self.record, turn, run):
-            await self._drive_turn(job, turn)
+        try:
+            if job.redrives:
+                stored = await self._stored_again(job, turn)
+                if stored is None:
+                    return
+                turn = job.turn = stored
+            # A turn left running by a previous host continues its run's trace, which the run row holds.
+            resumed = not job.fresh and turn.status == "running"
+            run = await self.store.load_run(turn.run_id) if resumed and tracing_on() else None
+            with turn_span(self.record, turn, run):
+                await self._drive_turn(job, turn)
+        except Exception as exc:
+            if not _store_failed(exc):
+                raise
+            self._drive_again(job, turn, exc)
+
+    def _drive_again(self, job: _Job, turn: TurnRecord, cause: BaseException) -> None:
+        """Hand a turn whose drive (or whose end) failed on the store, its run left open, back to the mailbox.
+
+        First in line, and logged: an operator sees a store that keeps failing.
+
+        The store holds the turn open (``running``, or ``queued``) and its run as last committed,
+        exactly as a crash would leave them; a restarted host would drive it on from there, and
+        this live one must, or nobody ever does (found by the chaos soak, issue 26: an approved
+        worker run stayed ``running`` after its host's next commit met a locked SQLite, and the
+        orchestrator waiting on it never ended). What the failed drive buffered never landed, so it
+        is dropped: the next drive says again what it does. Waiters keep waiting for the turn.
+        """
+        why = f"{type(cause).__name__}: {cause}"
+        _log.warning("turn %s of %s stopped with its run open (%s); driving it on", turn.submission_id, self.id, why)
+        self.bus.discard()
+        output_type = job.output_type or self._resolve_output(turn.output_type)  # a decision's job has none
+        again = _Job("turn", turn, output_type, signal=job.signal, redrives=job.redrives + 1)
+        self._jobs.appendleft(again)
+
+    async def _stored_again(self, job: _Job, turn: TurnRecord) -> TurnRecord | None:
+        """After a pause (cut short by a cancel), the turn as the store holds it; ``None`` when it is at rest.
+
+        The store is read, not this actor's copy: the failed write may have changed the copy only.
+        """
+        pause = min(_REDRIVE_FIRST_S * 2 ** (job.redrives - 1), _REDRIVE_MAX_S)
+        if job.signal.aborted:
+            await asyncio.sleep(pause)  # cancelled already, and the store failed since: just the pause
+        else:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(pause):
+                    await job.signal.wait()
+        stored = await self.store.load_turn(turn.submission_id)
+        if stored is None or stored.status not in OPEN_TURN_STATUSES:
+            # Ended, suspended or deleted meanwhile: nothing to drive or write; its waiters hear it now.
+            status: TurnStatus = "cancelled" if stored is None else stored.status
+            await self._finish(stored or turn, status, landed=status)
+            return None
+        job.started = stored.status == "running"  # its turn.started was written when it started
+        if job.signal.aborted:
+            from repertory.runtime._control import commit_cancelled
+
+            # Cancelled while it waited: the run the store holds ends with the turn.
+            await commit_cancelled(self.store, stored.run_id, "the turn was cancelled")
+        return stored
 
     async def _drive_turn(self, job: _Job, turn: TurnRecord) -> None:
         if job.signal.aborted:
@@ -399,14 +486,15 @@ class SessionActor:
             self.bus.submission_id = turn.submission_id
         else:
             # Queued behind another turn, or resumed by a restart: its start is a write of its own,
-            # before the model streams anything (readers see turn.started first).
+            # before the model streams anything (readers see turn.started first). The row and the
+            # event in one transaction: a turn driven again after a failed write knows, from its
+            # stored status, whether its turn.started is in the log.
             turn.status, turn.updated_at = "running", now_ms()
-            await self.store.update_turn(turn)
             await self.bus.load_seq(self.store)
             self._emit_started(turn)
             events = self.bus.take()
             try:
-                await self.store.append_events(events)
+                await self.store.update_turn(turn, events=events)
             except BaseException:
                 self.bus.restore(events)
                 raise
@@ -436,6 +524,8 @@ class SessionActor:
         except asyncio.CancelledError:
             raise  # the host is shutting down: the turn stays 'running' and is finished on restart
         except Exception as exc:
+            if _store_failed(exc):
+                raise  # not the turn's outcome: the run is as last committed and is driven again
             if rider.stored != "error":  # else the error commit carried the run's own account of it
                 turn.error = ErrorInfo(
                     message=str(exc) or type(exc).__name__,
@@ -474,15 +564,21 @@ class SessionActor:
                 if turn is not None:
                     self.session.rider = self._rider = None
                     # Before the caller hears back: the status is current.
-                    await self._settle_from_store(turn, None if rider is None else rider.stored)
+                    await self._settle_decided(job, turn, None if rider is None else rider.stored, exc)
             finally:
                 if not job.future.done():
                     job.future.set_exception(exc)
             return
         finally:
             self.session.rider = self._rider = None
-        if turn is not None:
-            await self._finish(turn, _turn_status(result.status), landed=None if rider is None else rider.stored)
+        try:
+            if turn is not None:
+                await self._finish(turn, _turn_status(result.status), landed=None if rider is None else rider.stored)
+        except Exception as exc:
+            if not _store_failed(exc):
+                raise
+            assert turn is not None
+            self._drive_again(job, turn, exc)  # the run is at rest; writing its turn's end is tried again
         if not job.future.done():  # a caller cancelled while it waited: the decision stands, nobody hears it
             job.future.set_result(result)
 
@@ -507,11 +603,35 @@ class SessionActor:
             self._suspended = {t.submission_id: t for t in await self.store.list_turns(self.id, ["suspended"])}
         return sorted(self._suspended.values(), key=lambda t: t.seq)
 
-    async def _settle_from_store(self, turn: TurnRecord, landed: TurnStatus | None = None) -> None:
-        run = await self.store.load_run(turn.run_id)
-        if run is not None:
+    async def _settle_decided(self, job: _Job, turn: TurnRecord, landed: TurnStatus | None, exc: BaseException) -> None:
+        """Settle the turn a failed decision was driving, from its stored run; or drive that run on.
+
+        ``landed`` is the turn status the decision's commits wrote. ``running`` means the decision
+        landed (the token is spent): its run must go on, so a drive that failed on the store, or
+        stopped with its run still ``running``, hands the turn back to the mailbox (``_drive_again``)
+        instead of leaving a running turn that nothing drives. A decision that never landed leaves
+        the turn suspended, its token live: the caller may decide again.
+        """
+        try:
+            if landed == "running" and _store_failed(exc):
+                self._drive_again(job, turn, exc)
+                return
+            run = await self.store.load_run(turn.run_id)
+            if run is None:
+                return
             self.session.adopt_state(run)
-            await self._finish(turn, _turn_status(run.status), landed)
+            status = _turn_status(run.status)
+            if status == "running" and landed == "running":
+                self._drive_again(job, turn, exc)
+                return
+            await self._finish(turn, status, landed)
+        except Exception as failed:
+            if not _store_failed(failed):
+                raise
+            if landed == "running":
+                self._drive_again(job, turn, failed)
+            else:
+                self._suspended = None  # where the turn stands is unknown here now: read again on next need
 
     async def _finish(self, turn: TurnRecord, status: TurnStatus, landed: TurnStatus | None = None) -> None:
         """End a turn at ``status``: its row, ``turn.completed`` and the session's time, unless a commit carried them.

@@ -120,6 +120,14 @@ class EventBus:
         """Put un-committed events back in front of the buffer, without their numbers."""
         self._buffer[:0] = [(e.type, e.data, e.submission_id, e.at) for e in events]
 
+    def discard(self) -> None:
+        """Forget the buffered events: a drive that failed on the store said them, and none landed.
+
+        Its run is driven again from its last commit (``SessionActor``), which says again what it
+        does; kept, they would go out with that drive's first write, a checkpoint that never was among them.
+        """
+        self._buffer = []
+
     async def stage(
         self, store: Any, type: str, data: dict[str, Any], submission_id: str | None = None
     ) -> list[SessionEvent]:
