@@ -9,6 +9,7 @@ Without the checker the run proves nothing, and the test says so by failing.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,11 @@ def test_local_postgresql_soak_has_faults_and_no_violations(tmp_path: Path) -> N
 def test_ray_sqlite_soak_has_faults_and_no_violations(tmp_path: Path) -> None:
     pytest.importorskip("ray")
     _soak(tmp_path, "ray", "sqlite", seed=13, minutes=0.75)
+
+
+def test_a_run_that_fails_still_copies_its_store_out_and_unmounts_the_disk(tmp_path: Path) -> None:
+    cfg = ChaosConfig(minutes=0.1, backend="no-such-backend", store="sqlite", out=tmp_path / "run")
+    with pytest.raises(ValueError, match="--backend is local or ray"):
+        run_chaos(cfg)  # fails after the store was made (on its tmpfs, where one can be mounted)
+    assert not os.path.ismount(tmp_path / "run" / "disk")
+    assert (tmp_path / "run" / "store.db").stat().st_size > 0
