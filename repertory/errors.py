@@ -4,8 +4,9 @@
 
     RepertoryError                 every fault repertory raises
     ├── StoreError                 a store cannot open, read or write
-    │   └── CommitConflict         a commit lost a race or disagrees with itself; nothing was written
-    │       └── SessionExists      a new session's id is already a session's (or a thread's)
+    │   ├── CommitConflict         a commit lost a race or disagrees with itself; nothing was written
+    │   │   └── SessionExists      a new session's id is already a session's (or a thread's)
+    │   └── StoreFull              the store's disk is full; the write was rolled back whole
     ├── RunNotFound                no run with that id
     ├── SessionNotFound            no session with that id
     ├── ScheduleNotFound           no schedule with that id (cancelled, or never was)
@@ -54,6 +55,7 @@ __all__ = [
     "SessionNotFound",
     "StepBudgetExceeded",
     "StoreError",
+    "StoreFull",
     "SleepSignal",
     "SuspendSignal",
     "ToolError",
@@ -98,6 +100,18 @@ class SessionExists(CommitConflict):
 
     A ``CommitConflict``, because that is what a store raises for it: code that caught the
     conflict keeps working, and code that wants the duplicate id catches this (``session_id``).
+    """
+
+
+class StoreFull(StoreError):
+    """The store's disk is full (SQLite's ``SQLITE_FULL``, PostgreSQL's ``disk_full``): nothing of the write landed.
+
+    Measured on a full tmpfs (``tests/test_store_full.py``): SQLite fails the ``COMMIT`` and rolls
+    the whole transaction back itself, the store's connection stays usable (reads go on), and the
+    very same write succeeds once space is freed. So it is safe to retry, and worth retrying for a
+    while: the failure cannot even be recorded (ending a run ``error`` is a write too), and space
+    often comes back (a log rotated, a temporary file removed). Unlike ``CommitConflict``, the
+    stored state did not refuse the write; it was never looked at.
     """
 
 

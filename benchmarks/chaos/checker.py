@@ -10,20 +10,23 @@ Each rule broken is one ``Violation`` naming its ids, so a finding can be looked
 
 The run folder's journals (written by the workload, outside the store, with ``O_APPEND`` and
 ``fsync``): ``ledger.jsonl`` (one line per side effect of a non-idempotent tool, written by the tool
-before it returns), ``accepted.jsonl`` (one line per turn ``send()`` returned), ``decisions.jsonl``
-(one line per decision the runtime accepted; ``tool_call_id``, ``tool`` and an edit's ``args`` are
-used where present), ``faults.jsonl`` and ``run.json`` (``export_dir``; ``ledger_tools`` optional).
+before it returns; an MCP tool's by its server, keyed by the call id repertory sends in ``_meta``),
+``accepted.jsonl`` (one line per turn ``send()`` returned), ``decisions.jsonl`` (one line per
+decision the runtime accepted; ``tool_call_id``, ``tool`` and an edit's ``args`` are used where
+present), ``faults.jsonl`` and ``run.json`` (``export_dir``; ``ledger_tools`` optional).
 
 The rules, by violation kind prefix (each module's docstring says more):
 
 - ``turn_*``, ``accepted_*``, ``event_*``: every accepted turn is in the store and ended (done,
   error or cancelled) with exactly one ``turn.completed`` event, its last, in the status of its
   run (a turn may end ``error`` or ``cancelled`` before its run was stored, never ``done``); event
-  seqs are 1..n per session with no gap or duplicate.
+  seqs are 1..n per session with no gap or duplicate; a checkpoint event names a stored revision
+  and a tool.call event a stored call (a failed commit announces nothing).
 - ``ledger_*``, ``side_effect_*``, ``result_without_side_effect``: no non-idempotent call ran twice
   (one ledger line per call id), and a call has a ledger line iff the run's history gives it a real
-  result; an error result is allowed only where the engine writes "outcome unknown" (the call had
-  started when the run stopped, so its tool ran but its result was lost). Which tools are ledgered:
+  result; an error result is allowed only where it says "outcome unknown" (the call had started
+  when the run stopped, or an MCP server died or timed out after the call was sent, so it may have
+  run but its result was lost). Which tools are ledgered:
   those named in the ledger, plus ``run.json``'s ``ledger_tools``.
 - ``approval_*``, ``decision_*``, ``ran_*``, ``token_*``: a call that asks for approval runs at most
   once, only after an approval, with the approved (maybe edited) arguments, never after a

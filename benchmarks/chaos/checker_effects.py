@@ -1,8 +1,10 @@
 """The chaos checker's side-effect rules: the ledger against the histories, approvals and tokens.
 
 Ledger: one line per call id (a second is a call that ran twice); a line's run holds the call and
-gives it a real result, or the engine's "outcome unknown" error (the tool ran, the run stopped
-before its result was committed); a real result of a ledgered tool has its line. Approvals: a
+gives it a real result, or an "outcome unknown" error (the engine's: the tool ran, the run stopped
+before its result was committed; or an MCP tool's: its server died or timed out after the call was
+sent); a real result of a ledgered tool has its line. An MCP server's lines (the workload's
+``publish_figures``) are keyed by the call id it was sent in the request's ``_meta``. Approvals: a
 gated call ran only once approved, with the approved arguments, never after a rejection; the
 approver's accepted decisions agree with the runs' approval records. Tokens: redeemed at most
 once, dead once redeemed, live only on a suspended run (as its state says), never in an event or
@@ -20,7 +22,8 @@ from benchmarks.chaos.checker_evidence import Evidence
 __all__ = ["OUTCOME_UNKNOWN_PREFIX", "check_approvals", "check_ledger"]
 
 OUTCOME_UNKNOWN_PREFIX = "outcome unknown"
-"""How the engine's error result for a non-idempotent call cut short by a crash begins (``DESIGN.md``)."""
+"""How an error result begins whose call may have run: the engine's after a crash (``DESIGN.md``), an MCP tool's
+when its server died or timed out after the call was sent (README, "Tools from MCP servers")."""
 
 _TOKEN = re.compile(r"[0-9a-f]{48}")  # repertory's resume tokens: 192 random bits in hex
 

@@ -106,6 +106,8 @@ class Evidence:
     run_calls: dict[str, dict[str, CallSeen]] = field(default_factory=dict)
     # Each entry decoded once: every run of a thread (and of its forks) walks the same prefix.
     decoded: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stored_call_ids: set[str] | None = None
+    """Every tool call id a stored message makes (``checker_turns`` fills it on first need)."""
 
     def add(self, kind: str, message: str, **ids: str | int | None) -> None:
         """Record one violation (ids as strings; past the cap for its kind, only counted)."""

@@ -3,7 +3,9 @@
 A turn that ended (done, error, cancelled) has exactly one ``turn.completed`` event, its last, in
 the turn's status, which is its run's; an open turn has none; a done or suspended turn's run is
 stored and holds the turn's message. Each session's events are numbered 1..n with no gap or
-duplicate. Every line of ``accepted.jsonl`` names a stored turn of that session that ended.
+duplicate, and say only what the store holds: a ``checkpoint`` event names a stored revision (the
+commit it announces landed) and a ``tool.call`` event a call some stored message makes. Every
+line of ``accepted.jsonl`` names a stored turn of that session that ended.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ def check_turns_and_events(ev: Evidence) -> None:
                 payload = {}
             key = sub or str(payload.get("submission_id"))
             completions[key].append((seq, payload))
+        elif typ in ("checkpoint", "tool.call"):
+            _event_is_stored(ev, sid, seq, typ, data)
     for sid, seqs in by_session.items():
         counts = Counter(seqs)
         for seq, n in sorted(counts.items()):
@@ -140,6 +144,46 @@ def check_turns_and_events(ev: Evidence) -> None:
                 submission_id=sub,
             )
     ev.report.accepted_turns = len(seen)
+
+
+def _event_is_stored(ev: Evidence, sid: str, seq: int, typ: str, data: str) -> None:
+    """A checkpoint event's revision and a tool.call event's call are in the store (a failed commit's are not)."""
+    try:
+        payload = json.loads(data)
+    except json.JSONDecodeError:
+        return
+    if typ == "checkpoint":
+        revision = payload.get("history_revision_id")
+        if revision is not None and revision not in ev.t.revisions:
+            ev.add(
+                "event_checkpoint_unstored",
+                "a checkpoint event names a revision the store lacks (its commit never landed)",
+                session_id=sid,
+                seq=seq,
+                revision_id=revision,
+            )
+    elif str(payload.get("tool_call_id")) not in _stored_call_ids(ev):
+        ev.add(
+            "event_call_unstored",
+            f"a tool.call event of a call no stored message makes ({payload.get('tool_name')})",
+            session_id=sid,
+            seq=seq,
+            tool_call_id=payload.get("tool_call_id"),
+        )
+
+
+def _stored_call_ids(ev: Evidence) -> set[str]:
+    """Every tool call id any stored message makes (read once per check)."""
+    if ev.stored_call_ids is None:
+        ids = set()
+        for raw in ev.t.entries.values():
+            if '"tool-call"' not in raw:
+                continue
+            for part in json.loads(raw).get("parts") or []:
+                if isinstance(part, dict) and part.get("type") == "tool-call":
+                    ids.add(str(part.get("tool_call_id")))
+        ev.stored_call_ids = ids
+    return ev.stored_call_ids
 
 
 def _turn_message(ev: Evidence, sub: str, rec: dict[str, Any], state: dict[str, Any]) -> None:

@@ -7,10 +7,13 @@ Kinds, by where they apply:
   again), ``mcp_kill`` (SIGKILL of a stdio MCP server child; the next call reconnects);
 - SQLite: ``sqlite_lock`` (another connection holds the database's write lock, ``BEGIN EXCLUSIVE``,
   for 2-12 s: the fleet's writes wait, and past the store's 10 s busy timeout fail with "database
-  is locked"). This stands in for the read-only directory of issue 26: this machine runs as root,
-  where ``chmod`` does not stop writes, and a running SQLite process writes through descriptors it
-  already holds, which a mode change never stops either, so a read-only directory would inject
-  nothing;
+  is locked") and ``disk_full`` (the store's folder is a small tmpfs of the run's own, with the
+  database, its ``-wal`` and its ``-shm``; a ballast file fills it to the last block for 2-5 s,
+  then goes: every write that needs a new block fails with ``SQLITE_FULL``, which the store raises
+  as ``StoreFull``). The full disk is issue 26's read-only folder made real: this machine runs as
+  root, where ``chmod`` stops nothing, and a running SQLite process writes through descriptors it
+  already holds. Mounting needs root; where it is refused ``disk_full`` is left out of
+  ``kinds_for`` and the run's outcome says why (``left_out``);
 - PostgreSQL: ``pg_restart`` (stopped and started at once) and ``pg_stop`` (stopped for 2-5 s);
 - Ray: ``ray_host_kill`` (SIGKILL of a session host's worker process; Ray restarts the actor and it
   re-drives its runs), ``supervisor_kill`` (SIGKILL of the supervisor's process) and
@@ -32,13 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Fault", "Schedule", "find_processes", "hold_sqlite_lock", "kinds_for", "schedule"]
+from benchmarks.chaos import tmpfs
+
+__all__ = ["Fault", "Schedule", "fill_disk", "find_processes", "hold_sqlite_lock", "kinds_for", "schedule"]
 
 _WEIGHTS = {
     "driver_kill": 3,
     "approver_kill": 2,
     "mcp_kill": 2,
     "sqlite_lock": 2,
+    "disk_full": 2,
     "pg_restart": 1,
     "pg_stop": 1,
     "ray_host_kill": 2,
@@ -47,10 +53,13 @@ _WEIGHTS = {
 }
 
 
-def kinds_for(backend: str, store: str) -> list[str]:
-    """The fault kinds built for this backend and store."""
+def kinds_for(backend: str, store: str, *, small_disk: bool = True) -> list[str]:
+    """The fault kinds built for this backend and store; ``disk_full`` only with ``small_disk`` (a tmpfs mounted)."""
     kinds = ["driver_kill", "approver_kill", "mcp_kill"]
-    kinds += ["sqlite_lock"] if store == "sqlite" else ["pg_restart", "pg_stop"]
+    if store == "sqlite":
+        kinds += ["sqlite_lock", "disk_full"] if small_disk else ["sqlite_lock"]
+    else:
+        kinds += ["pg_restart", "pg_stop"]
     if backend == "ray":
         kinds += ["ray_host_kill", "supervisor_kill", "ray_node_remove"]
     return kinds
@@ -161,3 +170,30 @@ def hold_sqlite_lock(db: Path, seconds: float) -> float:
     finally:
         conn.close()
     return got
+
+
+def fill_disk(root: Path, db: Path, seconds: float) -> dict[str, Any]:
+    """Fill the tmpfs at ``root`` with ballast for ``seconds``, then free it; what it did, for the fault's line.
+
+    The write-ahead log is emptied first (``wal_checkpoint(TRUNCATE)``, as the store's own WAL
+    keeper does past its limit): SQLite reuses a log from its start after each checkpoint, so a
+    full disk under a log already grown to its usual size fails no write at all (measured: a
+    2.7 s fault, 0 errors). Emptied, the log needs new blocks at the next commit. The ballast goes
+    even when the wait is cut short, so the fleet never stays on a full disk.
+    """
+    usage = os.statvfs(root)
+    detail: dict[str, Any] = {"used_bytes_before": (usage.f_blocks - usage.f_bfree) * usage.f_frsize}
+    conn = sqlite3.connect(db, timeout=2, isolation_level=None)
+    try:
+        busy, log, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        detail["wal_emptied"] = not busy and log == 0
+    except sqlite3.Error as exc:
+        detail["wal_emptied"] = f"no: {exc}"
+    finally:
+        conn.close()
+    try:
+        detail["ballast_bytes"] = tmpfs.fill(root)
+        time.sleep(seconds)
+    finally:
+        tmpfs.drain(root)
+    return detail

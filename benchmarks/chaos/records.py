@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunPaths", "append_line", "now_ms", "read_lines"]
+__all__ = ["LEDGER_TOOLS", "RunPaths", "append_line", "now_ms", "read_lines"]
+
+LEDGER_TOOLS = ("charge", "write_file", "send_email", "publish_figures")
+"""The workload's non-idempotent tools, each side effect of which is a ledger line (``run.json``'s ``ledger_tools``).
+
+``publish_figures`` is the demo MCP server's: the server writes its line, keyed by the call id
+repertory sends in the request's ``_meta``."""
 
 
 def now_ms() -> int:

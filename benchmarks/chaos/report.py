@@ -35,6 +35,9 @@ class ChaosFigures(BenchModel):
     accepted_lost: int
     turns_by_status: dict[str, int]
     faults: dict[str, int]
+    left_out: dict[str, str] = Field(default_factory=dict)
+    """Fault kinds this soak could not inject (``disk_full`` where no tmpfs could be mounted), and why."""
+    store_full_errors: int = 0
     recoveries: int
     fault_to_serving_p50_s: float | None
     fault_to_serving_p99_s: float | None
@@ -65,6 +68,8 @@ class ChaosReport(Report):
                 f"seed {r.seed}; {r.turns} turns ({r.accepted} accepted by the driver); "
                 f"{sum(r.faults.values())} faults ({faults}); {r.recoveries} recoveries; checker: {r.checker}"
             )
+            if r.left_out:
+                note += "; left out: " + "; ".join(f"{k} ({why})" for k, why in sorted(r.left_out.items()))
             violations = r.violations if r.violations is not None else None
             rows.append(row(f"chaos {name}: violations", violations, "", 0, note=note))
             rows.append(row(f"chaos {name}: accepted turns lost", r.accepted_lost, "", 0))

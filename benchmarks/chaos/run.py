@@ -1,13 +1,17 @@
 """The conductor: starts the store, the driver and the approver, injects the faults, quiesces, checks.
 
 It is the one process no fault touches. It starts a fresh run folder and store (a SQLite file in
-the folder, or a ``TemporaryPostgres``), and on Ray a local cluster; then the driver and the
+the folder's ``disk``, a small tmpfs of the run's own that the ``disk_full`` fault fills, or a
+``TemporaryPostgres``), and on Ray a local cluster; then the driver and the
 approver as subprocesses, each started again whenever it dies (by a fault, or by itself: that is
 logged as an unexpected exit). The faults come on the seeded schedule (``benchmarks.chaos.faults``)
 for ``minutes``; then it quiesces: it creates ``quiesce`` and waits for the driver to say every
 accepted turn ended (the approver keeps deciding meanwhile), stops the approver, exports the store
 to Parquet, writes ``faults.jsonl`` (each fault with the first turn end after it) and ``run.json``,
-and runs the independent checker (``benchmarks.chaos.checker``, imported only then).
+and runs the independent checker (``benchmarks.chaos.checker``, imported only then). At the end,
+also when the run fails, the SQLite files are copied out of the tmpfs into the run folder and the
+tmpfs is unmounted; where it could not be mounted at all the database is in the folder itself,
+``disk_full`` is not scheduled, and the outcome's ``left_out`` says why.
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.chaos.faults import Fault, find_processes, hold_sqlite_lock, kill, kinds_for, schedule
-from benchmarks.chaos.records import RunPaths, append_line, now_ms, read_lines
+from benchmarks.chaos import tmpfs
+from benchmarks.chaos.faults import Fault, fill_disk, find_processes, hold_sqlite_lock, kill, kinds_for, schedule
+from benchmarks.chaos.records import LEDGER_TOOLS, RunPaths, append_line, now_ms, read_lines
 
 __all__ = ["ChaosConfig", "ChaosOutcome", "run_chaos"]
 
@@ -36,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[2]
 _ENDED = ("done", "error", "cancelled")
 STALL_S = 60.0
 """Quiescing longer than this on the local backend restarts the driver (see ``run_chaos``)."""
+DEFER_S, DEFERRALS = 1.0, 90
+"""A fault whose target is not there yet is tried again this many seconds later, at most this many times."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,10 @@ class ChaosConfig:
     quiesce_timeout_s: float = 300.0
     gap_s: tuple[float, float] = (3.0, 8.0)
     """The seeded gap between two faults, in seconds (a short test packs them closer)."""
+    disk_mb: int = 256
+    """The size of the SQLite store's tmpfs: room for the store and a 64 MB write-ahead log many times over.
+
+    tmpfs takes memory only for what it holds, but the ``disk_full`` ballast holds all that is free."""
 
     @property
     def run_dir(self) -> Path:
@@ -72,6 +83,10 @@ class ChaosOutcome:
     lost_detail: list[str] = field(default_factory=list)
     turns_by_status: dict[str, int] = field(default_factory=dict)
     faults: dict[str, int] = field(default_factory=dict)
+    left_out: dict[str, str] = field(default_factory=dict)
+    """Fault kinds built for this backend and store that this run could not inject, and why."""
+    store_full_errors: int = 0
+    """``StoreFull`` errors the fleet saw: calls the driver and approver retried, and turns that ended on one."""
     recoveries: int = 0
     fault_to_serving_p50_s: float | None = None
     fault_to_serving_p99_s: float | None = None
@@ -143,13 +158,24 @@ class _Child:
 
 
 class _Store:
-    """The run's store: a SQLite file in the run folder, or a throwaway PostgreSQL server."""
+    """The run's store: a SQLite file on the run's small tmpfs (or in its folder), or a throwaway PostgreSQL server."""
 
-    def __init__(self, kind: str, paths: RunPaths) -> None:
+    def __init__(self, kind: str, paths: RunPaths, disk_mb: int) -> None:
         self.kind = kind
         self.pg: Any = None
-        self.db = paths.root / "store.db"
+        self.disk: Path | None = None
+        self.left_out: dict[str, str] = {}
+        self.kept = paths.root / "store.db"
+        """Where the SQLite database is once the run is over (copied out of the tmpfs)."""
+        self.db = self.kept
+        """Where the SQLite database is while the fleet runs."""
         if kind == "sqlite":
+            disk = paths.root / "disk"
+            refused = tmpfs.mount(disk, disk_mb << 20)
+            if refused is None:
+                self.disk, self.db = disk, disk / "store.db"
+            else:
+                self.left_out["disk_full"] = refused
             self.url = f"sqlite:///{self.db}"
         elif kind == "postgresql":
             from repertory.testing.pg_temp import TemporaryPostgres
@@ -159,9 +185,25 @@ class _Store:
         else:
             raise ValueError(f"--store is sqlite or postgresql, not {kind!r}")
 
+    @property
+    def kept_url(self) -> str:
+        """The store's URL once the run is over."""
+        return f"sqlite:///{self.kept}" if self.kind == "sqlite" else self.url
+
     def close(self) -> None:
+        """Remove the PostgreSQL server, or copy the SQLite files out of the tmpfs and unmount it."""
         if self.pg is not None:
             self.pg.cleanup()
+        if self.disk is None:
+            return
+        try:
+            tmpfs.drain(self.disk)  # a fault cut short must not leave the ballast for the copy
+            for suffix in ("", "-wal"):  # every process using it has stopped: these two are the database
+                live = self.db.with_name(self.db.name + suffix)
+                if live.exists():
+                    shutil.copy2(live, self.kept.with_name(self.kept.name + suffix))
+        finally:
+            tmpfs.unmount(self.disk)
 
 
 async def _prepare(url: str) -> None:
@@ -173,7 +215,7 @@ async def _prepare(url: str) -> None:
 
 
 def _inject(fault: Fault, store: _Store, cluster: Any, driver: _Child, approver: _Child, rng_pick: Any) -> bool:
-    """Inject one fault now; whether it was (an MCP server not running yet, say, is skipped)."""
+    """Inject one fault now; whether it was (False: its target is not there yet, an MCP server not started, say)."""
     fault.at_ms = now_ms()
     if fault.kind == "driver_kill":
         pid = driver.kill()
@@ -185,12 +227,7 @@ def _inject(fault: Fault, store: _Store, cluster: Any, driver: _Child, approver:
         return pid is not None
     if fault.kind == "mcp_kill":
         pids = find_processes(lambda argv: "repertory.demo.mcp_server" in argv)
-        for _ in range(60):  # one starts with the first analyst of a (re)started process
-            if pids:
-                break
-            time.sleep(0.1)
-            pids = find_processes(lambda argv: "repertory.demo.mcp_server" in argv)
-        if not pids:
+        if not pids:  # one starts with the first analyst of a (re)started process: tried again later
             return False
         pid = rng_pick(pids)
         fault.target = f"mcp server pid {pid}"
@@ -200,6 +237,13 @@ def _inject(fault: Fault, store: _Store, cluster: Any, driver: _Child, approver:
         fault.target = str(store.db)
         waited = hold_sqlite_lock(store.db, hold)
         fault.detail = {"held_s": hold, "waited_for_lock_s": round(waited, 3)}
+        fault.ended_ms = now_ms()
+        return True
+    if fault.kind == "disk_full":
+        assert store.disk is not None  # only scheduled when the tmpfs is mounted
+        full_s = round(2 + 3 * rng_pick(range(1000)) / 1000, 2)
+        fault.target = str(store.disk)
+        fault.detail = {"full_s": full_s, **fill_disk(store.disk, store.db, full_s)}
         fault.ended_ms = now_ms()
         return True
     if fault.kind == "pg_restart":
@@ -249,10 +293,13 @@ async def _export_and_count(url: str, paths: RunPaths, outcome: ChaosOutcome) ->
         await export_parquet(store, paths.export)
         assert isinstance(store, TreeStore)
         statuses: dict[str, int] = {}
+        failed_full = 0
         for session in await store.list_sessions():
             for record in await store.list_turns(session.session_id):
                 statuses[record.status] = statuses.get(record.status, 0) + 1
+                failed_full += record.error is not None and record.error.type == "StoreFull"
         outcome.turns_by_status = statuses
+        outcome.store_full_errors += failed_full
         outcome.turns = sum(statuses.values())
         accepted = read_lines(paths.accepted)
         outcome.accepted = len(accepted)
@@ -296,7 +343,8 @@ def run_chaos(cfg: ChaosConfig, say: Any = print) -> ChaosOutcome:
     paths.logs.mkdir(parents=True)
     outcome = ChaosOutcome(str(paths.root), cfg.minutes, cfg.backend, cfg.store, cfg.seed)
     started_ms = now_ms()
-    store = _Store(cfg.store, paths)
+    store = _Store(cfg.store, paths, cfg.disk_mb)
+    outcome.left_out = dict(store.left_out)
     cluster: Any = None
     children: list[_Child] = []
     try:
@@ -317,8 +365,11 @@ def run_chaos(cfg: ChaosConfig, say: Any = print) -> ChaosOutcome:
         approver.start()
         driver.start()
         seconds = cfg.minutes * 60
-        plan = schedule(cfg.seed, seconds, kinds_for(cfg.backend, cfg.store), gap_s=cfg.gap_s)
+        kinds = kinds_for(cfg.backend, cfg.store, small_disk=store.disk is not None)
+        plan = schedule(cfg.seed, seconds, kinds, gap_s=cfg.gap_s)
         say(f"chaos: {cfg.backend}+{cfg.store} seed {cfg.seed}, {seconds:.0f} s, {len(plan)} faults -> {paths.root}")
+        for kind, why in store.left_out.items():
+            say(f"chaos: fault {kind} left out: {why}")
         # The clock starts once the fleet serves (a Ray cluster's hosts take a while to start).
         ready_by = time.monotonic() + 180
         while not read_lines(paths.served) and time.monotonic() < ready_by:
@@ -327,7 +378,10 @@ def run_chaos(cfg: ChaosConfig, say: Any = print) -> ChaosOutcome:
             time.sleep(0.1)
         t0 = time.monotonic()
         injected: list[Fault] = []
-        for fault in plan:
+        waiting = list(plan)
+        deferred: dict[int, int] = {}
+        while waiting:
+            fault = waiting.pop(0)
             while time.monotonic() - t0 < fault.at_s:
                 driver.keep_alive()
                 approver.keep_alive()
@@ -335,6 +389,13 @@ def run_chaos(cfg: ChaosConfig, say: Any = print) -> ChaosOutcome:
             if _inject(fault, store, cluster, driver, approver, rng.choice):
                 injected.append(fault)
                 say(f"  {time.monotonic() - t0:6.1f}s {fault.kind} {fault.target or ''}")
+            elif deferred.get(id(fault), 0) < DEFERRALS:
+                # Its target is not there yet (no MCP server started since the last driver kill):
+                # tried again a little later (the children kept alive meanwhile), so a short run
+                # still gets every kind it planned, if need be a little after its nominal end.
+                deferred[id(fault)] = deferred.get(id(fault), 0) + 1
+                fault.at_s = round(time.monotonic() - t0 + DEFER_S, 3)
+                waiting = sorted([*waiting, fault], key=lambda f: f.at_s)
             time.sleep(0.2)  # a killed process is started again after a moment, as a supervisor would
             driver.keep_alive()
             approver.keep_alive()
@@ -379,18 +440,22 @@ def run_chaos(cfg: ChaosConfig, say: Any = print) -> ChaosOutcome:
         for line in read_lines(paths.decisions):
             outcome.decisions[line["decision"]] = outcome.decisions.get(line["decision"], 0) + 1
         outcome.ledger_lines = len(read_lines(paths.ledger))
-        outcome.retried_errors = len(read_lines(paths.errors))
+        retried = read_lines(paths.errors)
+        outcome.retried_errors = len(retried)
+        outcome.store_full_errors = sum(str(line.get("error", "")).startswith("StoreFull") for line in retried)
         asyncio.run(_export_and_count(store.url, paths, outcome))
         paths.run_json.write_text(
             json.dumps(
                 {
-                    "store_url": store.url,
+                    "store_url": store.kept_url,
+                    "store_url_while_running": store.url,
                     "backend": cfg.backend,
                     "seed": cfg.seed,
                     "minutes": cfg.minutes,
                     "started_ms": started_ms,
                     "ended_ms": ended_ms,
                     "export_dir": str(paths.export),
+                    "ledger_tools": list(LEDGER_TOOLS),
                 },
                 indent=2,
             )

@@ -19,7 +19,9 @@ the same answer. What the model does, by the prompt that opened the turn:
 Replies are seeded from the conversation: some are slow, some fail. A failure is a ``ModelError``
 from the primary model, which ``FallbackModel`` hands to a backup; the backup fails too, now and
 then, and that run ends ``error`` (a turn may end in error; it may never be lost). Every side
-effect of a non-idempotent tool is appended to the ledger by the tool itself before it returns.
+effect of a non-idempotent tool is appended to the ledger by the tool itself before it returns:
+the MCP server's ``publish_figures`` too, keyed by the call id repertory sends it in the request's
+``_meta`` (the server is told the ledger's path through ``REPERTORY_FIGURES_LEDGER``).
 """
 
 from __future__ import annotations
@@ -204,10 +206,15 @@ def make_agents(run_dir: Path, seed: int) -> dict[str, Agent]:
         """Wait on a durable timer before going on."""
         sleep(seconds=seconds)
 
+    from repertory.demo.mcp_server import LEDGER_ENV
     from repertory.mcp import MCPServer
 
     figures = MCPServer.stdio(
-        sys.executable, ["-m", "repertory.demo.mcp_server"], name="figures", approval="destructive"
+        sys.executable,
+        ["-m", "repertory.demo.mcp_server"],
+        env={LEDGER_ENV: str(ledger)},
+        name="figures",
+        approval="destructive",
     )
     return {
         "orchestrator": Agent(

@@ -69,7 +69,15 @@ async def close_loop_connections(transport: Transport | None = None) -> None:
 
 
 class CallFailed(Exception):
-    """A ``tools/call`` got no answer from the server: the message says why, for the model to read."""
+    """A ``tools/call`` got no answer from the server: the message says why, for the model to read.
+
+    ``sent`` is true when the request reached the server (it died during the call, or the time ran
+    out): the call may have run, so its outcome is unknown.
+    """
+
+    def __init__(self, message: str, *, sent: bool = False) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 @dataclass
@@ -272,25 +280,45 @@ class Connection:
         raise ToolError(f"{self.label} listed more than {_MAX_PAGES} pages of tools")
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], *, answer_within: float, connect_within: float
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        answer_within: float,
+        connect_within: float,
+        meta: dict[str, str] | None = None,
     ) -> mcp_types.CallToolResult:
-        """One ``tools/call``; ``CallFailed`` (or ``ToolError`` when it cannot connect) if no answer came."""
+        """One ``tools/call``, ``meta`` its ``_meta``; ``CallFailed`` (``ToolError``: cannot connect) if unanswered.
+
+        A call that was sent and got no answer (the server died, or the time ran out) may have run:
+        its ``CallFailed`` is ``sent``, and the tool's error result says "outcome unknown", as the
+        engine says of a call a crash cut short.
+        """
         session = await self.session(connect_within)  # raises before anything is sent
         live = self._live
         try:
-            return await session.call_tool(name, arguments, read_timeout_seconds=answer_within)
+            return await session.call_tool(
+                name, arguments, read_timeout_seconds=answer_within, meta=None if meta is None else _request_meta(meta)
+            )
         except asyncio.CancelledError:
             raise
         except MCPError as exc:
             if exc.code == mcp_types.REQUEST_TIMEOUT:
-                raise CallFailed(f"no answer within {answer_within:g} s (the call was cancelled)") from None
+                raise CallFailed(f"no answer within {answer_within:g} s (the call was cancelled)", sent=True) from None
             if exc.code in _GONE:
                 if live is not None:
                     live.ended.set()
-                raise CallFailed("the server went away during the call; the next call reconnects") from None
+                raise CallFailed("the server went away during the call; the next call reconnects", sent=True) from None
             raise CallFailed(f"the server answered with an error: {exc}") from None
         except Exception as exc:  # a malformed answer, a result that breaks the tool's output schema...
             raise CallFailed(_describe(exc)) from None
+
+
+def _request_meta(meta: dict[str, str]) -> mcp_types.RequestParamsMeta:
+    """``meta`` as the SDK's ``_meta`` type (an open ``TypedDict``: any key round-trips)."""
+    out: mcp_types.RequestParamsMeta = {}
+    out.update(meta)  # type: ignore[typeddict-item]
+    return out
 
 
 def _pushes_list_changes(client: Client) -> bool:

@@ -7,6 +7,13 @@ tool (``repertory.mcp.server``), so approvals, edits at approval, rejections, su
 crash recovery take the engine's one path. Every failure to get an answer (the server cannot
 start, exits, times out, breaks the protocol) is a ``ToolError`` naming the server and the tool:
 the model reads it and the run goes on.
+
+Every ``tools/call`` carries the call's identity in its request ``_meta`` (``call_meta``):
+``repertory/tool_call_id``, ``repertory/session_id`` and ``repertory/run_id``. The call id is the
+idempotency key of a call repertory never runs twice: a server that performs side effects can
+record it with the effect and refuse (or answer from its record) a call id it has already seen,
+so a side effect stays single even where a server cannot trust its client. Call ids come from the
+model and are unique within a session; the pair (session id, call id) is unique everywhere.
 """
 
 from __future__ import annotations
@@ -28,9 +35,26 @@ from repertory.runtime.tools import ApprovalPolicy, Tool, ToolContext
 if TYPE_CHECKING:
     from repertory.mcp.server import MCPServer
 
-__all__ = ["MCPTool"]
+__all__ = ["MCPTool", "META_RUN_ID", "META_SESSION_ID", "META_TOOL_CALL_ID", "OUTCOME_UNKNOWN", "call_meta"]
 
 _MAX_ERRORS = 5
+OUTCOME_UNKNOWN = "outcome unknown"
+"""How the error result of a call sent but never answered begins (it may have run; it is not sent again)."""
+META_TOOL_CALL_ID = "repertory/tool_call_id"
+"""The ``_meta`` key of a ``tools/call`` holding the call's id (``ToolCallPart.tool_call_id``): its idempotency key."""
+META_SESSION_ID = "repertory/session_id"
+"""The ``_meta`` key holding the id of the session (its thread) whose run makes the call."""
+META_RUN_ID = "repertory/run_id"
+"""The ``_meta`` key holding the id of the run that makes the call."""
+
+
+def call_meta(ctx: ToolContext) -> dict[str, str]:
+    """The ``_meta`` of one call's ``tools/call`` request: its call id, session id and run id.
+
+    Keys carry repertory's own prefix (MCP reserves ``modelcontextprotocol``/``mcp`` prefixes for the
+    protocol); a server reads them from its request context (the ``mcp`` SDK: ``ctx.request_context.meta``).
+    """
+    return {META_TOOL_CALL_ID: ctx.call_id, META_SESSION_ID: ctx.thread_id, META_RUN_ID: ctx.run_id}
 
 
 class _AnyArguments(BaseModel):
@@ -88,18 +112,28 @@ class MCPTool(Tool):
         return dict(args)
 
     async def invoke(self, args: dict[str, Any], ctx: ToolContext) -> JsonValue:
-        """Validate, send one ``tools/call``, and turn the answer into the call's result."""
-        return await self._call(**self.validate(args))
+        """Validate, send one ``tools/call`` with the call's ids in ``_meta``, and turn the answer into the result."""
+        return await self._send(self.validate(args), call_meta(ctx))
 
     async def _call(self, **arguments: Any) -> JsonValue:
+        # ``fn`` (a direct call, ``tool(**args)``): no run, so no call id to send.
+        return await self._send(arguments, None)
+
+    async def _send(self, arguments: dict[str, Any], meta: dict[str, str] | None) -> JsonValue:
         server = self.server
         where = f"MCP server {server.name!r}, tool {self.remote_name!r}"
         try:
             answer = await server.connection().call_tool(
-                self.remote_name, arguments, answer_within=server.timeout, connect_within=server.connect_timeout
+                self.remote_name,
+                arguments,
+                answer_within=server.timeout,
+                connect_within=server.connect_timeout,
+                meta=meta,
             )
         except CallFailed as exc:
-            raise ToolError(f"{where}: {exc}") from None
+            # Sent and unanswered, it may have run: said first, in the words of the engine's own rule.
+            unknown = f"{OUTCOME_UNKNOWN}: " if exc.sent else ""
+            raise ToolError(f"{unknown}{where}: {exc}") from None
         except ToolError as exc:  # the server could not be (re)started: nothing was sent
             raise ToolError(f"{where}: the call was not sent: {exc.message}") from None
         result, is_error = convert_result(answer)

@@ -2,9 +2,11 @@
 
 Delegation through ``agent_tool``, a non-idempotent tool with and without approval, an approval
 approved, one rejected and one approved with edited arguments (decided at the root, as the
-soak's approver does), an idempotent tool, a fork that goes on talking, and the Parquet export.
-Every side effect goes to ``ledger.jsonl`` from inside the tool, every accepted turn to
-``accepted.jsonl`` and every accepted decision to ``decisions.jsonl``, as the workload writes them.
+soak's approver does), an idempotent tool, a fork that goes on talking, an analyst publishing on
+the demo's MCP server, and the Parquet export. Every side effect goes to ``ledger.jsonl`` from
+inside the tool (the MCP server's ``publish_figures`` writes its own line, keyed by the call id
+repertory sends in ``_meta``), every accepted turn to ``accepted.jsonl`` and every accepted
+decision to ``decisions.jsonl``, as the workload writes them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,8 @@ from typing import Any
 from repertory import Agent, Runtime, SessionHandle, ToolContext, agent_tool, tool
 from repertory.core.messages import ModelMessage
 from repertory.core.state import SuspendReason
+from repertory.demo.mcp_server import LEDGER_ENV
+from repertory.mcp import MCPServer
 from repertory.storage.export import export_parquet
 from repertory.testing import ScriptedModel
 
@@ -67,6 +72,14 @@ def _worker(messages: list[ModelMessage], tools: Any) -> dict[str, Any]:
     return {"text": f"worker: {prompt}", "usage": usage}
 
 
+def _analyst(messages: list[ModelMessage], tools: Any) -> dict[str, Any]:
+    prompt, replies = _prompt(messages)
+    usage = {"input_tokens": 4 * len(messages), "output_tokens": 2}
+    if replies == 0:
+        return {"tool": "publish_figures", "args": {"topic": prompt, "summary": "up 4%"}, "usage": usage}
+    return {"text": f"published: {prompt}", "usage": usage}
+
+
 def _agents(run_dir: Path) -> dict[str, Agent]:
     ledger = run_dir / "ledger.jsonl"
 
@@ -101,9 +114,13 @@ def _agents(run_dir: Path) -> dict[str, Agent]:
         record(ctx, {"to": to})
         return f"sent to {to}"
 
+    figures = MCPServer.stdio(
+        sys.executable, ["-m", "repertory.demo.mcp_server"], env={LEDGER_ENV: str(ledger)}, name="figures"
+    )
     return {
         "boss": Agent(name="boss", model=ScriptedModel(_boss), tools=[agent_tool("worker"), lookup, send_email]),
         "worker": Agent(name="worker", model=ScriptedModel(_worker), tools=[charge]),
+        "analyst": Agent(name="analyst", model=ScriptedModel(_analyst), tools=[figures]),
     }
 
 
@@ -150,6 +167,7 @@ async def build_run(store_url: str, run_dir: Path) -> dict[str, str]:
     async with await Runtime.start(store=store_url, backend="local", agents=_agents(run_dir)) as rt:
         a = await rt.create_session(agent="boss", title="a")
         b = await rt.create_session(agent="boss", title="b")
+        c = await rt.create_session(agent="analyst", title="c")
         await _turn(run_dir, a, "delegate 5", "approve")
         await _turn(run_dir, a, "email the team")
         await _turn(run_dir, b, "delegate 7", "reject")
@@ -157,6 +175,7 @@ async def build_run(store_url: str, run_dir: Path) -> dict[str, str]:
         fork = await a.fork(title="a, later")
         await _turn(run_dir, fork, "email from the fork")
         await _turn(run_dir, a, "say hi")
+        await _turn(run_dir, c, "q3 figures")
         await export_parquet(rt.store, run_dir / "export")
     (run_dir / "run.json").write_text(
         json.dumps(
@@ -168,7 +187,8 @@ async def build_run(store_url: str, run_dir: Path) -> dict[str, str]:
                 "started_ms": started,
                 "ended_ms": _now(),
                 "export_dir": str(run_dir / "export"),
+                "ledger_tools": ["charge", "send_email", "publish_figures"],
             }
         )
     )
-    return {"a": a.id, "b": b.id, "fork": fork.id}
+    return {"a": a.id, "b": b.id, "c": c.id, "fork": fork.id}

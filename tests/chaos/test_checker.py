@@ -85,12 +85,15 @@ def _history(run_dir: Path, session_id: str) -> list[tuple[str, str, dict[str, A
 
 
 def test_a_clean_run_on_sqlite_has_no_violations(run: tuple[Path, dict[str, str]]) -> None:
-    run_dir, _ = run
+    run_dir, ids = run
     report = check(_url(run_dir), run_dir)
     assert report.violations == []
-    # It looked at everything the fleet made: 2 roots, 3 delegated children, a fork; 4 side effects.
-    assert (report.sessions, report.accepted_turns, report.ledger_entries, report.decisions) == (6, 6, 4, 3)
-    assert report.turns == 9 and report.runs == 9 and report.events > 50 and report.tool_calls >= 8
+    # It looked at everything the fleet made: 3 roots, 3 delegated children, a fork; 5 side effects
+    # (one of them the MCP server's publish_figures, which wrote its own line).
+    assert (report.sessions, report.accepted_turns, report.ledger_entries, report.decisions) == (7, 7, 5, 3)
+    assert report.turns == 10 and report.runs == 10 and report.events > 50 and report.tool_calls >= 9
+    [published] = [line for line in _lines(run_dir / "ledger.jsonl") if line["tool"] == "publish_figures"]
+    assert published["session_id"] == ids["c"] and published["tool_call_id"].startswith("call_")
     assert report.messages == report.revisions > 20 and report.export_rows > 100
 
 
@@ -284,7 +287,7 @@ def test_a_clean_run_on_postgresql_has_no_violations(pg_server: TemporaryPostgre
     ids = asyncio.run(build_run(pg_server.url, tmp_path))
     report = check(pg_server.url, tmp_path)
     assert report.violations == []
-    assert (report.sessions, report.accepted_turns, report.ledger_entries, report.decisions) == (6, 6, 4, 3)
+    assert (report.sessions, report.accepted_turns, report.ledger_entries, report.decisions) == (7, 7, 5, 3)
 
     # The checker reads PostgreSQL's tables too: a deleted event is a gap there as well.
     with psycopg.connect(pg_server.url, autocommit=True) as conn:
@@ -379,3 +382,71 @@ def test_a_redeemed_token_still_live_is_reported(run: tuple[Path, dict[str, str]
     # A token on a run that is not suspended, and one the approver already redeemed.
     assert _kinds(report, export=True) == {"token_state_mismatch", "token_still_live"}
     assert {v.ids["run_id"] for v in report.violations} == {run_id}
+
+
+def test_an_mcp_side_effect_the_server_recorded_twice_ran_twice(run: tuple[Path, dict[str, str]]) -> None:
+    run_dir, _ = run
+    ledger = run_dir / "ledger.jsonl"
+    [published] = [line for line in _lines(ledger) if line["tool"] == "publish_figures"]
+    with ledger.open("a") as fh:  # as if the server had been sent the call again after a crash
+        fh.write(json.dumps({**published, "pid": published["pid"] + 1}) + "\n")
+
+    report = check(_url(run_dir), run_dir)
+
+    assert _kinds(report, export=True) == {"ledger_duplicate"}
+    [dup] = report.violations
+    assert dup.ids == {
+        "tool_call_id": published["tool_call_id"],
+        "run_id": published["run_id"],
+        "first_run_id": published["run_id"],
+        "tool": "publish_figures",
+    }
+
+
+def test_an_mcp_result_the_server_never_recorded_is_a_side_effect_missing(run: tuple[Path, dict[str, str]]) -> None:
+    run_dir, ids = run
+    ledger = run_dir / "ledger.jsonl"
+    lines = _lines(ledger)
+    [published] = [line for line in lines if line["tool"] == "publish_figures"]
+    # What the soak saw before repertory sent call ids: the server could not say which call it ran.
+    ledger.write_text("".join(json.dumps(line) + "\n" for line in lines if line is not published))
+
+    report = check(_url(run_dir), run_dir)
+
+    assert _kinds(report, export=True) == {"result_without_side_effect"}
+    [found] = report.violations
+    assert found.ids == {"run_id": published["run_id"], "tool_call_id": published["tool_call_id"]}
+    assert published["session_id"] == ids["c"]
+
+
+def test_events_announcing_a_commit_that_never_landed_are_reported(run: tuple[Path, dict[str, str]]) -> None:
+    run_dir, ids = run
+    [(seq, data)] = _sql(
+        run_dir,
+        "SELECT seq, data FROM events WHERE session_id = ? AND type = 'checkpoint' ORDER BY seq LIMIT 1",
+        (ids["a"],),
+    )
+    _sql(
+        run_dir,
+        "UPDATE events SET data = ? WHERE session_id = ? AND seq = ?",
+        (json.dumps(json.loads(data) | {"history_revision_id": "never-committed"}), ids["a"], seq),
+    )
+    [(call_seq, call_data)] = _sql(
+        run_dir,
+        "SELECT seq, data FROM events WHERE session_id = ? AND type = 'tool.call' ORDER BY seq LIMIT 1",
+        (ids["b"],),
+    )
+    _sql(
+        run_dir,
+        "UPDATE events SET data = ? WHERE session_id = ? AND seq = ?",
+        (json.dumps(json.loads(call_data) | {"tool_call_id": "call_never_made"}), ids["b"], call_seq),
+    )
+
+    report = check(_url(run_dir), run_dir)
+
+    assert _kinds(report) == {"event_checkpoint_unstored", "event_call_unstored"}
+    found = {v.kind: v.ids for v in report.violations if not v.kind.startswith("export_")}
+    assert found == {
+        "event_checkpoint_unstored": {"session_id": ids["a"], "seq": str(seq), "revision_id": "never-committed"},
+        "event_call_unstored": {"session_id": ids["b"], "seq": str(call_seq), "tool_call_id": "call_never_made"},
+    }

@@ -222,6 +222,7 @@ async def test_a_slow_call_times_out_as_an_error_result_and_the_run_goes_on(
     slow, echo = result_parts(messages)
     assert slow.is_error
     assert "MCP server 'tools', tool 'slow'" in str(slow.result) and "no answer within 0.5 s" in str(slow.result)
+    assert str(slow.result).startswith("outcome unknown: ")  # it was sent: it may have run
     assert (echo.result, echo.is_error) == ("after", False)
     assert len(calls(log, "slow")) == 1 and calls(log, "slow", "done") == []
 
@@ -257,6 +258,7 @@ async def test_a_stdio_server_that_dies_mid_call_gives_an_error_result_and_the_n
     died, echo = result_parts(messages)
     assert died.is_error and "MCP server 'tools', tool 'die'" in str(died.result)
     assert "went away during the call" in str(died.result)
+    assert str(died.result).startswith("outcome unknown: ")  # it was sent: it may have run
     assert (echo.result, echo.is_error) == ("still here", False)
     assert len({c["pid"] for c in calls(log)}) == 2  # a new server process answered the second call
 

@@ -1,7 +1,8 @@
 """Pool plumbing shared by the PostgreSQL store's tables: connections, error mapping, redaction.
 
 Every error leaves here as a ``StoreError`` (or ``CommitConflict`` for a failed guard or a
-duplicate key) whose text has been through ``redact``: the password never reaches a message.
+duplicate key, ``StoreFull`` for a server out of disk) whose text has been through ``redact``:
+the password never reaches a message.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from repertory.errors import CommitConflict, StoreError
+from repertory.errors import CommitConflict, StoreError, StoreFull
 from repertory.storage.group_commit import GroupCommit
 from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES, HistoryCache
 from repertory.storage.postgres.schema import CONFLICT_SQLSTATE, TOKEN_SQLSTATE
@@ -23,6 +24,7 @@ from repertory.storage.postgres.schema import CONFLICT_SQLSTATE, TOKEN_SQLSTATE
 __all__ = ["PgBase", "error_for", "normalise_url", "redact"]
 
 _UNIQUE_VIOLATION = "23505"
+_DISK_FULL = "53100"  # class 53, insufficient resources: the server could not extend a file
 
 
 def redact(text: str, secret: str | None = None) -> str:
@@ -45,7 +47,7 @@ def normalise_url(url: str, connect_timeout: float) -> tuple[str, str | None]:
 
 
 def error_for(action: str, sqlstate: str | None, message: str) -> StoreError:
-    """The typed error a failed statement becomes: a guard or a duplicate key conflicts, the rest is a StoreError.
+    """The typed error a failed statement becomes: a guard or a duplicate key conflicts, a full disk is ``StoreFull``.
 
     ``message`` must already be redacted.
     """
@@ -55,6 +57,8 @@ def error_for(action: str, sqlstate: str | None, message: str) -> StoreError:
         return CommitConflict(message, token_redeemed=True)
     if sqlstate == CONFLICT_SQLSTATE:
         return CommitConflict(message)
+    if sqlstate == _DISK_FULL:  # the transaction was aborted: nothing of it landed
+        return StoreFull(f"postgres: {action} failed: {message}")
     return StoreError(f"postgres: {action} failed: {message}")
 
 

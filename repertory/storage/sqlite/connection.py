@@ -22,12 +22,23 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar, cast
 
-from repertory.errors import StoreError
+from repertory.errors import StoreError, StoreFull
 from repertory.storage.group_commit import Failed, GroupCommit
 from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES, HistoryCache
 from repertory.storage.sqlite._wal import WalKeeper
 
-__all__ = ["Durability", "SqliteBase", "Write", "connect", "db_errors", "run_batch", "transaction", "use_wal"]
+__all__ = [
+    "Durability",
+    "SqliteBase",
+    "Write",
+    "connect",
+    "db_errors",
+    "is_full",
+    "run_batch",
+    "store_error",
+    "transaction",
+    "use_wal",
+]
 
 Durability = Literal["normal", "full"]
 _T = TypeVar("_T")
@@ -35,13 +46,29 @@ _BUSY_TIMEOUT_MS = 10_000
 _CLOSE_WAIT_SECONDS = 30.0  # close() waits this long at most for reads still running on threads
 
 
+def is_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's ``SQLITE_FULL``: the disk (or ``PRAGMA max_page_count``) left no room.
+
+    SQLite answers it at the statement or the ``COMMIT`` that needed the space, and has then
+    rolled the transaction back itself (``in_transaction`` is false): nothing of it landed.
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.Error) and isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_FULL
+
+
+def store_error(action: str, exc: BaseException) -> StoreError:
+    """The typed error a failed sqlite3 call becomes: ``StoreFull`` for a full disk, else ``StoreError``."""
+    kind = StoreFull if is_full(exc) else StoreError
+    return kind(f"sqlite: {action} failed: {exc}")
+
+
 @contextlib.contextmanager
 def db_errors(action: str) -> Iterator[None]:
-    """Turn sqlite3's exceptions into ``StoreError`` naming what we were doing."""
+    """Turn sqlite3's exceptions into ``StoreError`` (``StoreFull`` for a full disk) naming what we were doing."""
     try:
         yield
     except sqlite3.Error as exc:
-        raise StoreError(f"sqlite: {action} failed: {exc}") from exc
+        raise store_error(action, exc) from exc
 
 
 def use_wal(conn: sqlite3.Connection, target: str) -> None:
@@ -86,10 +113,6 @@ class Write:
     fn: Callable[[sqlite3.Connection], object]
 
 
-def _failure(action: str, exc: BaseException) -> StoreError:
-    return StoreError(f"sqlite: {action} failed: {exc}")
-
-
 def run_batch(conn: sqlite3.Connection, batch: Sequence[Write]) -> list[object | Failed]:
     """Run writes in one transaction, each in its own savepoint; one outcome per write, after ``COMMIT``.
 
@@ -115,13 +138,13 @@ def run_batch(conn: sqlite3.Connection, batch: Sequence[Write]) -> list[object |
                 if not conn.in_transaction:
                     raise
                 conn.execute("ROLLBACK TO member")
-                outcomes.append(Failed(_failure(write.action, exc) if isinstance(exc, sqlite3.Error) else exc))
+                outcomes.append(Failed(store_error(write.action, exc) if isinstance(exc, sqlite3.Error) else exc))
             conn.execute("RELEASE member")
         conn.execute("ROLLBACK" if all(isinstance(o, Failed) for o in outcomes) else "COMMIT")
     except Exception as exc:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        return [Failed(_failure(w.action, exc)) for w in batch]
+        return [Failed(store_error(w.action, exc)) for w in batch]
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")

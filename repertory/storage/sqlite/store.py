@@ -53,7 +53,7 @@ from repertory.storage.sqlite._tree_tables import (
     write_session,
     write_turn,
 )
-from repertory.storage.sqlite.connection import Durability, connect, db_errors, use_wal
+from repertory.storage.sqlite.connection import Durability, connect, db_errors, store_error, use_wal
 from repertory.storage.sqlite.schema import check_file, ensure_schema
 
 __all__ = [
@@ -184,7 +184,7 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
                 use_wal(conn, target)
         except sqlite3.Error as exc:
             conn.close()
-            raise StoreError(f"sqlite: preparing {target!r} failed: {exc}") from exc
+            raise store_error(f"preparing {target!r}", exc) from exc
         except BaseException:
             conn.close()
             raise

@@ -3,7 +3,8 @@
     python -m tests.mcp.servers.tools_server [--log PATH] [--http PORT]
 
 Over stdio by default, or streamable HTTP on ``127.0.0.1:PORT`` (``--http``). Every call is logged
-(``_log``) when it arrives and when it answers. The tools cover what the client must handle:
+(``_log``) when it arrives and when it answers; ``charge`` and ``echo`` log the ``repertory/*`` keys
+of the request's ``_meta`` too (the ids repertory sends with each call). The tools cover what the client must handle:
 annotations of every kind, structured results, errors, images and embedded resources, a slow call,
 a call during which the server dies, and a tool list that changes. Tools answer in text
 (``structured_output=False``) except ``stats``, whose answer is structured.
@@ -44,16 +45,20 @@ def build(log: str | None) -> MCPServer:
     """The server, with every call logged to ``log``."""
     app = MCPServer("test-tools", log_level="WARNING")
 
-    def logged(name: str, args: dict[str, Any]) -> None:
-        _log.append(log, event="call", tool=name, args=args)
+    def logged(name: str, args: dict[str, Any], ctx: Context | None = None) -> None:
+        extra: dict[str, Any] = {}
+        if ctx is not None:
+            meta = ctx.request_context.meta or {}
+            extra["meta"] = {k: v for k, v in meta.items() if k.startswith("repertory/")}
+        _log.append(log, event="call", tool=name, args=args, **extra)
 
     def answered(name: str, args: dict[str, Any]) -> None:
         _log.append(log, event="done", tool=name, args=args)
 
     @app.tool(annotations=READ_ONLY, structured_output=False)
-    def echo(text: str) -> str:
+    def echo(text: str, ctx: Context) -> str:
         """Say the text back (read-only)."""
-        logged("echo", {"text": text})
+        logged("echo", {"text": text}, ctx)
         answered("echo", {"text": text})
         return text
 
@@ -68,9 +73,9 @@ def build(log: str | None) -> MCPServer:
         return f"{key}={value}"
 
     @app.tool(structured_output=False)
-    async def charge(amount: int, delay: float = 0.0, ref: str = "") -> str:
+    async def charge(ctx: Context, amount: int, delay: float = 0.0, ref: str = "") -> str:
         """Charge an amount (no annotations: not idempotent, destructive by the MCP defaults)."""
-        logged("charge", {"amount": amount, "delay": delay, "ref": ref})
+        logged("charge", {"amount": amount, "delay": delay, "ref": ref}, ctx)
         if delay:
             await asyncio.sleep(delay)
         answered("charge", {"amount": amount, "delay": delay, "ref": ref})
