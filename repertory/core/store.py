@@ -17,7 +17,7 @@ from repertory.core.messages import Role
 from repertory.core.state import RunState, RunStatus, ThreadState
 from repertory.core.tree import SessionEvent, SessionRecord, SessionStatus, TurnRecord, TurnStatus
 
-__all__ = ["DeletedRows", "SessionStore", "StoreAliases", "TreeStore"]
+__all__ = ["AcceptedTurn", "DeletedRows", "SessionStore", "StoreAliases", "TreeStore"]
 
 
 @runtime_checkable
@@ -116,6 +116,17 @@ class DeletedRows(BaseModel):
         return DeletedRows(**{k: getattr(self, k) + getattr(other, k) for k in DeletedRows.model_fields})
 
 
+class AcceptedTurn(NamedTuple):
+    """What ``TreeStore.accept_turn`` returns: the queued turn (with its seq) and its session's thread.
+
+    ``thread`` is the thread row as the accepting write saw it (``None``: the session has no
+    thread), so a turn that starts at once knows its head without reading it again.
+    """
+
+    turn: TurnRecord
+    thread: ThreadState | None
+
+
 @runtime_checkable
 class TreeStore(SessionStore, Protocol):
     """The tables the runtime keeps beside runs and history: sessions, turns and events.
@@ -208,6 +219,14 @@ class TreeStore(SessionStore, Protocol):
         ``events`` are appended in the same transaction, as ``append_events`` would (a gap or a
         repeated seq is ``CommitConflict`` and nothing is written): a turn accepted by an idle
         session starts at once, and its ``turn.started`` is then durable with the turn itself.
+        """
+
+    async def accept_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> AcceptedTurn:
+        """``add_turn``, also returning the session's thread (its id is the session's) as that write saw it.
+
+        For a turn that starts at once: the model must see the thread as it is (an HTTP run from an
+        earlier checkpoint moves the head through the store, not through the session), and read
+        inside the accepting write the head costs no statement of its own. Errors as ``add_turn``.
         """
 
     async def update_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> None:

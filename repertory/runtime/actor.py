@@ -20,9 +20,11 @@ is one transaction (the turn row, and when the session is idle, so the turn star
 commits (``_TurnRider``): the turn's end, ``turn.completed`` and the session's ``updated_at`` go
 with the final checkpoint, and the run's input with its first step (the turn row holds it
 durably: ``Session.start(durable_input=True)``). The actor keeps what it wrote (its record, its
-event position, its turns, its last result) and reads none of it again; the thread head it reads
-once a turn, since an HTTP run from an earlier checkpoint moves it through the store. A turn queued behind
-another, or one a restart resumes, still writes its start on its own.
+event position, its turns, its last result) and reads none of it again; the thread head, which an
+HTTP run from an earlier checkpoint moves through the store, comes back from the statement that
+accepts the turn (``TreeStore.accept_turn``) and is handed to the run (``Session.start(thread=)``).
+A turn queued behind another, or one a restart resumes, still writes its start (its status and
+``turn.started``, in one transaction) on its own, and its run reads the head.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from repertory.core.ids import new_id, now_ms
 from repertory.core.memory import Memory
 from repertory.core.messages import ModelMessage
 from repertory.core.result import RunResult
-from repertory.core.state import ErrorInfo, RunState, SuspendReason
+from repertory.core.state import ErrorInfo, RunState, SuspendReason, ThreadState
 from repertory.core.store import TreeStore
 from repertory.core.tree import (
     OPEN_TURN_STATUSES,
@@ -108,6 +110,9 @@ class _Job:
     # How many times this turn was handed back to the mailbox because a drive of it failed on the
     # store (``_drive_again``); such a job waits a little, then drives the turn as the store holds it.
     redrives: int = 0
+    # The session's thread as the write that accepted a started turn read it: its run starts from
+    # that head without reading it again (taken once: a retry reads the store).
+    thread: ThreadState | None = None
 
 
 class _TurnRider:
@@ -289,8 +294,12 @@ class SessionActor:
                 await self.bus.load_seq(self.store)
                 mine = self._emit_started(turn)
                 events = self.bus.take()
+            thread: ThreadState | None = None
             try:
-                turn = await self.store.add_turn(turn, events=events)
+                if busy:
+                    turn = await self.store.add_turn(turn, events=events)
+                else:
+                    turn, thread = await self.store.accept_turn(turn, events=events)
             except BaseException:
                 # The turn was not accepted, so neither was its start; events buffered before stay.
                 self.bus.restore(events[: len(events) - mine])
@@ -299,7 +308,7 @@ class SessionActor:
             self.bus.committed(events)
             if busy and if_busy == "interrupt" and self._current is not None and self._current.kind == "turn":
                 self._current.signal.abort("interrupted by a new turn")
-            self._jobs.append(_Job("turn", turn, output_type, fresh=True, started=not busy))
+            self._jobs.append(_Job("turn", turn, output_type, fresh=True, started=not busy, thread=thread))
             self._ensure_worker()
         return turn
 
@@ -486,17 +495,19 @@ class SessionActor:
             self.bus.submission_id = turn.submission_id
         else:
             # Queued behind another turn, or resumed by a restart: its start is a write of its own,
-            # before the model streams anything (readers see turn.started first). The row and the
-            # event in one transaction: a turn driven again after a failed write knows, from its
-            # stored status, whether its turn.started is in the log.
-            turn.status, turn.updated_at = "running", now_ms()
+            # before the model streams anything (readers see turn.started first): the turn's status
+            # and its turn.started in one transaction, as at accept. A turn driven again after a
+            # failed write knows, from its stored status, whether its turn.started is in the log.
             await self.bus.load_seq(self.store)
-            self._emit_started(turn)
+            mine = self._emit_started(turn)
             events = self.bus.take()
+            turn.status, turn.updated_at = "running", now_ms()
             try:
                 await self.store.update_turn(turn, events=events)
             except BaseException:
-                self.bus.restore(events)
+                # Not started, so neither is its turn.started; events buffered before go out later.
+                self.bus.restore(events[: len(events) - mine])
+                self.bus.submission_id = None
                 raise
             self.bus.committed(events)
         status: TurnStatus
@@ -505,12 +516,14 @@ class SessionActor:
         try:
             stored = None if job.fresh else await self.store.load_run(turn.run_id)
             if stored is None:
+                thread, job.thread = job.thread, None
                 result = await self.session.start(
                     {"messages": [turn.message]},
                     run_id=turn.run_id,
                     signal=job.signal,
                     output_type=job.output_type,
                     durable_input=True,
+                    thread=thread,
                 )
             elif stored.status in ("running", "error"):
                 result = await self.session.continue_run(turn.run_id, signal=job.signal, output_type=job.output_type)

@@ -291,6 +291,7 @@ class Session:
         signal: AbortSignal | None = None,
         output_type: type[BaseModel] | None = None,
         durable_input: bool = False,
+        thread: ThreadState | None = None,
     ) -> RunResult:
         """Start a run on this thread from its head; returns once it is ``done`` or ``suspended``.
 
@@ -304,9 +305,22 @@ class Session:
         before the first model call: a crash before that commit re-drives the turn from its row.
         A step that must be durable before it acts (a tool that is not idempotent or needs an
         approval, a delegation) still commits first, so only idempotent work can happen twice.
+
+        ``thread`` is the session actor's too: this session's thread as the write that accepted the
+        turn read it (``TreeStore.accept_turn``), so the head is not read a second time; ``None``
+        reads it here. Once a turn is accepted only its session moves the head until the turn ends
+        (an HTTP run from an earlier checkpoint refuses a busy thread, or cancels its turn first).
         """
+        if thread is not None and thread.thread_id != self.thread_id:
+            raise ValueError(f"thread {thread.thread_id!r} is not this session's thread {self.thread_id!r}")
         return await self._start(
-            input, run_id=run_id, signal=signal, output_type=output_type, fork_of=None, durable_input=durable_input
+            input,
+            run_id=run_id,
+            signal=signal,
+            output_type=output_type,
+            fork_of=None,
+            durable_input=durable_input,
+            thread=thread,
         )
 
     async def _start(
@@ -319,6 +333,7 @@ class Session:
         fork_of: MessageHistory | None,
         unanswered: str = "superseded: the conversation moved on before this call was answered",
         durable_input: bool = False,
+        thread: ThreadState | None = None,
     ) -> RunResult:
         messages = input_messages(input, self.origin)
         self._claim()
@@ -329,10 +344,11 @@ class Session:
             run_id = run_id or new_id()
             if not durable_input and await self.store.load_run(run_id) is not None:
                 raise CommitConflict(f"a run with id {run_id!r} already exists", run_id=run_id)
-            # Read even on a session actor's turn: the head may have moved without this session (an
-            # HTTP run from an earlier checkpoint rewinds it through the store), and the model must
-            # see the thread as it is.
-            thread = await self.store.load_thread(self.thread_id)
+            # Read even on a session actor's turn (in the write that accepted it, when the caller
+            # passes ``thread``): the head may have moved without this session (an HTTP run from an
+            # earlier checkpoint rewinds it through the store), and the model must see the thread as it is.
+            if thread is None:
+                thread = await self.store.load_thread(self.thread_id)
             if fork_of is None and not self._nothing_open(thread):
                 await supersede_open_runs(self.store, self.thread_id, memory=self.memory)
                 thread = await self.store.load_thread(self.thread_id)

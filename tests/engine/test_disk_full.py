@@ -235,7 +235,6 @@ async def test_a_decision_on_a_full_disk_raises_store_full_and_its_token_stays_l
     await assert_consistent(fleet, h.id)
 
 
-
 @pytest.mark.parametrize("where", ["early", "checkpoint", "final"])
 async def test_after_a_commit_failed_on_a_full_disk_the_store_stays_consistent(fleet: Fleet, where: str) -> None:
     h = await fleet.rt.create_session(agent="a")
@@ -245,7 +244,6 @@ async def test_after_a_commit_failed_on_a_full_disk_the_store_stays_consistent(f
     assert fleet.disk.failed == 1
     assert [name for name, _ in fleet.ran].count("charge") <= 1
     await assert_consistent(fleet, h.id)
-
 
 
 async def test_a_turn_whose_end_cannot_be_written_either_is_not_left_behind(fleet: Fleet) -> None:
@@ -260,7 +258,6 @@ async def test_a_turn_whose_end_cannot_be_written_either_is_not_left_behind(flee
     assert stored is not None and stored.status in _ENDED, stored
     await assert_consistent(fleet, h.id)
     assert (await run_history(fleet.store, stored.run_id)) != []
-
 
 
 async def test_a_queued_turn_whose_start_cannot_be_written_is_not_left_behind(fleet: Fleet) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import JsonValue
 
 from repertory.core.state import ThreadState
+from repertory.core.store import AcceptedTurn
 from repertory.core.tree import (
     OPEN_TURN_STATUSES,
     SessionEvent,
@@ -221,6 +222,12 @@ class MemoryTreeTables:
         self._turns[turn.submission_id] = stored.model_dump_json()
         queue.append(turn.submission_id)
         return stored
+
+    async def accept_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> AcceptedTurn:
+        """``add_turn``, and the session's thread as it stands once the turn is queued."""
+        stored = await self.add_turn(turn, events=events)
+        raw = self._threads.get(turn.session_id)
+        return AcceptedTurn(stored, None if raw is None else ThreadState.model_validate_json(raw))
 
     async def update_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> None:
         """Rewrite the turn's status, error and times (it must exist), with ``events``, all or nothing."""

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
 from pydantic import JsonValue
 
-from repertory.core.store import DeletedRows
+from repertory.core.state import ThreadState
+from repertory.core.store import AcceptedTurn, DeletedRows
 from repertory.core.tree import (
     OPEN_TURN_STATUSES,
     SessionEvent,
@@ -23,7 +25,7 @@ from repertory.storage.postgres._delete import delete_sessions
 from repertory.storage.postgres.connection import PgBase
 from repertory.storage.queries import SqlDialect, session_counts_query, session_page_query
 
-__all__ = ["PgTreeTables", "event_arrays", "write_session", "write_turn"]
+__all__ = ["PgTreeTables", "event_arrays", "merged_session", "merged_turn", "write_session", "write_turn"]
 
 # What an update may change (``TreeStore.update_session`` / ``update_turn``); the rest is the row's
 # place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
@@ -34,6 +36,10 @@ _TURN_MUTABLE = ("status", "error", "created_at", "updated_at")
 
 # Records are text, not jsonb (jsonb refuses NUL), so a field is read through a json cast.
 _DIALECT = SqlDialect(mark="%s", prefix="repertory.", order="ord", field="(({col})::json ->> '{key}')", find="strpos")
+
+
+ACCEPT_TURN_SQL = "SELECT * FROM repertory.repertory_accept_turn(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+_SEQ_FIELD = re.compile(r'"seq":-?[0-9]+')
 
 
 def event_arrays(events: Sequence[SessionEvent], session_id: str) -> list[list[Any]]:
@@ -52,20 +58,30 @@ def event_arrays(events: Sequence[SessionEvent], session_id: str) -> list[list[A
     ]
 
 
+def merged_turn(stored: str, turn: TurnRecord) -> TurnRecord:
+    """The stored turn (its JSON) with ``turn``'s mutable fields: the rest is the row's place, the store's."""
+    return TurnRecord.model_validate_json(stored).model_copy(update={f: getattr(turn, f) for f in _TURN_MUTABLE})
+
+
+def merged_session(stored: str, session: SessionRecord) -> SessionRecord:
+    """The stored session (its JSON) with ``session``'s mutable fields (title, model, cwd, updated_at)."""
+    changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
+    return SessionRecord.model_validate_json(stored).model_copy(update=changes)
+
+
 async def write_turn(conn: psycopg.AsyncConnection[Any], turn: TurnRecord) -> None:
     """Rewrite a stored turn's mutable fields inside the caller's transaction; ``StoreError`` if unknown.
 
     Read, changed and written back in Python (the record is ``text``: ``jsonb`` would refuse a NUL
     in a message), under the row's lock.
     """
-    changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
     cur = await conn.execute(
         "SELECT record FROM repertory.turns WHERE submission_id = %s FOR UPDATE", (turn.submission_id,)
     )
     row = await cur.fetchone()
     if row is None:
         raise StoreError(f"no turn {turn.submission_id!r} to update")
-    record = TurnRecord.model_validate_json(row[0]).model_copy(update=changes)
+    record = merged_turn(row[0], turn)
     await conn.execute(
         "UPDATE repertory.turns SET status = %s, record = %s WHERE submission_id = %s",
         (record.status, record.model_dump_json(), turn.submission_id),
@@ -74,17 +90,15 @@ async def write_turn(conn: psycopg.AsyncConnection[Any], turn: TurnRecord) -> No
 
 async def write_session(conn: psycopg.AsyncConnection[Any], session: SessionRecord) -> None:
     """Rewrite a stored session's title, model, cwd and updated_at inside the caller's transaction."""
-    changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
     cur = await conn.execute(
         "SELECT record FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (session.session_id,)
     )
     row = await cur.fetchone()
     if row is None:
         raise StoreError(f"no session {session.session_id!r} to update")
-    record = SessionRecord.model_validate_json(row[0]).model_copy(update=changes)
     await conn.execute(
         "UPDATE repertory.sessions SET record = %s WHERE session_id = %s",
-        (record.model_dump_json(), session.session_id),
+        (merged_session(row[0], session).model_dump_json(), session.session_id),
     )
 
 
@@ -237,9 +251,41 @@ class PgTreeTables(PgBase):
 
     async def add_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> TurnRecord:
         """Queue a turn with the next per-session seq (racing adders serialise on the session row), with ``events``."""
+        return (await self.accept_turn(turn, events=events)).turn
+
+    async def accept_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> AcceptedTurn:
+        """``add_turn`` in one round trip (``repertory_accept_turn``), the session's thread row coming back with it.
+
+        Events of another session (which ``add_turn`` allows, as ``append_events`` does) take the
+        statements one by one, in one transaction.
+        """
+        sid = turn.session_id
+        if any(e.session_id != sid for e in events):
+            return await self._accept_apart(turn, events)
+        record = turn.model_dump_json()
+        # The first ``"seq":`` is the top-level field: the only fields before it are two JSON strings,
+        # in which a quote is always escaped.
+        found = _SEQ_FIELD.search(record)
+        if found is None:
+            raise StoreError(f"turn {turn.submission_id!r}: its record has no seq field")
+        head, tail = record[: found.start() + len('"seq":')], record[found.end() :]
+        async with self.connection("add_turn") as conn:
+            cur = await conn.execute(
+                ACCEPT_TURN_SQL, (turn.submission_id, sid, turn.status, head, tail, *event_arrays(events, sid))
+            )
+            row = await cur.fetchone()
+        assert row is not None
+        seq, at, created_at, updated_at = row
+        thread = (
+            None
+            if created_at is None
+            else ThreadState(thread_id=sid, history_revision_id=at, created_at=created_at, updated_at=updated_at)
+        )
+        return AcceptedTurn(turn.model_copy(update={"seq": int(seq)}), thread)
+
+    async def _accept_apart(self, turn: TurnRecord, events: Sequence[SessionEvent]) -> AcceptedTurn:
         async with self.connection("add_turn") as conn, conn.transaction():
-            if events:
-                await _insert_events(conn, events)
+            await _insert_events(conn, events)
             await conn.execute("SELECT 1 FROM repertory.sessions WHERE session_id = %s FOR UPDATE", (turn.session_id,))
             cur = await conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM repertory.turns WHERE session_id = %s", (turn.session_id,)
@@ -251,7 +297,18 @@ class PgTreeTables(PgBase):
                 "VALUES (%s, %s, %s, %s, %s)",
                 (stored.submission_id, stored.session_id, stored.seq, stored.status, stored.model_dump_json()),
             )
-        return stored
+            cur = await conn.execute(
+                "SELECT head, created_at, updated_at FROM repertory.threads WHERE thread_id = %s", (turn.session_id,)
+            )
+            found = await cur.fetchone()
+        thread = (
+            None
+            if found is None
+            else ThreadState(
+                thread_id=turn.session_id, history_revision_id=found[0], created_at=found[1], updated_at=found[2]
+            )
+        )
+        return AcceptedTurn(stored, thread)
 
     async def update_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> None:
         """Rewrite the turn's status, error and times (it must exist), with ``events``, in one transaction."""

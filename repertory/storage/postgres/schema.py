@@ -20,7 +20,7 @@ from __future__ import annotations
 __all__ = ["CONFLICT_SQLSTATE", "TOKEN_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
 
 SCHEMA = "repertory"
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 CONFLICT_SQLSTATE = "RP001"
 TOKEN_SQLSTATE = "RP002"  # a conflict whose cause is a resume token that is no longer live
 MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
@@ -289,6 +289,41 @@ END
 $fn$;
 """
 
+# Accepting a turn in one statement: the events it carries (gap-checked as the commit function
+# does), the session row locked so racing adders take seqs one after another (each statement of a
+# plpgsql function sees what committed before it), the turn row, and the session's thread row back.
+# The record travels split around its top-level ``seq`` value (``p_record_head || seq ||
+# p_record_tail``): the server cannot rewrite it as JSON, since a message may hold ``\u0000``,
+# which both jsonb and the json functions refuse.
+_ACCEPT_TURN_FUNCTION = r"""
+CREATE OR REPLACE FUNCTION repertory.repertory_accept_turn(
+    p_submission_id text, p_session_id text, p_status text, p_record_head text, p_record_tail text,
+    p_ev_seqs bigint[], p_ev_subs text[], p_ev_types text[], p_ev_ats bigint[], p_ev_data text[],
+    OUT o_seq integer, OUT o_head text, OUT o_created bigint, OUT o_updated bigint
+) LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_last bigint;
+BEGIN
+    IF cardinality(p_ev_seqs) > 0 THEN
+        SELECT COALESCE(MAX(seq), 0) INTO v_last FROM repertory.events WHERE session_id = p_session_id;
+        IF EXISTS (SELECT 1 FROM unnest(p_ev_seqs) WITH ORDINALITY AS u(s, i) WHERE s <> v_last + i) THEN
+            RAISE EXCEPTION USING ERRCODE = 'RP001',
+                MESSAGE = format('event seq %s of session %L is not the next one (%s)', p_ev_seqs[1], p_session_id,
+                                 v_last + 1);
+        END IF;
+        INSERT INTO repertory.events (session_id, seq, submission_id, type, at, data)
+        SELECT p_session_id, * FROM unnest(p_ev_seqs, p_ev_subs, p_ev_types, p_ev_ats, p_ev_data);
+    END IF;
+    PERFORM 1 FROM repertory.sessions WHERE session_id = p_session_id FOR UPDATE;
+    SELECT COALESCE(MAX(seq), 0) + 1 INTO o_seq FROM repertory.turns WHERE session_id = p_session_id;
+    INSERT INTO repertory.turns (submission_id, session_id, seq, status, record)
+    VALUES (p_submission_id, p_session_id, o_seq, p_status, p_record_head || o_seq || p_record_tail);
+    SELECT head, created_at, updated_at INTO o_head, o_created, o_updated
+    FROM repertory.threads WHERE thread_id = p_session_id;
+END
+$fn$;
+"""
+
 MIGRATIONS: dict[int, list[str]] = {
     1: [
         "CREATE TABLE repertory.meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -374,4 +409,7 @@ MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX memory_messages_by_thread ON repertory.memory_messages (thread_id)",
         _COMMIT_FUNCTION_V3,
     ],
+    # A turn accepted in one round trip (``accept_turn``): it was five statements and a read of
+    # the thread head after it.
+    8: [_ACCEPT_TURN_FUNCTION],
 }

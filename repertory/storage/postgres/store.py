@@ -35,7 +35,7 @@ from repertory.storage.lineage import decode_lineage
 from repertory.storage.postgres._group import COMMIT_SQL, PgCommitWriter
 from repertory.storage.postgres._memory_tables import PgMemoryTables
 from repertory.storage.postgres._time_tables import PgTimeTables
-from repertory.storage.postgres._tree_tables import PgTreeTables, event_arrays, write_session, write_turn
+from repertory.storage.postgres._tree_tables import PgTreeTables, event_arrays, merged_session, merged_turn
 from repertory.storage.postgres.connection import normalise_url, redact
 from repertory.storage.postgres.schema import (
     MIGRATION_LOCK,
@@ -73,6 +73,16 @@ ON CONFLICT (run_id) DO UPDATE SET
 """
 
 _PING_AFTER_IDLE_S = 1.0
+
+# A checkpoint carrying a turn's or a session's rewrite (``commit_session(turn=, session=)``): the
+# rows locked and read together, then written by the same statement as the commit function's call
+# (data-modifying CTEs), so the lot is two round trips in one transaction.
+_LOCK_TURN_AND_SESSION = (
+    "SELECT (SELECT record FROM repertory.turns WHERE submission_id = %s FOR UPDATE), "
+    "(SELECT record FROM repertory.sessions WHERE session_id = %s FOR UPDATE)"
+)
+_REWRITE_TURN = "t AS (UPDATE repertory.turns SET status = %s, record = %s WHERE submission_id = %s)"
+_REWRITE_SESSION = "s AS (UPDATE repertory.sessions SET record = %s WHERE session_id = %s)"
 
 
 # When each pooled connection last went back to its pool. Kept beside the connections rather than
@@ -245,8 +255,9 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
         """One call of ``repertory_commit`` (alone or in a group-commit batch): guards, delta, run row, head.
 
         With ``turn`` or ``session`` the call and their rewrites share one transaction of their own,
-        outside group commit (the batch function carries commits only): a turn's first and last
-        checkpoints, so a turn still costs three transactions, though more statements than on SQLite.
+        outside group commit (the batch function carries commits only): the rows are locked and read
+        in one statement and merged here, then the call and both rewrites go as one statement (a
+        turn's start and end, so the last checkpoint of a turn is two round trips).
         """
         delta = await plan_commit_async(run, thread, history, base_revision_id, self._holds)
         token = None if run.suspended_on is None else run.suspended_on.token
@@ -267,11 +278,28 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
         if self._closed:
             raise StoreError("store is closed")
         async with self.connection("commit_session") as conn, conn.transaction():
-            await conn.execute(COMMIT_SQL, params)
+            # The rows to rewrite, locked and read in one statement (their JSON is merged here: the
+            # server cannot, a message may hold a NUL), then the commit and both rewrites in another.
+            cur = await conn.execute(
+                _LOCK_TURN_AND_SESSION,
+                (None if turn is None else turn.submission_id, None if session is None else session.session_id),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            rewrites: list[str] = []
+            values: list[Any] = []
             if turn is not None:
-                await write_turn(conn, turn)
+                if row[0] is None:
+                    raise StoreError(f"no turn {turn.submission_id!r} to update")
+                merged = merged_turn(row[0], turn)
+                rewrites.append(_REWRITE_TURN)
+                values += (merged.status, merged.model_dump_json(), turn.submission_id)
             if session is not None:
-                await write_session(conn, session)
+                if row[1] is None:
+                    raise StoreError(f"no session {session.session_id!r} to update")
+                rewrites.append(_REWRITE_SESSION)
+                values += (merged_session(row[1], session).model_dump_json(), session.session_id)
+            await conn.execute(f"WITH {', '.join(rewrites)} {COMMIT_SQL}", (*values, *params))
 
     async def move_head(self, thread_id: str, *, history: MessageHistory, base_revision_id: str | None) -> None:
         """One transaction: the thread row locked, its head compared, the revisions it lacks, the new head.

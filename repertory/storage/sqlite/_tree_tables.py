@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from repertory.core.state import ThreadState
+from repertory.core.store import AcceptedTurn
 from repertory.core.tree import (
     OPEN_TURN_STATUSES,
     SessionEvent,
@@ -45,6 +47,13 @@ ADD_TURN = (
 )
 """Accepting a turn is this one statement: the next seq, the row, and the seq back; a known id
 fails on the primary key (``CommitConflict``), so no read comes first."""
+
+ACCEPT_TURN = (
+    ADD_TURN + ", (SELECT head FROM threads WHERE thread_id = ?), (SELECT created_at FROM threads WHERE thread_id = ?),"
+    " (SELECT updated_at FROM threads WHERE thread_id = ?)"
+)
+"""``ADD_TURN`` that also returns the session's thread row (three primary-key lookups in its
+``RETURNING``; ``created_at`` is never NULL in a stored thread, so NULL there is no thread)."""
 
 _DIALECT = SqlDialect(mark="?", prefix="", order="rowid", field="json_extract({col}, '$.{key}')", find="instr")
 
@@ -259,23 +268,34 @@ class SqliteTreeTables(SqliteBase):
         return {"running": int(row[0]), "suspended": int(row[1]), "error": int(row[2])}
 
     async def add_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> TurnRecord:
-        """Queue a turn with the next per-session seq in one statement (``ADD_TURN``); ``events`` in its transaction."""
+        """Queue a turn with the next per-session seq in one statement; ``events`` in its transaction."""
+        return (await self.accept_turn(turn, events=events)).turn
+
+    async def accept_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> AcceptedTurn:
+        """``add_turn`` whose one statement also returns the session's thread (``ACCEPT_TURN``)."""
         self._check_open()
         record = turn.model_dump_json()
+        sid = turn.session_id
 
-        def write(conn: sqlite3.Connection) -> TurnRecord:
+        def write(conn: sqlite3.Connection) -> AcceptedTurn:
             if events:
                 insert_events(conn, events)
             try:
                 # fetchall: the statement runs to its end, so an autocommit write commits here.
                 (row,) = conn.execute(
-                    ADD_TURN, (turn.submission_id, turn.session_id, turn.status, record, turn.session_id)
+                    ACCEPT_TURN, (turn.submission_id, sid, turn.status, record, sid, sid, sid, sid)
                 ).fetchall()
             except sqlite3.IntegrityError:
                 raise CommitConflict(f"turn {turn.submission_id!r} already exists") from None
-            return turn.model_copy(update={"seq": int(row[0])})
+            seq, head, created_at, updated_at = row
+            thread = (
+                None
+                if created_at is None
+                else ThreadState(thread_id=sid, history_revision_id=head, created_at=created_at, updated_at=updated_at)
+            )
+            return AcceptedTurn(turn.model_copy(update={"seq": int(seq)}), thread)
 
-        return await self._write("add_turn", write, atomic=bool(events))
+        return await self._write("accept_turn", write, atomic=bool(events))
 
     async def update_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> None:
         """Rewrite the turn's status, error and times (it must exist) in one statement; ``events`` join it."""

@@ -1,7 +1,8 @@
 """The ``TreeStore`` rules of a turn's bookkeeping riding other writes (issue 21: what a turn costs).
 
 ``commit_session(turn=..., session=...)`` rewrites the turn's and the session's mutable fields in
-the checkpoint's own transaction, and ``add_turn(turn, events=...)`` appends events with the turn.
+the checkpoint's own transaction, ``add_turn(turn, events=...)`` appends events with the turn, and
+``accept_turn`` does what ``add_turn`` does and hands back the session's thread as that write saw it.
 Each is all or nothing: a refused commit or a refused event leaves the turn, the session and the
 log exactly as they were. ``TreeConformance`` includes these tests (subclass that, not this).
 """
@@ -122,9 +123,10 @@ class TurnCommitConformance(Conformance):
         assert (await store.add_turn(turn_record("s", "t2"))).seq == 2
         assert await store.last_event_seq("s") == 3
 
+    @pytest.mark.parametrize("adder", ["add_turn", "accept_turn"])
     @pytest.mark.parametrize("refusal", ["event-gap", "repeated-seq", "duplicate-turn"])
     async def test_a_refused_add_turn_writes_neither_the_turn_nor_its_events(
-        self, store: TreeStore, refusal: str
+        self, store: TreeStore, refusal: str, adder: str
     ) -> None:
         await store.create_session(session_record("s"))
         await store.add_turn(turn_record("s", "t1"), events=events("s", 1))
@@ -137,5 +139,36 @@ class TurnCommitConformance(Conformance):
         else:
             submission = "t1"
         with pytest.raises(CommitConflict):
-            await store.add_turn(turn_record("s", submission, "again"), events=carried)
+            await getattr(store, adder)(turn_record("s", submission, "again"), events=carried)
         assert await _seen(store, "s") == before
+
+    async def test_accept_turn_returns_the_thread_its_write_saw(self, store: TreeStore) -> None:
+        await store.create_session(session_record("s", created_at=2_000))
+        first, thread = await store.accept_turn(turn_record("s", "t1", status="running"), events=events("s", 1))
+        assert first.seq == 1 and await store.load_turn("t1") == first
+        assert thread == await store.load_thread("s")
+        assert thread is not None and (thread.history_revision_id, thread.created_at) == (None, 2_000)
+        assert [e.seq for e in await store.load_events("s")] == [1]
+
+        # The head moved (a run's commit, or a head set back through the store): the next accept says so.
+        history = history_of("first")
+        run, moved = pointers(history, thread_id="s", run_id="r")
+        await store.commit_session(run=run, thread=moved, history=history)
+        second, thread = await store.accept_turn(turn_record("s", "t2"))
+        assert second.seq == 2 and await store.load_turn("t2") == second
+        assert thread == await store.load_thread("s")
+        assert thread is not None and thread.history_revision_id == history.revision_id
+
+    async def test_accept_turn_on_a_session_without_a_thread_returns_none(self, store: TreeStore) -> None:
+        accepted = await store.accept_turn(turn_record("nobody", "t1"))
+        assert accepted.thread is None and accepted.turn.seq == 1
+        assert await store.load_turn("t1") == accepted.turn
+
+    async def test_accept_turn_keeps_any_record_exactly(self, store: TreeStore) -> None:
+        """Ids with quotes, a message that spells a seq field, a NUL: the stored turn is the one accepted."""
+        await store.create_session(session_record('s "seq":4'))
+        odd = turn_record('s "seq":4', 't1 "seq":5,', 'say "seq":6, then \x00 and "seq":-1', seq=7)
+        stored, _ = await store.accept_turn(odd)
+        assert stored.seq == 1 and stored == odd.model_copy(update={"seq": 1})
+        assert await store.load_turn('t1 "seq":5,') == stored
+        assert [t.seq for t in await store.list_turns('s "seq":4')] == [1]
