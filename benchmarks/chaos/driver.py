@@ -14,13 +14,21 @@ Every turn ``send()`` returned is appended to ``accepted.jsonl`` at once (it is 
 on), and each one's end to ``served.jsonl``. When ``quiesce`` appears the driver starts nothing
 new, waits until every accepted turn (of every incarnation) has ended, writes ``quiesced`` and
 exits 0. Calls that fail through a fault are retried with backoff (``benchmarks.chaos.retry``).
+
+On the local backend the driver also serves its runtime over HTTP on loopback (``create_app``:
+the Agent Protocol API and the web UI), and writes the address to ``driver-url`` once it listens:
+the approver decides through the web UI's ``/ui/decide``, as a person would, so each decision runs
+in this process, in the session's mailbox, and never in a second process beside this one (the
+local backend drives a session in one process at a time; see ``benchmarks.chaos.approver``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,12 +39,45 @@ from benchmarks.chaos.workload import make_agents, ray_options
 from repertory import Runtime
 from repertory.tree.handle import SessionHandle, TurnHandle
 
-__all__ = ["CONCURRENT_PROJECTS", "main"]
+__all__ = ["CONCURRENT_PROJECTS", "main", "serve_http", "url_file"]
 
 CONCURRENT_PROJECTS = 4
 """Projects in flight at once (each is a tree of four to seven sessions)."""
 _ENDED = ("done", "error", "cancelled")
 _POLL_S = 0.2
+
+
+def url_file(paths: RunPaths) -> Path:
+    """Where the driver writes the address it serves HTTP on (rewritten by each incarnation)."""
+    return paths.root / "driver-url"
+
+
+async def serve_http(rt: Runtime, paths: RunPaths) -> tuple[asyncio.Task[None], Any]:
+    """Serve ``rt`` on a free loopback port; returns once it listens, after writing ``driver-url``.
+
+    The address is written to a temporary file and renamed over the old one, so the approver reads
+    a whole address: the previous incarnation's (refused: it is dead) or this one's.
+    """
+    import uvicorn
+
+    from repertory.http import create_app
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(rt), log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        if task.done():
+            task.result()  # it failed to start: say why
+        await asyncio.sleep(0.05)
+    target = url_file(paths)
+    tmp = target.with_suffix(f".{os.getpid()}")
+    tmp.write_text(f"http://127.0.0.1:{port}")
+    os.replace(tmp, target)
+    return task, server
 
 
 class Driver:
@@ -187,9 +228,17 @@ async def _main(run_dir: Path, store_url: str, backend: str, seed: int, incarnat
         journal=paths.errors,
         who=f"driver-{incarnation}",
     )
+    served: tuple[asyncio.Task[None], Any] | None = None
     try:
+        if backend == "local":
+            served = await serve_http(rt, paths)
         await Driver(rt, paths, seed, incarnation).run()
     finally:
+        if served is not None:
+            task, server = served
+            server.should_exit = True
+            with contextlib.suppress(Exception):
+                await task
         with contextlib.suppress(Exception):
             await rt.close()
 

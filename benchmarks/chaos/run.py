@@ -413,9 +413,10 @@ def run_chaos(cfg: ChaosConfig, say: Any = print) -> ChaosOutcome:
             time.sleep(0.1)
             stalled = time.monotonic() - quiesce_started > STALL_S * (outcome.quiesce_restarts + 1)
             if cfg.backend == "local" and stalled and outcome.quiesce_restarts < 3:
-                # On the local backend a decision drives its run in the approver's process; an
-                # approver killed in the middle leaves that run open until a runtime starts with
-                # recovery (the driver's next start). Said in the outcome, never hidden.
+                # A safety net, said in the outcome, never hidden: a turn the driver let go of
+                # without an end (its store away past every retry) is finished by its next start.
+                # Decisions no longer drive runs in the approver's process (it decides through
+                # the driver's web UI), so a killed approver leaves nothing open.
                 driver.kill()
                 outcome.quiesce_restarts += 1
                 say(f"chaos: quiesce stalled {STALL_S:.0f} s: driver restarted to recover open turns")
