@@ -163,8 +163,9 @@ class LocalHost:
 
         ``owns`` limits recovery to the sessions placed on this host (several hosts share a store).
         ``recover=False`` neither re-drives open turns nor runs the timer scheduler: a process that
-        only decides and reads (an approver beside the process that runs the fleet) must not drive
-        the turns that process is running, which would then run in two places at once.
+        reads beside the process that runs the fleet must not drive the turns that process is
+        running, which would then run in two places at once (and it decides nothing for sessions
+        that process holds: a session is driven by one process at a time).
         """
         if not recover:
             self._reaper = asyncio.get_running_loop().create_task(self._reap(), name="repertory-passivation")

@@ -87,9 +87,11 @@ class Runtime:
         at ``close()``. ``memory(session_record, store)`` gives a session its long-term memory when
         it is activated (e.g. ``lambda r, s: StoreMemory(s, resource=r.root_id)``); on Ray it is
         pickled to every host. ``recover=False`` (local backend) starts without finishing open
-        turns or waking timers: for a second process on the same store that decides approvals or
-        reads while another process runs the fleet (two processes re-driving one turn would run it
-        twice over); a decision it makes still drives that run on here, to its rest. On Ray the
+        turns or waking timers: for a second process on the same store that reads while another
+        process runs the fleet (two processes re-driving one turn would run it twice over). A
+        decision it makes drives that run on here, to its rest, so it decides only for sessions
+        the other process does not hold: decide the fleet's approvals in the process that runs
+        them (its HTTP API or web UI, ``repertory.http``), as the README says. On Ray the
         hosts recover, never the client, so it changes nothing there. ``agents`` maps names to
         agents or ``module:attr`` paths (see ``repertory.tree.agent_specs``: on Ray a path is
         imported by each host itself).
