@@ -6,17 +6,19 @@ whether the run is driven in this process, elsewhere, or nowhere (crashed).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from repertory.core.history import MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.memory import Memory
 from repertory.core.messages import ModelMessage
-from repertory.core.state import RunState, ThreadState
+from repertory.core.state import ErrorInfo, RunState, ThreadState
+from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
 from repertory.errors import CommitConflict
 from repertory.runtime._calls import error_result, tool_message, unanswered_calls
 
-__all__ = ["commit_cancelled", "supersede_open_runs", "pair_unanswered"]
+__all__ = ["commit_cancelled", "commit_failed", "supersede_open_runs", "pair_unanswered"]
 
 _ATTEMPTS = 5
 
@@ -89,6 +91,48 @@ async def commit_cancelled(store: Any, run_id: str, reason: str, memory: Memory 
             await memory.append(thread_id=run.thread_id, messages=[answered])
         return run
     raise CommitConflict(f"could not cancel run {run_id!r}: it kept changing", run_id=run_id)
+
+
+async def commit_failed(
+    store: Any,
+    run_id: str,
+    error: ErrorInfo,
+    *,
+    turn: TurnRecord,
+    session: SessionRecord,
+    events: Sequence[SessionEvent],
+) -> RunState | None:
+    """Commit a stored ``running`` run ``error``, with its turn's end and ``events``, in one transaction.
+
+    For a turn whose drive failed before it began (a re-driven run whose tool source cannot start
+    in this process): no drive is there to commit the error, and the turn's end written alone
+    would leave its run ``running`` for good (found by the chaos soak, issue 26). Returns the run
+    committed, or ``None`` with nothing written when the run is not ``running`` or no longer owns
+    its thread's head (the caller then ends the turn as the run says). A store failure raises: the
+    caller drives the turn again.
+    """
+    run: RunState | None = await store.load_run(run_id)
+    if run is None or run.status != "running":
+        return None
+    thread: ThreadState | None = await store.load_thread(run.thread_id)
+    head = None if thread is None else thread.history_revision_id
+    if thread is None or head != run.history_revision_id:
+        return None
+    history = MessageHistory() if head is None else await store.load_history(head)
+    if history is None:
+        return None
+    now = now_ms()
+    run.status, run.error, run.suspended_on, run.updated_at = "error", error, None, now
+    await store.commit_session(
+        run=run,
+        thread=thread.model_copy(update={"updated_at": now}),
+        history=history,
+        base_revision_id=head,
+        events=events,
+        turn=turn,
+        session=session,
+    )
+    return run
 
 
 async def supersede_open_runs(

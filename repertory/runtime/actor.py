@@ -59,6 +59,7 @@ from repertory.core.tree import (
 )
 from repertory.core.trusted import copied
 from repertory.errors import CommitConflict, RepertoryError, RunCancelled, SessionBusy, SessionNotFound, StoreError
+from repertory.runtime._control import commit_failed
 from repertory.runtime._loop import Riding
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
@@ -539,16 +540,54 @@ class SessionActor:
         except Exception as exc:
             if _store_failed(exc):
                 raise  # not the turn's outcome: the run is as last committed and is driven again
+            status = "error"
             if rider.stored != "error":  # else the error commit carried the run's own account of it
                 turn.error = ErrorInfo(
                     message=str(exc) or type(exc).__name__,
                     type=type(exc).__name__,
                     stack="".join(traceback.format_exception(exc)),
                 )
-            status = "error"
+                if not job.fresh:
+                    self.session.rider = self._rider = None
+                    if await self._fail_with_run(turn):
+                        await self._finish(turn, status, landed=status)
+                        return
         finally:
             self.session.rider = self._rider = None
         await self._finish(turn, status, landed=rider.stored)
+
+    async def _fail_with_run(self, turn: TurnRecord) -> bool:
+        """End a re-driven turn ``error`` together with its stored run when its drive failed before it began.
+
+        Whether it did: a run still ``running`` in the store that no commit of this drive ended (a
+        tool source that cannot start in this process fails the drive before its first commit).
+        Returns ``False``, with nothing written, when the store's run says otherwise.
+        """
+        assert turn.error is not None
+        error = turn.error
+        ended = copied(turn, status="error", updated_at=now_ms())
+        record = copied(self.record, updated_at=ended.updated_at)
+        await self.bus.load_seq(self.store)
+        self.bus.submission_id = turn.submission_id
+        self.bus.emit("error", {"run_id": turn.run_id, "type": error.type, "message": error.message})
+        events = await self.bus.stage(
+            self.store, "turn.completed", _completed(ended, "error"), submission_id=turn.submission_id
+        )
+        try:
+            run = await commit_failed(self.store, turn.run_id, error, turn=ended, session=record, events=events)
+        except CommitConflict:
+            run = None  # the run moved on meanwhile: the turn ends as it says
+        except BaseException:
+            self.bus.restore(events[:-2])  # neither the error nor the end landed; the next drive says them
+            raise
+        if run is None:
+            self.bus.restore(events[:-1])  # the error event goes out with the turn's own end
+            return False
+        self.bus.committed(events)
+        self.session.adopt_state(run)
+        turn.status, turn.updated_at = ended.status, ended.updated_at
+        self.record.updated_at = record.updated_at
+        return True
 
     async def _run_decision(self, job: _Job) -> None:
         assert job.decide is not None and job.future is not None
