@@ -23,7 +23,7 @@ __all__ = ["NAME", "PLOTS", "REPORT", "SOAKS", "run_suite"]
 NAME = "chaos"
 REPORT = ChaosReport
 PLOTS: list[Plot[ChaosReport]] = []
-SOAKS = (("local", "sqlite"), ("local", "postgresql"), ("ray", "sqlite"))
+SOAKS = (("local", "sqlite"), ("local", "postgresql"), ("ray", "sqlite"), ("ray", "postgresql"))
 """The soaks the suite runs, one after another (each in a child process: Ray needs one of its own)."""
 
 
