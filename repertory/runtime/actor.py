@@ -59,7 +59,7 @@ from repertory.core.tree import (
 )
 from repertory.core.trusted import copied
 from repertory.errors import CommitConflict, RepertoryError, RunCancelled, SessionBusy, SessionNotFound, StoreError
-from repertory.runtime._control import commit_failed
+from repertory.runtime._control import commit_cancelled, commit_failed
 from repertory.runtime._loop import Riding
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
@@ -478,8 +478,6 @@ class SessionActor:
             return None
         job.started = stored.status == "running"  # its turn.started was written when it started
         if job.signal.aborted:
-            from repertory.runtime._control import commit_cancelled
-
             # Cancelled while it waited: the run the store holds ends with the turn.
             await commit_cancelled(self.store, stored.run_id, "the turn was cancelled")
         return stored
@@ -792,8 +790,6 @@ class SessionActor:
         if state is not None and state.run_id == turn.run_id:
             await self.session.cancel()
         else:
-            from repertory.runtime._control import commit_cancelled
-
             await commit_cancelled(self.store, turn.run_id, "the turn was cancelled")
         await self._finish(turn, "cancelled")
 
