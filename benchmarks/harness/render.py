@@ -171,7 +171,8 @@ def _table(readings: dict[str, _Reading]) -> list[str]:
                 sign = "<=" if r.target_is == "at most" else ">="
                 target = f"{sign} {_with_unit(r.target, r.unit)}"
             met = {True: "yes", False: "**no**", None: "-"}[r.met]
-            cells = [name, r.figure, _with_unit(r.value, r.unit), target, met, _load(raw), command(raw), r.note]
+            again = f"`{r.command}`" if r.command else command(raw)
+            cells = [name, r.figure, _with_unit(r.value, r.unit), target, met, _load(raw), again, r.note]
             lines.append("| " + " | ".join(_cell(str(c)) for c in cells) + " |")
     return lines
 

@@ -52,6 +52,8 @@ class Row(BenchModel):
     target_is: Literal["at most", "at least"] | None = None
     met: bool | None = None
     note: str = ""
+    command: str | None = None
+    """The command that measures this row again, when it is not the report's own (a soak's options)."""
 
 
 def row(
@@ -61,6 +63,7 @@ def row(
     target: float | None = None,
     at_most: bool = True,
     note: str = "",
+    command: str | None = None,
 ) -> Row:
     """A summary row; ``met`` is worked out from the target when both are known."""
     met = None
@@ -69,7 +72,9 @@ def row(
     target_is: Literal["at most", "at least"] | None = None
     if target is not None:
         target_is = "at most" if at_most else "at least"
-    return Row(figure=figure, value=value, unit=unit, target=target, target_is=target_is, met=met, note=note)
+    return Row(
+        figure=figure, value=value, unit=unit, target=target, target_is=target_is, met=met, note=note, command=command
+    )
 
 
 def mode_of(quick: bool, smoke: bool = False) -> Mode:
