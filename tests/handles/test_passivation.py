@@ -106,7 +106,10 @@ async def test_a_suspended_session_passivates_and_is_approved_after_reactivation
 
 
 async def test_idle_timeout_passivates_by_itself(make_runtime: RuntimeFactory) -> None:
-    rt = await make_runtime(Script().agent(), idle_timeout=0.05)
+    # Half a second, not less: the reaper looks every idle_timeout / 2, and on a loaded machine the
+    # loop can stall for tens of milliseconds between the run's end and the residency check below,
+    # long enough for a 50 ms timeout to passivate the session first (the test was flaky on PostgreSQL).
+    rt = await make_runtime(Script().agent(), idle_timeout=0.5)
     h = await rt.create_session(agent="assistant")
     await within(h.run("hi"))
     assert rt.host.resident == 1
