@@ -163,11 +163,16 @@ async def test_a_failing_receiver_is_retried_with_backoff(alice: LangGraphClient
     assert [d.status for d in (first, second, third)] == [500, 503, 200]
     ids = {d.headers["x-repertory-delivery"] for d in (first, second, third)}
     assert len(ids) == 1  # one delivery, three attempts
+    # The receiver has answered the third attempt; the server writes ``delivered`` just after, so
+    # read the row until it leaves ``pending`` rather than race that write.
     store = await SqliteSessionStore.open(cron_server.store.removeprefix("sqlite:///"))
     async with store:
-        (record,) = await store.list_webhooks(
-            submission_id=(await store.list_turns(thread["thread_id"]))[0].submission_id
-        )
+        submission_id = (await store.list_turns(thread["thread_id"]))[0].submission_id
+        for _ in range(1000):
+            (record,) = await store.list_webhooks(submission_id=submission_id)
+            if record.status != "pending":
+                break
+            await asyncio.sleep(0.01)
     assert (record.status, record.attempts) == ("delivered", 3)
 
 
