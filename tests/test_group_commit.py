@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from repertory.core.messages import ModelMessage
-from repertory.errors import StoreError
+from repertory.errors import CommitConflict, StoreError
 from repertory.storage import SqliteSessionStore, open_store
 from repertory.storage.group_commit import Failed, GroupCommit, take_switch
 from repertory.storage.postgres.store import PostgresSessionStore
@@ -164,10 +164,46 @@ async def test_sqlite_groups_concurrent_commits_and_runs_a_lone_one_without_save
         histories = [history_of(f"m{i}") for i in range(50)]
         await asyncio.gather(*(commit(store, h, thread_id=f"t{i}", run_id=f"r{i}") for i, h in enumerate(histories)))
         store.trace_writes(None)
-        # The first of fifty found the writer idle; the other 49 shared one transaction.
+        # The first of fifty found the writer idle; the other 49 shared one transaction, and since
+        # none of them failed, that transaction ran them straight through, with no savepoint.
         assert sum(s == "COMMIT" for s in statements) == 2
-        assert sum(s.startswith("SAVEPOINT") for s in statements) == 49
+        assert not any("SAVEPOINT" in s for s in statements)
         assert store.group_writer.batches == 3 and store.group_writer.members == 51
+
+
+async def test_sqlite_reruns_a_batch_in_savepoints_when_one_member_is_refused(tmp_path: Path) -> None:
+    """A refused member costs its batch one rollback and a rerun in savepoints; only it fails."""
+    async with await SqliteSessionStore.open(tmp_path / "g.db") as store:
+        histories = [history_of(f"q{i}") for i in range(6)]
+        for i, h in enumerate(histories):
+            await commit(store, h, thread_id=f"t{i}", run_id=f"r{i}")
+        branches = []
+        for i, h in enumerate(histories):
+            branch = h.branch()
+            branch.append(ModelMessage.assistant(f"a{i}"))
+            branches.append(branch)
+        stale = histories[3].branch()
+        stale.append(ModelMessage.assistant("stale"))
+        statements: list[str] = []
+        store.trace_writes(statements.append)
+        outcomes = await asyncio.gather(
+            *(
+                commit(store, b, thread_id=f"t{i}", run_id=f"r{i}", base=histories[i].revision_id)
+                for i, b in enumerate(branches)
+            ),
+            commit(store, stale, thread_id="t3", run_id="r3", base=histories[3].revision_id),
+            return_exceptions=True,
+        )
+        store.trace_writes(None)
+        assert [isinstance(o, BaseException) for o in outcomes] == [False] * 6 + [True]
+        assert isinstance(outcomes[-1], CommitConflict) and "'t3'" in str(outcomes[-1])
+        assert "ROLLBACK" in statements and sum(s == "SAVEPOINT member" for s in statements) == 6
+        for i, branch in enumerate(branches):
+            thread = await store.load_thread(f"t{i}")
+            assert thread is not None and thread.history_revision_id == branch.revision_id
+            loaded = await store.load_history(branch.revision_id or "")
+            assert loaded is not None and [m.text for m in loaded.messages] == [f"q{i}", f"a{i}"]
+        assert await store.load_history(stale.revision_id or "") is None
 
 
 async def test_sqlite_with_group_commit_off_commits_each_write_alone(tmp_path: Path) -> None:
