@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck bench clean
+.PHONY: test test-all test-slow demo lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,8 +12,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The suite leaves out tests marked slow (pyproject's addopts); test-all runs them too, test-slow alone.
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q -m ""
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
 
 # Through the venv's interpreter, not its console scripts, so a copied venv still checks this tree.
 # mypy's files and the import-linter contracts are in pyproject.toml.

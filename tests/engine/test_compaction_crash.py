@@ -23,7 +23,6 @@ from tests.engine.compact_script import BUDGET, Conversation, compacting_agent, 
 from tests.engine.helpers import assert_paired
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
 
 
 def _run_until(db: Path, stage: str) -> str:

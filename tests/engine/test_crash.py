@@ -28,7 +28,8 @@ from .helpers import assert_paired, tool_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLS = 30
-pytestmark = pytest.mark.slow  # runs in `make test` (nothing deselects it); marked so it can be skipped
+"""Kills of the long loop (``make test-all``); ``make test`` runs the same loop with ``SHORT_KILLS``."""
+SHORT_KILLS = 8
 
 
 def _spawn(*args: str, stdin: bool = False) -> subprocess.Popen[bytes]:
@@ -56,11 +57,12 @@ def _lines(path: Path) -> list[list[str]]:
     return [line.split() for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_sigkill_at_random_points_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kills", [SHORT_KILLS, pytest.param(KILLS, marks=pytest.mark.slow)])
+def test_sigkill_at_random_points_loses_nothing_and_repeats_nothing(tmp_path: Path, kills: int) -> None:
     db, log, commits = tmp_path / "crash.db", tmp_path / "tools.log", tmp_path / "commits.log"
     seed = int(os.environ.get("CRASH_SEED", random.randrange(1 << 30)))
     rng = random.Random(seed)
-    for kill in range(KILLS):
+    for kill in range(kills):
         proc = _spawn("loop", str(db), str(log), str(commits))
         _await_ready(proc)
         time.sleep(rng.uniform(0.003, 0.1))  # the random kill point, not a wait for anything

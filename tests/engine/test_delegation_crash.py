@@ -25,7 +25,6 @@ from ._delegation_worker import TASKS, make_agents
 from .helpers import assert_paired
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
 
 
 def _spawn(db: Path, folder: Path, kill_at: str) -> subprocess.Popen[bytes]:

@@ -145,6 +145,13 @@ class RuntimeFactory:
             await self._memory_store.close()
 
 
+RAY_IN_SUITE = frozenset({"test_restart", "test_delegation", "test_approvals", "test_events", "test_passivation"})
+"""The modules whose ``ray-sqlite`` instances run in ``make test``: where the Ray backend differs most
+(host processes restarted, children on other hosts, approvals and event streams across processes,
+passivation). A ``ray-sqlite`` instance costs 2-4 s (a host process per runtime), so the rest of
+the matrix is marked ``slow`` and runs in ``make test-all``; ``tests/ray`` covers the backend itself."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "durable: run only on backends whose data outlives the runtime")
     config.addinivalue_line("markers", "stores(*kinds): run only on backends whose store is one of these kinds")
@@ -159,7 +166,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     stores = metafunc.definition.get_closest_marker("stores")
     if stores is not None:
         specs = [s for s in specs if s.store in stores.args]
-    metafunc.parametrize("make_runtime", [s.id for s in specs], ids=[s.id for s in specs], indirect=True)
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    params = [
+        pytest.param(s.id, id=s.id, marks=pytest.mark.slow)
+        if s.backend == "ray" and module not in RAY_IN_SUITE
+        else pytest.param(s.id, id=s.id)
+        for s in specs
+    ]
+    metafunc.parametrize("make_runtime", params, indirect=True)
 
 
 @pytest.fixture

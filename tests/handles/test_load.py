@@ -16,8 +16,7 @@ from tests.handles.helpers import Script, history, texts
 SESSIONS = 200
 
 
-@pytest.mark.slow
-@pytest.mark.stores("sqlite")
+@pytest.mark.stores("sqlite")  # its ray-sqlite instance is slow (conftest RAY_IN_SUITE)
 @pytest.mark.timeout(60)
 async def test_two_hundred_sessions_each_running_two_turns_concurrently(make_runtime: RuntimeFactory) -> None:
     script = Script()

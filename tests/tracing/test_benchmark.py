@@ -12,7 +12,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_the_tracing_benchmark_runs_every_configuration(tmp_path: Path) -> None:
     out = tmp_path / "tracing.json"
