@@ -13,8 +13,9 @@ with a future and a worker task, started on the loop's next turn, takes what is 
 ``max_batch``), hands the batch to the store's ``flush`` and resolves each member's future with that
 member's own outcome. There is no timer: a batch is exactly the writes that became ready while the
 worker waited its turn. Once a batch holds a single write the burst is over and writes go straight
-through again. ``flush`` runs one transaction with a savepoint per member, so a member whose guard
-fails (or whose statement fails) is rolled back alone and reports its own error while the others
+through again. ``flush`` runs one transaction in which a member whose guard fails (or whose
+statement fails) is rolled back alone (SQLite reruns such a batch with a savepoint per member;
+PostgreSQL gives every member an exception block) and reports its own error while the others
 commit; every outcome is delivered only after the batch's ``COMMIT`` returned, so a write is
 acknowledged exactly when it is durable, as without group commit.
 

@@ -7,8 +7,8 @@ Why it is shaped this way (measured, see DESIGN.md "hot path"): a commit in WAL 
 WAL lets run beside the writer. Writes take ``BEGIN IMMEDIATE`` so two processes sharing a file
 queue on the busy timeout instead of failing with "database is locked" on lock upgrade.
 
-Group commit (on by default): concurrent commits and short writes share one transaction, a
-savepoint each, so the per-transaction cost (``COMMIT``, the WAL pages, the sync with ``"full"``)
+Group commit (on by default): concurrent commits and short writes share one transaction (run
+straight through; a savepoint each only when one of them failed), so the per-transaction cost (``COMMIT``, the WAL pages, the sync with ``"full"``)
 is paid once per batch; each write keeps its own guards and its own error, and returns only after
 the batch committed. See ``_group_commit``.
 
