@@ -49,6 +49,7 @@ def test_local_sqlite_soak_has_faults_and_no_violations(tmp_path: Path) -> None:
     _soak(tmp_path, "local", "sqlite", seed=11)
 
 
+@pytest.mark.slow  # 45 s; in the suite PostgreSQL has the checker's clean run (test_checker.py) and the SQLite soak
 @pytest.mark.timeout(300)
 def test_local_postgresql_soak_has_faults_and_no_violations(tmp_path: Path) -> None:
     _soak(tmp_path, "local", "postgresql", seed=12)
