@@ -8,9 +8,10 @@ WAL lets run beside the writer. Writes take ``BEGIN IMMEDIATE`` so two processes
 queue on the busy timeout instead of failing with "database is locked" on lock upgrade.
 
 Group commit (on by default): concurrent commits and short writes share one transaction (run
-straight through; a savepoint each only when one of them failed), so the per-transaction cost (``COMMIT``, the WAL pages, the sync with ``"full"``)
-is paid once per batch; each write keeps its own guards and its own error, and returns only after
-the batch committed. See ``_group_commit``.
+straight through; a savepoint each only when one of them failed), so the per-transaction cost
+(``COMMIT``, the WAL pages, the sync with ``"full"``) is paid once per batch; each write keeps
+its own guards and its own error, and returns only after the batch committed. See
+``_group_commit``.
 
 Durability: ``"normal"`` (WAL + ``synchronous=NORMAL``) survives a process crash and may lose the
 last commits on power loss; ``"full"`` (``synchronous=FULL``) syncs every commit and survives
