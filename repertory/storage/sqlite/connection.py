@@ -138,24 +138,12 @@ def run_batch(conn: sqlite3.Connection, batch: Sequence[Write]) -> list[object |
     try:
         outcomes: list[object | Failed] = [write.fn(conn) for write in batch]
     except Exception:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        _roll_back(conn)
         return _run_isolated(conn, batch)
     except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        _roll_back(conn)
         raise
-    try:
-        conn.execute("COMMIT")
-    except Exception as exc:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        return [Failed(store_error(w.action, exc)) for w in batch]
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return outcomes
+    return _end(conn, batch, outcomes, "COMMIT")
 
 
 def _run_isolated(conn: sqlite3.Connection, batch: Sequence[Write]) -> list[object | Failed]:
@@ -177,16 +165,34 @@ def _run_isolated(conn: sqlite3.Connection, batch: Sequence[Write]) -> list[obje
                 conn.execute("ROLLBACK TO member")
                 outcomes.append(Failed(store_error(write.action, exc) if isinstance(exc, sqlite3.Error) else exc))
             conn.execute("RELEASE member")
-        conn.execute("ROLLBACK" if all(isinstance(o, Failed) for o in outcomes) else "COMMIT")
     except Exception as exc:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        _roll_back(conn)
         return [Failed(store_error(w.action, exc)) for w in batch]
     except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        _roll_back(conn)
+        raise
+    return _end(conn, batch, outcomes, "ROLLBACK" if all(isinstance(o, Failed) for o in outcomes) else "COMMIT")
+
+
+def _end(
+    conn: sqlite3.Connection, batch: Sequence[Write], outcomes: list[object | Failed], statement: str
+) -> list[object | Failed]:
+    """End a batch's transaction with ``statement``; if that fails, nothing was committed and every write fails."""
+    try:
+        conn.execute(statement)
+    except Exception as exc:
+        _roll_back(conn)
+        return [Failed(store_error(w.action, exc)) for w in batch]
+    except BaseException:
+        _roll_back(conn)
         raise
     return outcomes
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already ended it."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 class SqliteBase:
