@@ -25,6 +25,7 @@ from repertory.http.webhooks import WebhookSettings, signature
 from repertory.testing import ManualClock
 from tests.http.conftest import ALICE, BOB, KEYS, ServerThread, human, obj, refused
 from tests.http.receiver import Receiver
+from tests.time.helpers import until
 
 START = int(datetime(2026, 1, 1, 8, 59, tzinfo=UTC).timestamp() * 1000)
 SECRET = "webhook-secret-for-tests"
@@ -168,11 +169,13 @@ async def test_a_failing_receiver_is_retried_with_backoff(alice: LangGraphClient
     store = await SqliteSessionStore.open(cron_server.store.removeprefix("sqlite:///"))
     async with store:
         submission_id = (await store.list_turns(thread["thread_id"]))[0].submission_id
-        for _ in range(1000):
-            (record,) = await store.list_webhooks(submission_id=submission_id)
-            if record.status != "pending":
-                break
-            await asyncio.sleep(0.01)
+
+        async def settled() -> bool:
+            (row,) = await store.list_webhooks(submission_id=submission_id)
+            return row.status != "pending"
+
+        await until(settled, 10)
+        (record,) = await store.list_webhooks(submission_id=submission_id)
     assert (record.status, record.attempts) == ("delivered", 3)
 
 
