@@ -149,7 +149,7 @@ RAY_IN_SUITE = frozenset({"test_restart", "test_delegation"})
 """The modules whose ``ray-sqlite`` instances run in ``make test``: where the Ray backend differs most
 (host processes restarted under queued turns and decisions, children on other hosts). A
 ``ray-sqlite`` instance costs 2-4 s (a host process per runtime), so the rest of the matrix (about
-a hundred tests, several minutes) is marked ``slow`` and runs in ``make test-all``; ``tests/ray``,
+ninety tests, several minutes) is marked ``slow`` and runs in ``make test-all``; ``tests/ray``,
 and the Ray cases of ``tests/mcp``, ``tests/http`` and ``tests/cli``, cover the backend in the suite
 (approvals and event streams across processes, host kills, failover)."""
 
