@@ -17,7 +17,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # Every benchmark quick mode runs; group_commit is registered but may not exist yet.
-EXPECTED = ("store", "latency", "steps", "fork", "concurrency", "recovery", "sessions", "memory", "export", "turns")
+EXPECTED = (
+    "store",
+    "latency",
+    "steps",
+    "fork",
+    "concurrency",
+    "recovery",
+    "sessions",
+    "memory",
+    "export",
+    "turns",
+    "limits",
+)
 PLOTS = ("throughput_vs_concurrency.png", "fork_cost_vs_history_length.png", "bytes_per_step_vs_run_length.png")
 
 

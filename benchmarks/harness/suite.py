@@ -70,6 +70,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               quick_skip="exports the pre-tracing build (git archive) into child processes; "
                          "`python -m benchmarks.tracing --quick` runs it"),
     Benchmark("turns", "turn cost against the raw durable-write floor; issue 21's targets side by side"),
+    Benchmark("limits", "where one process stops: a commit's cost per page, checkpoints, a step's parts, the GC"),
     Benchmark("ray", "the Ray backend: overhead, throughput, creation, memory, events, host crash",
               quick_skip="starting Ray takes ~10 s; `python -m benchmarks.ray --quick` runs it"),
     Benchmark("ray_failover", "a node of a three-node Ray cluster dies; its sessions are served elsewhere",

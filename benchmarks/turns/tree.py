@@ -24,7 +24,7 @@ from repertory.storage.sqlite.store import SqliteSessionStore
 from repertory.testing import ScriptedModel
 from repertory.tree.runtime import Backend
 
-__all__ = ["AGENT", "TreeRun", "TurnSql", "agents", "turn_sql", "tree_turns"]
+__all__ = ["AGENT", "Opened", "TreeRun", "TurnSql", "agents", "drive_turns", "open_tree", "turn_sql", "tree_turns"]
 
 AGENT = "assistant"
 CREATE_BATCH = 500
@@ -74,12 +74,15 @@ class TurnSql(BenchModel):
 
 
 @dataclass
-class _Opened:
+class Opened:
+    """A runtime on the store and its sessions, created and warm, no turn run yet."""
+
     rt: Runtime
     handles: list[Any]
 
 
-async def _open(url: str, backend: Backend, sessions: int, hosts: int | None) -> _Opened:
+async def open_tree(url: str, backend: Backend, sessions: int, hosts: int | None) -> Opened:
+    """Start a runtime on ``url`` and create ``sessions`` sessions (after one warm-up turn of its own)."""
     options: dict[str, Any] = {"hosts": hosts, "keep_hosts": False} if backend == "ray" else {}
     rt = await Runtime.start(store=url, backend=backend, agents=agents(), idle_timeout=3600.0, **options)
     warm = await rt.create_session(agent=AGENT)
@@ -88,10 +91,14 @@ async def _open(url: str, backend: Backend, sessions: int, hosts: int | None) ->
     for start in range(0, sessions, CREATE_BATCH):
         batch = min(CREATE_BATCH, sessions - start)
         handles += await asyncio.gather(*(rt.create_session(agent=AGENT) for _ in range(batch)))
-    return _Opened(rt, handles)
+    return Opened(rt, handles)
 
 
-async def _drive(handles: list[Any], turns: int, failures: dict[str, int]) -> int:
+async def drive_turns(handles: list[Any], turns: int, failures: dict[str, int]) -> int:
+    """Run ``turns`` turns on every session at once (each session's one after another); the turns done.
+
+    A turn that raises or ends wrongly is counted in ``failures`` by kind, not raised: measured, not asserted.
+    """
     done = 0
 
     async def session(i: int) -> None:
@@ -121,13 +128,13 @@ async def tree_turns(
     store: str | None = None,
 ) -> tuple[TreeRun, TurnSql | None]:
     """Time ``sessions`` x ``turns`` turns; then, untimed, trace ``sql_turns`` later turns' SQL (SQLite)."""
-    opened = await _open(url, backend, sessions, hosts)
+    opened = await open_tree(url, backend, sessions, hosts)
     failures: dict[str, int] = {}
     sql = None
     try:
         gc.collect()
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        done = await _drive(opened.handles, turns, failures)
+        done = await drive_turns(opened.handles, turns, failures)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         if sql_turns:
             sql = await turn_sql(opened.rt, opened.handles[:sql_turns])
