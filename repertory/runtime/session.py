@@ -1,7 +1,8 @@
 """``Session``: durable runs on one thread, one run at a time (the seed's session API).
 
-Why one module past 600 lines: start, continue, decide, fork and compact all claim the session's one
-run slot and hand a stored run to the step loop; they are one state machine over one thread head.
+Why one module past 600 lines: every way a thread's runs begin or change (start, the three
+decisions, fork, compaction on demand, cancel, recovery) claims the session's one run slot and
+enters the one step loop; they are one state machine over one thread head and share that plumbing.
 
 A session starts runs, answers their suspensions (resume, approve, reject), forks its thread and
 cancels. Every path ends in the same step loop (``Drive``); the static helpers do the same from
@@ -11,10 +12,6 @@ Token checks happen in this order: the run exists (``RunNotFound``); the token i
 token, whatever its status (``InvalidResumeToken``); the suspension kind (``WrongSuspensionKind``,
 which leaves the token live). The token is then consumed by the same commit that records the
 decision, so of several racing redemptions exactly one proceeds.
-
-One module past the usual size because it is one concept: every way a thread's runs begin or
-change (start, the three decisions, fork, compaction on demand, cancel, recovery) claims the
-session and enters the one step loop, and they share that plumbing.
 """
 
 from __future__ import annotations

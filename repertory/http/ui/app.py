@@ -1,7 +1,8 @@
 """``WebUI``: the pages under ``/ui`` (sessions, a session, approvals, runs needing attention, activity).
 
-Why one module past 600 lines: it is the routing table of the UI (each route a few lines that read,
-then render); the reads, decisions, live stream and plots live in their own modules.
+Why one module past 600 lines: it is the routing table of the UI, one concept (each route a few
+lines that read, then render); what it reads and renders lives beside it (``reads``,
+``conversation``, ``decisions``, ``live``, ``plots``, ``access``).
 
 Server-rendered Jinja2 templates with htmx (vendored under ``static/``) for the few actions that
 update a part of a page, and server-sent events for a running turn. Every page reads without
@@ -18,9 +19,6 @@ Routes, relative to where the app is mounted (``/ui``): ``/`` sessions, ``/sessi
 Tenancy (``access``): every route shows and acts on only what the logged-in key's ``Caller`` sees;
 another owner's session, its stream, its decisions and its runs are 404 as if they did not exist,
 and lists, counts, the inbox and the plots leave them out.
-
-One concept, the UI's request handling, so one module; what it reads and renders lives beside it
-(``reads``, ``conversation``, ``decisions``, ``live``, ``plots``, ``access``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,14 @@
 """``StoreConformance``: the ``SessionStore`` contract (API.md section 2) as a test class to subclass.
 
 Why one module past 600 lines: it is one contract (the ``SessionStore`` protocol), and a store
-author subclasses one class to test all of it.
+author subclasses one class to test all of it; split, a store's test class would list several
+bases to get the whole of ``SessionStore``.
 
 Round trips of every record field, listing order, copies on read, the history graph stored once
 per message, atomic commits guarded by compare-and-set on the thread head, resume tokens redeemed
 once, awkward text and ids, and the closed-store lifecycle. A store passes when every test here
 passes against it; the white-box checks (row counts, failure injection, reopen) need the fixture's
 ``StoreProbe`` and are left out or skipped without one.
-
-One module past the usual size because it is one contract: splitting it would make a store's test
-class list several bases to get the whole of ``SessionStore``.
 """
 
 from __future__ import annotations

@@ -7,8 +7,6 @@ Sessions and their thread created together, the tree's parent/child order, turn 
 per session, the event log appended gap-free (alone or carried by a commit), and every refusal
 leaving everything as it was. "Nothing changed" is checked by comparing a snapshot of all the tree
 methods can see (plus runs and, with a probe, history rows) before and after.
-
-One module past the usual size because it is one contract (see ``store.py``).
 """
 
 from __future__ import annotations
