@@ -156,7 +156,8 @@ class Builder:
 
     def flush(self) -> None:
         """Insert the pending history rows and move the dirty threads' heads."""
-        self.conn.executemany("INSERT INTO history_entries (id, created_at, message) VALUES (?, ?, ?)", self.entries)
+        # Entry rows of their own, as the first commit of a thread writes them (``sqlite._history``).
+        self.conn.executemany("INSERT INTO history_entry_rows (id, created_at, message) VALUES (?, ?, ?)", self.entries)
         self.conn.executemany(
             "INSERT INTO history_revisions (id, parent_id, entry_id, depth, created_at) VALUES (?, ?, ?, ?, ?)",
             self.revisions,

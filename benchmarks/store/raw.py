@@ -21,7 +21,6 @@ from repertory.core.messages import ModelMessage
 from repertory.core.state import RunState
 from repertory.storage.sqlite.schema import ensure_schema
 from repertory.storage.sqlite.store import (
-    INSERT_ENTRIES,
     INSERT_REVISIONS,
     UPSERT_RUN,
     UPSERT_THREAD,
@@ -29,10 +28,9 @@ from repertory.storage.sqlite.store import (
     run_row,
 )
 
-__all__ = ["INSERT_ENTRY", "INSERT_REVISION", "RawWriter", "connect_raw"]
+__all__ = ["INSERT_REVISION", "RawWriter", "connect_raw"]
 
-INSERT_ENTRY = INSERT_ENTRIES
-INSERT_REVISION = INSERT_REVISIONS  # with the revision's writer thread, as the store writes it
+INSERT_REVISION = INSERT_REVISIONS  # with its writer thread and its message, as the store writes a step
 
 
 def connect_raw(path: Path, durability: Durability) -> sqlite3.Connection:
@@ -68,8 +66,7 @@ class RawWriter:
             rows.append(
                 (
                     parent,
-                    (entry_id, at, message.model_dump_json()),
-                    (revision_id, parent, entry_id, depth, at, thread_id),
+                    (revision_id, parent, entry_id, depth, at, thread_id, at, message.model_dump_json()),
                     run,
                     (thread_id, revision_id, at, at),
                 )
@@ -81,14 +78,13 @@ class RawWriter:
     def commit_all(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """One ``BEGIN IMMEDIATE``/``COMMIT`` per row, as the store does per ``commit_session``."""
         conn, run_id, thread_id = self.conn, self.run.run_id, self.run.thread_id
-        for base, entry, revision, run, thread in rows:
+        for base, revision, run, thread in rows:
             conn.execute("BEGIN IMMEDIATE")
             if self.guard_reads:
                 head = conn.execute("SELECT head FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
                 conn.execute("SELECT status, token FROM runs WHERE run_id = ?", (run_id,)).fetchone()
                 if head is not None and head[0] != base:
                     raise RuntimeError("raw loop: thread head moved")
-            conn.execute(INSERT_ENTRY, entry)
             conn.execute(INSERT_REVISION, revision)
             conn.execute(UPSERT_RUN, run)
             conn.execute(UPSERT_THREAD, thread)

@@ -3,7 +3,8 @@
 A two-step turn (a tool call, then a final answer) must make durable its four messages (the user's
 prompt, the assistant's tool call, the tool's result, the final answer) and its run row, and the
 tool call must be durable before the tool runs: two transactions. The first writes the user message
-and the tool call (each an entry and a revision), the new run row and the thread's head; the second
+and the tool call (each a revision carrying its message, as a step writes it), the new run row and
+the thread's head; the second
 the result and the answer, the run row (done) and the head again. Statements, schema and pragmas
 are the store's own (through ``benchmarks.store.raw``), ids and JSON are made before the clock
 starts, one connection, one turn after another: whatever the tree adds on top is the ratio.
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.store.raw import INSERT_ENTRY, INSERT_REVISION, connect_raw
+from benchmarks.store.raw import INSERT_REVISION, connect_raw
 from repertory.core.ids import new_id, now_ms
 from repertory.core.messages import ModelMessage, Origin, TextPart, ToolCallPart, ToolResultPart
 from repertory.core.state import RunState
@@ -58,7 +59,7 @@ class FloorRun:
 
 
 def _prepare(sessions: int, turns: int) -> list[list[tuple[Any, ...]]]:
-    """Per turn, its two transactions' rows: (entries, revisions, run row, thread row) each."""
+    """Per turn, its two transactions' rows: (revisions, run row, thread row) each."""
     heads: dict[int, tuple[str, str | None, int]] = {i: (new_id(), None, 0) for i in range(sessions)}
     out: list[list[tuple[Any, ...]]] = []
     for t in range(turns):
@@ -69,17 +70,17 @@ def _prepare(sessions: int, turns: int) -> list[list[tuple[Any, ...]]]:
             messages = turn_messages(f"session {i} turn {t}")
             for half in (messages[:2], messages[2:]):
                 at = now_ms()
-                entries, revisions = [], []
+                revisions = []
                 for message in half:
                     entry_id, revision_id = new_id(), new_id()
                     depth += 1
-                    entries.append((entry_id, at, message.model_dump_json()))
-                    revisions.append((revision_id, parent, entry_id, depth, at, thread_id))
+                    text = message.model_dump_json()
+                    revisions.append((revision_id, parent, entry_id, depth, at, thread_id, at, text))
                     parent = revision_id
                 run.history_revision_id, run.step_index, run.updated_at = parent, run.step_index + 1, at
                 if half is not messages[:2]:
                     run.status = "done"
-                txns.append((entries, revisions, run_row(run), (thread_id, parent, at, at)))
+                txns.append((revisions, run_row(run), (thread_id, parent, at, at)))
             heads[i] = (thread_id, parent, depth)
             out.append(txns)
     return out
@@ -93,9 +94,8 @@ def raw_floor(path: Path, sessions: int, turns: int, durability: Durability = "n
         gc.collect()
         start, cpu = time.perf_counter(), time.process_time()
         for txns in plan:
-            for entries, revisions, run, thread in txns:
+            for revisions, run, thread in txns:
                 conn.execute("BEGIN IMMEDIATE")
-                conn.executemany(INSERT_ENTRY, entries)
                 conn.executemany(INSERT_REVISION, revisions)
                 conn.execute(UPSERT_RUN, run)
                 conn.execute(UPSERT_THREAD, thread)

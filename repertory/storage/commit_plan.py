@@ -21,6 +21,7 @@ __all__ = [
     "check_event_sessions",
     "check_head_move",
     "check_stored_state",
+    "entry_holders",
     "plan_commit",
     "plan_commit_async",
     "plan_head_move",
@@ -30,10 +31,18 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class CommitDelta:
-    """The revisions (root-most first) and entries a commit must write; may be empty."""
+    """The revisions (root-most first) and entries a commit must write (one per revision); may be empty.
+
+    ``grows`` is true when the revisions grow from the commit's base, which is how a step adds
+    what it said: each names an entry minted with it, so a store that keeps a message with the
+    revision that wrote it (SQLite) need not ask whether the entry is stored already. When it is
+    false (a thread's first commit, a fork's, a compaction re-adding the messages it keeps, a head
+    move), ``entry_holders`` says which entries other revisions already name.
+    """
 
     revisions: list[HistoryRevision]
     entries: list[HistoryEntry]
+    grows: bool = False
 
 
 def _check_pointers(run: RunState, thread: ThreadState, history: MessageHistory) -> None:
@@ -68,7 +77,7 @@ def _walk(
     return walked, met_base
 
 
-def _finish(history: MessageHistory, walked: list[HistoryRevision]) -> CommitDelta:
+def _finish(history: MessageHistory, walked: list[HistoryRevision], grows: bool = False) -> CommitDelta:
     walked.reverse()
     entries: list[HistoryEntry] = []
     for i, rev in enumerate(walked):
@@ -80,7 +89,25 @@ def _finish(history: MessageHistory, walked: list[HistoryRevision]) -> CommitDel
         if rev.depth != expected:
             raise CommitConflict(f"revision {rev.id!r} has depth {rev.depth}, expected {expected}")
         entries.append(entry)
-    return CommitDelta(revisions=walked, entries=entries)
+    return CommitDelta(revisions=walked, entries=entries, grows=grows and bool(walked))
+
+
+def entry_holders(history: MessageHistory, delta: CommitDelta) -> dict[str, str]:
+    """Entry id -> a revision outside ``delta`` (in ``history``) naming it, for the entries of ``delta`` that have one.
+
+    Such an entry is not new: the store may hold its message already, with that revision. One
+    pass over the history's revisions, so it is asked only of commits that do not grow from
+    their base (``CommitDelta.grows``), which are rare; a step never pays it.
+    """
+    wanted = {entry.id for entry in delta.entries}
+    if not wanted:
+        return {}
+    own = {rev.id for rev in delta.revisions}
+    holders: dict[str, str] = {}
+    for rev in history.revisions:
+        if rev.entry_id in wanted and rev.id not in own:
+            holders.setdefault(rev.entry_id, rev.id)
+    return holders
 
 
 def plan_commit(
@@ -103,7 +130,7 @@ def plan_commit(
             if holds(rev.id):
                 walked = walked[:i]
                 break
-    return _finish(history, walked)
+    return _finish(history, walked, met_base)
 
 
 async def plan_commit_async(
@@ -120,7 +147,7 @@ async def plan_commit_async(
             if await holds(rev.id):
                 walked = walked[:i]
                 break
-    return _finish(history, walked)
+    return _finish(history, walked, met_base)
 
 
 def _walk_head(history: MessageHistory, thread_id: str) -> list[HistoryRevision]:

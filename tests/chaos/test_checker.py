@@ -63,6 +63,21 @@ def _sql(run_dir: Path, statement: str, params: tuple[Any, ...] = ()) -> list[tu
         conn.close()
 
 
+def _set_message(run_dir: Path, entry_id: str, message: dict[str, Any] | None) -> None:
+    """Rewrite (``None``: delete) an entry's message wherever the store keeps it: inline, or in its own row."""
+    text = None if message is None else json.dumps(message)
+    _sql(
+        run_dir,
+        "UPDATE history_revisions SET message = ?, entry_created_at = CASE WHEN ? IS NULL THEN NULL "
+        "ELSE entry_created_at END WHERE entry_id = ? AND message IS NOT NULL",
+        (text, text, entry_id),
+    )
+    if message is None:
+        _sql(run_dir, "DELETE FROM history_entry_rows WHERE id = ?", (entry_id,))
+    else:
+        _sql(run_dir, "UPDATE history_entry_rows SET message = ? WHERE id = ?", (text, entry_id))
+
+
 def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -132,7 +147,7 @@ def test_a_deleted_history_entry_is_a_broken_lineage(run: tuple[Path, dict[str, 
     history = _history(run_dir, ids["a"])
     # The first turn's final reply: plain text, no call, not a turn's own message.
     rev, entry, _ = next(h for h in history if h[2]["role"] == "assistant" and h[2]["parts"][0]["type"] == "text")
-    _sql(run_dir, "DELETE FROM history_entries WHERE id = ?", (entry,))
+    _set_message(run_dir, entry, None)
 
     report = check(_url(run_dir), run_dir)
 
@@ -149,7 +164,7 @@ def test_a_dropped_tool_result_leaves_its_call_unanswered(run: tuple[Path, dict[
     )
     [call_id] = [p["tool_call_id"] for p in message["parts"] if p["tool_name"] == "lookup"]
     message["parts"] = [p for p in message["parts"] if p["tool_name"] != "lookup"]
-    _sql(run_dir, "UPDATE history_entries SET message = ? WHERE id = ?", (json.dumps(message), entry))
+    _set_message(run_dir, entry, message)
 
     report = check(_url(run_dir), run_dir)
 
@@ -356,7 +371,7 @@ def test_a_tool_result_given_twice_is_reported(run: tuple[Path, dict[str, str]])
     history = _history(run_dir, ids["a"])
     _, entry, message = next(h for h in history if h[2]["role"] == "tool")
     message["parts"] = message["parts"] + message["parts"][-1:]
-    _sql(run_dir, "UPDATE history_entries SET message = ? WHERE id = ?", (json.dumps(message), entry))
+    _set_message(run_dir, entry, message)
 
     report = check(_url(run_dir), run_dir)
 

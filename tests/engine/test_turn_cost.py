@@ -10,8 +10,9 @@ run from an earlier checkpoint may have moved through the store) only in the wri
 the turn. A tool that is not idempotent adds the commit that makes its call durable before it runs.
 
 On SQLite a statement writes one table, so the floor is the tables a turn touches: a checkpoint
-writes five (entries, revisions, the run, the head, events), accepting two (the turn, its event),
-and the turn's end two more (the turn row, the session's time): 14. PostgreSQL runs each write as
+writes four (revisions, which carry the step's messages since schema version 7, the run, the head,
+events), accepting two (the turn, its event), and the turn's end two more (the turn row, the
+session's time): 12 (14 when messages had a table of their own). PostgreSQL runs each write as
 one call of a server-side function, so it counts round trips: accepting is one, a checkpoint one,
 and the last checkpoint two (the turn and session rows are read to be merged in Python, since the
 server cannot rewrite JSON that may hold a NUL).
@@ -167,7 +168,7 @@ async def _second_turn(
 
 @pytest.mark.parametrize(
     ("idempotent", "transactions", "statements"),
-    [(True, 3, 14), (False, 4, 19)],
+    [(True, 3, 12), (False, 4, 16)],
     ids=["idempotent-tool", "non-idempotent-tool"],
 )
 async def test_a_two_step_turn_on_sqlite_costs_few_statements(

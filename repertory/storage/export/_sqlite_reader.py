@@ -2,12 +2,11 @@
 
 Positions, per table:
 
-- ``entries`` and ``events`` are rowid tables that are only ever inserted into, and SQLite gives a
-  new row a rowid above every committed one (writers are serialised), so "rowid above the last
+- ``events`` and ``revisions`` are rowid tables that are only ever inserted into, and SQLite gives
+  a new row a rowid above every committed one (writers are serialised), so "rowid above the last
   position" is exact.
-- ``revisions`` has no rowid (``WITHOUT ROWID``). The engine mints a fresh entry with every
-  revision and commits both in one transaction, so the new revisions are those whose entry is new;
-  the scan finds them through the entries' rowids.
+- ``entries`` are kept in two places (``repertory.storage.sqlite._history``): inline in the
+  revision that wrote them, and in ``history_entry_rows``; the position is a rowid for each.
 - ``runs``, ``threads``, ``sessions`` and ``turns`` change in place and carry only clocks
   (``runs.write_seq`` in microseconds, ``updated_at`` in milliseconds). A scan reads ``LAG`` behind
   the highest clock value it saw last time, since a writer in another process stamps a row before it
@@ -21,6 +20,7 @@ store's own connection, which only that one thread uses.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -151,29 +151,18 @@ class SqliteExportReader:
 
     async def scan(self, table: str, position: JsonValue) -> TableScan:
         """Rows since ``position``: rowids for append-only tables, clocks for mutable ones."""
+        if table == "entries":
+            return await self._scan_entries(position)
+        if table == "revisions":
+            return await self._scan_revisions(position)
         prev = int(position) if isinstance(position, int) else 0
-        if table in ("entries", "events", "revisions"):
-            source = "events" if table == "events" else "history_entries"
-            top = int(await self._call(lambda: self._scalar(f"SELECT COALESCE(MAX(rowid), 0) FROM {source}")))
-            params: tuple[Any, ...] = (prev, top)
-            if table == "entries":
-                sql = (
-                    "SELECT id, created_at, message FROM history_entries WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
-                )
-            elif table == "events":
-                sql = (
-                    "SELECT session_id, seq, submission_id, type, at, data FROM events "
-                    "WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
-                )
-            elif prev == 0:
-                # Everything, so no join: within the snapshot this is exactly the revisions up to ``top``.
-                sql, params = "SELECT id, parent_id, entry_id, depth, created_at FROM history_revisions", ()
-            else:
-                sql = (
-                    "SELECT r.id, r.parent_id, r.entry_id, r.depth, r.created_at FROM history_revisions AS r "
-                    "JOIN history_entries AS e ON e.id = r.entry_id WHERE e.rowid > ? AND e.rowid <= ?"
-                )
-            return TableScan(top, self._pages(sql, params, lambda rows: Page(rows)))
+        if table == "events":
+            top = int(await self._call(lambda: self._scalar("SELECT COALESCE(MAX(rowid), 0) FROM events")))
+            sql = (
+                "SELECT session_id, seq, submission_id, type, at, data FROM events "
+                "WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
+            )
+            return TableScan(top, self._pages(sql, (prev, top), lambda rows: Page(rows)))
         top_sql, rows_sql, per_ms = _CLOCKED[table]
         top = await self._call(lambda: self._scalar(top_sql))
         new = max(prev, int(top or 0))
@@ -186,6 +175,64 @@ class SqliteExportReader:
 
         return TableScan(new, self._pages(rows_sql, (floor,), shape))
 
+    async def _tops(self) -> tuple[int, int]:
+        """The highest rowids of ``history_entry_rows`` and ``history_revisions`` in this snapshot."""
+
+        def read() -> tuple[int, int]:
+            row = self.conn.execute(
+                "SELECT (SELECT COALESCE(MAX(rowid), 0) FROM history_entry_rows), "
+                "(SELECT COALESCE(MAX(rowid), 0) FROM history_revisions)"
+            ).fetchone()
+            return int(row[0]), int(row[1])
+
+        return await self._call(read)
+
+    async def _scan_entries(self, position: JsonValue) -> TableScan:
+        """Messages inline in revisions above the last position, then entry rows above it that are no copies.
+
+        A copy (``copy_of``) repeats a message its revision holds inline, which this scan writes
+        from the revision; a copy whose revision was deleted is a copy no more. A position taken
+        before schema version 7 is an entry rowid: every inline message is newer than it.
+        """
+        rows_at, revisions_at = _pair(position, "rows", "revisions")
+        rows_top, revisions_top = await self._tops()
+        sql = (
+            "SELECT entry_id, entry_created_at, message FROM history_revisions "
+            "WHERE rowid > ? AND rowid <= ? AND message IS NOT NULL "
+            "UNION ALL SELECT id, created_at, message FROM history_entry_rows "
+            "WHERE rowid > ? AND rowid <= ? AND copy_of IS NULL"
+        )
+        params = (revisions_at, revisions_top, rows_at, rows_top)
+        return TableScan({"rows": rows_top, "revisions": revisions_top}, self._pages(sql, params, Page))
+
+    async def _scan_revisions(self, position: JsonValue) -> TableScan:
+        """Revisions above the last rowid position (revisions are a rowid table since schema version 7).
+
+        A position taken before that is an entry rowid (the revisions of then were found through
+        their entries): the migrated rows are read that way, every row written since is new.
+        """
+        _, top = await self._tops()
+        columns = "r.id, r.parent_id, r.entry_id, r.depth, r.created_at"
+        if isinstance(position, dict) or position is None:
+            at = _pair(position, "revisions", "revisions")[0]
+            sql = f"SELECT {columns} FROM history_revisions AS r WHERE r.rowid > ? AND r.rowid <= ?"
+            params: tuple[Any, ...] = (at, top)
+        else:
+            migrated = int(
+                await self._call(
+                    lambda: self._scalar(
+                        "SELECT COALESCE((SELECT value FROM repertory_meta WHERE key = 'revisions_migrated_v7'), 0)"
+                    )
+                )
+            )
+            sql = (
+                f"SELECT {columns} FROM history_revisions AS r JOIN history_entry_rows AS e ON e.id = r.entry_id "
+                "WHERE r.rowid <= ? AND e.rowid > ? "
+                f"UNION ALL SELECT {columns} FROM history_revisions AS r WHERE r.rowid > ? AND r.rowid <= ?"
+            )
+            params = (migrated, int(position) if isinstance(position, int) else 0, migrated, top)
+        return TableScan({"revisions": top}, self._pages(sql, params, Page))
+
     async def lineage(self, revision_id: str, stop: str | None) -> list[RevisionRow]:
         """One recursive query from ``revision_id`` back to (not including) ``stop``."""
         rows = await self._call(lambda: self.conn.execute(_LINEAGE, (revision_id, stop, stop)).fetchall())
@@ -193,19 +240,41 @@ class SqliteExportReader:
         return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     async def entries(self, entry_ids: Sequence[str]) -> list[tuple[str, int, str]]:
-        """Point reads by id, 500 to a statement."""
-        out: list[tuple[str, int, str]] = []
-        ids = list(entry_ids)
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            sql = f"SELECT id, created_at, message FROM history_entries WHERE id IN ({marks})"
+        """Point reads by id in ``history_entry_rows``, then one pass over the revisions for the rest.
 
-            def read(sql: str = sql, chunk: list[str] = chunk) -> list[Any]:
-                return self.conn.execute(sql, chunk).fetchall()
+        Revisions have no index on entry ids (a step would pay for it), so an entry held inline is
+        found by a scan; the exporter asks only for entries its own files lack (a fork's prefix it
+        never wrote), which is rare.
+        """
+        wanted = list(dict.fromkeys(entry_ids))
+        found: dict[str, tuple[str, int, str]] = {}
 
-            out.extend((r[0], r[1], r[2]) for r in await self._call(read))
-        return out
+        def read() -> None:
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                sql = f"SELECT id, created_at, message FROM history_entry_rows WHERE id IN ({marks})"
+                for r in self.conn.execute(sql, chunk):
+                    found[r[0]] = (r[0], r[1], r[2])
+            rest = [e for e in wanted if e not in found]
+            if rest:
+                sql = (
+                    "SELECT entry_id, entry_created_at, message FROM history_revisions "
+                    "WHERE message IS NOT NULL AND entry_id IN (SELECT value FROM json_each(?))"
+                )
+                for r in self.conn.execute(sql, (json.dumps(rest),)):
+                    found.setdefault(r[0], (r[0], r[1], r[2]))
+
+        await self._call(read)
+        return [found[e] for e in wanted if e in found]
+
+
+def _pair(position: JsonValue, first: str, second: str) -> tuple[int, int]:
+    """Two rowid positions from a scan's position: a dict of them, or a pre-version-7 int (the first; the second 0)."""
+    if isinstance(position, dict):
+        a, b = position.get(first, 0), position.get(second, 0)
+        return (a if isinstance(a, int) else 0), (b if isinstance(b, int) else 0)
+    return (position if isinstance(position, int) else 0), 0
 
 
 @reader_for.register

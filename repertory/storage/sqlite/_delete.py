@@ -1,8 +1,8 @@
 """``delete_sessions`` on SQLite: one write transaction (``BEGIN IMMEDIATE`` holds every other writer off).
 
-Which history stays follows ``repertory.storage.history_gc``: one recursive walk up from the
-deleted heads (by primary key), then the writers of what it reached (thread rows, by primary key)
-and the pins on it (``history_pins``, by primary key). Id lists travel as one JSON array
+Which history stays follows ``repertory.storage.history_gc`` (where a message is kept: ``_history``):
+one recursive walk up from the deleted heads (by primary key), then the writers of what it reached
+(thread rows, by primary key) and the pins on it (``history_pins``, by primary key). Id lists travel as one JSON array
 parameter each (``json_each``), so a tree of any size is one statement per table, never one per
 row nor a list of placeholders past SQLite's limit.
 """
@@ -27,7 +27,8 @@ WITH RECURSIVE reached(id) AS (
     UNION
     SELECT r.parent_id FROM history_revisions AS r JOIN reached ON r.id = reached.id WHERE r.parent_id IS NOT NULL
 )
-SELECT h.id, h.parent_id, h.entry_id, h.thread_id FROM history_revisions AS h JOIN reached ON h.id = reached.id
+SELECT h.id, h.parent_id, h.entry_id, h.thread_id, h.message IS NOT NULL, h.rowid
+FROM history_revisions AS h JOIN reached ON h.id = reached.id
 """
 
 
@@ -65,11 +66,32 @@ def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> Del
     # A revision with no writer predates the bookkeeping: nobody knows who needs it, so it stays.
     seeds = [row[0] for row in rows if row[3] is None or row[3] in alive or row[0] in pinned]
     plan = collectable(reached, seeds)
+    # A message lives with its revision (``_history``) or, once a second revision named its
+    # entry, in ``history_entry_rows``: that row goes only when a collected revision relied on it
+    # (one without its own message) and it is not marked shared. A kept copy of a collected
+    # revision's message is no longer a copy (an export then writes it).
+    doomed = set(plan.revisions)
+    relied = {row[2] for row in rows if row[0] in doomed and not row[4]}
+    inline = {row[2] for row in rows if row[0] in doomed and row[4]} & plan.entries
+    held_rows: set[str] = set()
+    if inline:
+        held_rows = {
+            r[0]
+            for r in conn.execute(
+                f"SELECT id FROM history_entry_rows WHERE id IN {_IDS}", (json.dumps(sorted(inline)),)
+            )
+        }
+    gone_rowids = [row[5] for row in rows if row[0] in doomed and row[4]]
+    if gone_rowids:
+        conn.execute(
+            f"UPDATE history_entry_rows SET copy_of = NULL WHERE copy_of IN {_IDS}", (json.dumps(gone_rowids),)
+        )
     revisions = _count(conn, f"DELETE FROM history_revisions WHERE id IN {_IDS}", json.dumps(plan.revisions))
-    entries = _count(
+    entries = len(inline - held_rows) + _count(
         conn,
-        f"DELETE FROM history_entries WHERE id IN {_IDS} AND id NOT IN (SELECT entry_id FROM history_shared_entries)",
-        json.dumps(sorted(plan.entries)),
+        f"DELETE FROM history_entry_rows WHERE id IN {_IDS} "
+        "AND id NOT IN (SELECT entry_id FROM history_shared_entries)",
+        json.dumps(sorted(plan.entries & relied)),
     )
     conn.execute(f"DELETE FROM history_pins WHERE thread_id IN {_IDS}", (ids,))
     counts = {

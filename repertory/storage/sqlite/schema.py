@@ -14,7 +14,7 @@ from repertory.errors import StoreError
 
 __all__ = ["SCHEMA_VERSION", "ensure_schema", "check_file"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Entries carry whole messages (often KBs), so they live in a rowid table: WITHOUT ROWID tables
 # spill rows over ~1 KB to overflow pages. Revisions, threads and runs are small and keyed by id.
@@ -143,6 +143,42 @@ _MIGRATIONS: dict[int, list[str]] = {
         """CREATE INDEX history_pins_by_thread ON history_pins (thread_id)""",
         """CREATE TABLE history_shared_entries (entry_id TEXT PRIMARY KEY) WITHOUT ROWID""",
         """CREATE INDEX memory_messages_by_thread ON memory_messages (thread_id)""",
+    ],
+    # A message lives in the row of the revision that first wrote it (issue 21): an ordinary step
+    # writes one history row (and one index entry, the id's) instead of an entry row, its id index
+    # and a revision row, and one statement less. ``history_entry_rows`` (the old
+    # ``history_entries``) keeps the messages written before this version and those a second
+    # revision came to name (a compaction re-adding the messages it keeps, a fork's first commit,
+    # a head move), which are found by entry id; ``copy_of`` is then the rowid of the revision
+    # holding the same message inline, so an export writes each entry once. ``history_entries``
+    # becomes a view over both, one row per entry, for whoever reads the table by its old name.
+    # Revisions become a rowid table (their rows now carry KBs) whose rowid is write order, which
+    # an export scans by; the rowid every row migrated here stopped at is kept in
+    # ``repertory_meta`` for positions an export took before the rebuild. Messages are not copied.
+    7: [
+        """ALTER TABLE history_entries RENAME TO history_entry_rows""",
+        """ALTER TABLE history_entry_rows ADD COLUMN copy_of INTEGER""",
+        """CREATE TABLE history_revisions_v7 (
+               id TEXT PRIMARY KEY,
+               parent_id TEXT,
+               entry_id TEXT NOT NULL,
+               depth INTEGER NOT NULL,
+               created_at INTEGER NOT NULL,
+               thread_id TEXT,
+               entry_created_at INTEGER,
+               message TEXT)""",
+        """INSERT INTO history_revisions_v7 (id, parent_id, entry_id, depth, created_at, thread_id)
+           SELECT r.id, r.parent_id, r.entry_id, r.depth, r.created_at, r.thread_id
+           FROM history_revisions AS r LEFT JOIN history_entry_rows AS e ON e.id = r.entry_id
+           ORDER BY e.rowid, r.depth""",
+        """DROP TABLE history_revisions""",
+        """ALTER TABLE history_revisions_v7 RENAME TO history_revisions""",
+        """INSERT OR REPLACE INTO repertory_meta (key, value)
+           SELECT 'revisions_migrated_v7', CAST(COALESCE(MAX(rowid), 0) AS TEXT) FROM history_revisions""",
+        """CREATE VIEW history_entries (id, created_at, message) AS
+           SELECT id, created_at, message FROM history_entry_rows WHERE copy_of IS NULL
+           UNION ALL
+           SELECT entry_id, entry_created_at, message FROM history_revisions WHERE message IS NOT NULL""",
     ],
 }
 

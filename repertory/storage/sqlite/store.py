@@ -44,13 +44,13 @@ from repertory.storage.history_gc import attach_point
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.queries import runs_query
 from repertory.storage.sqlite._delete import delete_sessions
+from repertory.storage.sqlite._history import INSERT_REVISIONS, history_rows, write_history
 from repertory.storage.sqlite._memory_tables import SqliteMemoryTables
 from repertory.storage.sqlite._time_tables import SqliteTimeTables
 from repertory.storage.sqlite._tree_tables import (
     INSERT_PIN,
     SqliteTreeTables,
     insert_events,
-    insert_rows,
     write_session,
     write_turn,
 )
@@ -58,7 +58,6 @@ from repertory.storage.sqlite.connection import Durability, connect, db_errors, 
 from repertory.storage.sqlite.schema import check_file, ensure_schema
 
 __all__ = [
-    "INSERT_ENTRIES",
     "INSERT_REVISIONS",
     "LINEAGE_SQL",
     "UPSERT_RUN",
@@ -72,15 +71,20 @@ __all__ = [
 # loop that runs exactly them: a benchmark that drifts from the store's SQL would measure nothing.
 
 LINEAGE_SQL = """
-WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
-    SELECT id, parent_id, entry_id, depth, created_at FROM history_revisions WHERE id = ?
+WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at, entry_created_at, message) AS (
+    SELECT id, parent_id, entry_id, depth, created_at, entry_created_at, message FROM history_revisions WHERE id = ?
     UNION ALL
-    SELECT r.id, r.parent_id, r.entry_id, r.depth, r.created_at
+    SELECT r.id, r.parent_id, r.entry_id, r.depth, r.created_at, r.entry_created_at, r.message
     FROM history_revisions AS r JOIN lineage AS l ON r.id = l.parent_id
 )
-SELECT l.id, l.parent_id, l.entry_id, l.depth, l.created_at, e.created_at, e.message
-FROM lineage AS l JOIN history_entries AS e ON e.id = l.entry_id
+SELECT l.id, l.parent_id, l.entry_id, l.depth, l.created_at,
+       COALESCE(l.entry_created_at, e.created_at), COALESCE(l.message, e.message)
+FROM lineage AS l LEFT JOIN history_entry_rows AS e ON l.message IS NULL AND e.id = l.entry_id
+WHERE l.message IS NOT NULL OR e.id IS NOT NULL
 """
+"""A revision's message is in its own row (``message``) or, when another revision named its entry
+first, in ``history_entry_rows``; a revision whose message is in neither is left out, as a lineage
+with a gap (``decode_lineage`` refuses it)."""
 
 UPSERT_RUN = """
 INSERT INTO runs (run_id, thread_id, status, updated_at, write_seq, token, state)
@@ -105,19 +109,6 @@ GUARD_READ = (
     "SELECT t.thread_id, t.head, r.status, r.token FROM (SELECT 1) "
     "LEFT JOIN threads AS t ON t.thread_id = ? LEFT JOIN runs AS r ON r.run_id = ?"
 )
-ENTRIES_HEAD = "INSERT OR IGNORE INTO history_entries (id, created_at, message)"
-REVISIONS_HEAD = "INSERT OR IGNORE INTO history_revisions (id, parent_id, entry_id, depth, created_at, thread_id)"
-
-INSERT_ENTRIES = "INSERT OR IGNORE INTO history_entries (id, created_at, message) VALUES (?, ?, ?)"
-SHARE_ENTRY_HEAD = "INSERT OR IGNORE INTO history_shared_entries (entry_id)"
-PIN_HEAD = "INSERT OR IGNORE INTO history_pins (revision_id, thread_id)"
-
-# ``thread_id`` is the revision's writer (``repertory.storage.history_gc``): a held revision keeps its own.
-INSERT_REVISIONS = (
-    "INSERT OR IGNORE INTO history_revisions (id, parent_id, entry_id, depth, created_at, thread_id) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
-)
-
 UPSERT_THREAD = """
 INSERT INTO threads (thread_id, head, created_at, updated_at) VALUES (?, ?, ?, ?)
 ON CONFLICT (thread_id) DO UPDATE SET head = excluded.head, updated_at = excluded.updated_at
@@ -311,8 +302,7 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         # Serialise before taking the write lock, so the lock is held for the statements alone.
         run_values = run_row(run)
         tid = thread.thread_id
-        entry_rows = [(e.id, e.created_at, e.message.model_dump_json()) for e in delta.entries]
-        rev_rows = [(r.id, r.parent_id, r.entry_id, r.depth, r.created_at, tid) for r in delta.revisions]
+        history_values = history_rows(history, delta, tid)
         head_row: tuple[str | int | None, ...]
         if base_revision_id is None:
             head_sql, head_row = FIRST_HEAD, (tid, thread.history_revision_id, thread.created_at, thread.updated_at)
@@ -332,10 +322,7 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
                 check_stored_state(run, thread, base_revision_id, head, found is not None, status, redeem_token, token)
             # Sharing is recorded where it is created (``history_gc``); a step that shares nothing,
             # the usual case, writes no row more than before.
-            if entry_rows and insert_rows(conn, ENTRIES_HEAD, 3, entry_rows) < len(entry_rows):
-                insert_rows(conn, SHARE_ENTRY_HEAD, 1, [(row[0],) for row in entry_rows])
-            if rev_rows and insert_rows(conn, REVISIONS_HEAD, 6, rev_rows) < len(rev_rows):
-                insert_rows(conn, PIN_HEAD, 2, [(row[0], tid) for row in rev_rows])
+            write_history(conn, history_values, tid)
             if joined is not None:
                 conn.execute(INSERT_PIN, (joined, tid))
             # The run before the head: a refused head is then read as it was stored (the guards' order).
@@ -357,23 +344,14 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         self._check_open()
         with db_errors("move_head"):
             delta = plan_head_move(history, thread_id, self._holds)
-        entry_rows = [(e.id, e.created_at, e.message.model_dump_json()) for e in delta.entries]
-        rev_rows = [(r.id, r.parent_id, r.entry_id, r.depth, r.created_at) for r in delta.revisions]
+        # A head move's revisions have no writer: no deletion collects them (``history_gc``).
+        history_values = history_rows(history, delta, None)
         head, at = history.revision_id, now_ms()
 
         def apply(conn: sqlite3.Connection) -> None:
             row = conn.execute("SELECT head FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
             check_head_move(thread_id, base_revision_id, row is not None, None if row is None else row[0])
-            if entry_rows:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO history_entries (id, created_at, message) VALUES (?, ?, ?)", entry_rows
-                )
-            if rev_rows:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO history_revisions (id, parent_id, entry_id, depth, created_at) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    rev_rows,
-                )
+            write_history(conn, history_values, None)
             conn.execute("UPDATE threads SET head = ?, updated_at = ? WHERE thread_id = ?", (head, at, thread_id))
 
         await self._write("move_head", apply)

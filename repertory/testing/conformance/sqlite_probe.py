@@ -35,14 +35,14 @@ class SqliteProbe:
         return self.store.writer_connection
 
     async def count_history_rows(self) -> tuple[int, int]:
-        """Rows of ``history_entries`` and ``history_revisions``."""
+        """Rows of ``history_entries`` (a view: a message inline or in a row of its own) and ``history_revisions``."""
         row = self._conn.execute(
             "SELECT (SELECT count(*) FROM history_entries), (SELECT count(*) FROM history_revisions)"
         ).fetchone()
         return int(row[0]), int(row[1])
 
     async def holds_history_entry(self, entry_id: str) -> bool:
-        """Whether ``history_entries`` has the row."""
+        """Whether ``history_entries`` (the view over both places a message is kept) has the row."""
         return self._conn.execute("SELECT 1 FROM history_entries WHERE id = ?", (entry_id,)).fetchone() is not None
 
     @contextlib.asynccontextmanager
@@ -55,10 +55,13 @@ class SqliteProbe:
             # "(" per row after VALUES.
             text = _LITERAL.sub("''", " ".join(statement.split())).upper()
             rows = text.partition(" VALUES ")[2].count("(")
-            if text.startswith("INSERT") and " INTO HISTORY_ENTRIES " in text:
+            # A revision row that carries its message writes its entry too (``sqlite._history``).
+            if text.startswith("INSERT") and " INTO HISTORY_ENTRY_ROWS " in text:
                 writes.entries += rows
             elif text.startswith("INSERT") and " INTO HISTORY_REVISIONS " in text:
                 writes.revisions += rows
+                if "MESSAGE)" in text.partition(" VALUES ")[0]:
+                    writes.entries += rows
 
         self._conn.set_trace_callback(trace)
         try:
