@@ -1,10 +1,10 @@
 """``delete_sessions`` on SQLite: one write transaction (``BEGIN IMMEDIATE`` holds every other writer off).
 
-Which history stays follows ``repertory.storage.history_gc`` (where a message is kept: ``_history``):
-one recursive walk up from the deleted heads (by primary key), then the writers of what it reached
-(thread rows, by primary key) and the pins on it (``history_pins``, by primary key). Id lists travel as one JSON array
-parameter each (``json_each``), so a tree of any size is one statement per table, never one per
-row nor a list of placeholders past SQLite's limit.
+Which history stays follows ``repertory.storage.history_gc`` (where a message is kept:
+``_history``): one recursive walk up from the deleted heads (by primary key), then the writers of
+what it reached (thread rows, by primary key) and the pins on it (``history_pins``, by primary
+key). Id lists travel as one JSON array parameter each (``json_each``), so a tree of any size is
+one statement per table, never one per row nor a list of placeholders past SQLite's limit.
 """
 
 from __future__ import annotations

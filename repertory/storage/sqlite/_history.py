@@ -53,7 +53,7 @@ class HistoryRows:
     inline: list[tuple[Any, ...]]
     """Revisions that carry their message (every revision of a step)."""
     plain: list[tuple[Any, ...]]
-    """Revisions naming an entry another revision names: their message is in ``entries``."""
+    """Revisions of a commit that does not grow from its base: their messages are in ``entries``."""
     entries: list[tuple[str, int, str]]
     """``history_entry_rows`` rows for ``plain``'s entries."""
     holders: list[str]
