@@ -20,8 +20,9 @@ from repertory import MessageHistory, ModelMessage
 from repertory.core.tree import SessionRecord
 from repertory.storage import SqliteSessionStore
 from repertory.storage.export import export_parquet, reader_for
-from repertory.storage.sqlite.schema import _MIGRATIONS, SCHEMA_VERSION
+from repertory.storage.sqlite.schema import SCHEMA_VERSION
 from tests.records import commit, history_of
+from tests.test_sqlite_migration import write_old_history
 
 
 def _rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -129,21 +130,7 @@ def _v6_file(path: Path) -> MessageHistory:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("BEGIN")
-        for version in range(1, 7):
-            for statement in _MIGRATIONS[version]:
-                conn.execute(statement)
-        conn.execute("INSERT INTO repertory_meta (key, value) VALUES ('schema_version', '6')")
-        for entry in history.entries:
-            conn.execute(
-                "INSERT INTO history_entries (id, created_at, message) VALUES (?, ?, ?)",
-                (entry.id, entry.created_at, entry.message.model_dump_json()),
-            )
-        for rev in history.revisions:
-            conn.execute(
-                "INSERT INTO history_revisions (id, parent_id, entry_id, depth, created_at, thread_id) "
-                "VALUES (?, ?, ?, ?, ?, 't')",
-                (rev.id, rev.parent_id, rev.entry_id, rev.depth, rev.created_at),
-            )
+        write_old_history(conn, 6, history, writer="t")
         conn.execute("INSERT INTO threads VALUES ('t', ?, 1, 1)", (history.revision_id,))
         conn.execute("COMMIT")
     finally:

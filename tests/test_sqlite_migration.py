@@ -34,6 +34,37 @@ def schema_version(path: Path) -> str:
     return str(row[0])
 
 
+def write_old_history(
+    conn: sqlite3.Connection, version: int, history: MessageHistory, writer: str | None = None
+) -> None:
+    """In the caller's transaction: the schema of ``version`` from its own migrations, then ``history``'s rows.
+
+    Entries and revisions go in with raw SQL as that version's store wrote them; ``writer`` is the
+    revisions' ``thread_id`` (version 6 and later).
+    """
+    for target in range(1, version + 1):
+        for statement in _MIGRATIONS[target]:
+            conn.execute(statement)
+    conn.execute("INSERT INTO repertory_meta (key, value) VALUES ('schema_version', ?)", (str(version),))
+    for entry in history.entries:
+        conn.execute(
+            "INSERT INTO history_entries (id, created_at, message) VALUES (?, ?, ?)",
+            (entry.id, entry.created_at, entry.message.model_dump_json()),
+        )
+    for rev in history.revisions:
+        row = (rev.id, rev.parent_id, rev.entry_id, rev.depth, rev.created_at)
+        if writer is None:
+            conn.execute(
+                "INSERT INTO history_revisions (id, parent_id, entry_id, depth, created_at) VALUES (?, ?, ?, ?, ?)", row
+            )
+        else:
+            conn.execute(
+                "INSERT INTO history_revisions (id, parent_id, entry_id, depth, created_at, thread_id) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (*row, writer),
+            )
+
+
 def write_v1_file(path: Path, *, extra: Sequence[str] = ()) -> tuple[RunState, ThreadState, MessageHistory]:
     """A version-1 database holding one thread ``t`` (two messages) and one run ``r`` on it."""
     history = history_of("hello from v1", "ünïcödé 🎉")
@@ -50,19 +81,7 @@ def write_v1_file(path: Path, *, extra: Sequence[str] = ()) -> tuple[RunState, T
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("BEGIN")
-        for statement in _MIGRATIONS[1]:
-            conn.execute(statement)
-        conn.execute("INSERT INTO repertory_meta (key, value) VALUES ('schema_version', '1')")
-        for entry in history.entries:
-            conn.execute(
-                "INSERT INTO history_entries (id, created_at, message) VALUES (?, ?, ?)",
-                (entry.id, entry.created_at, entry.message.model_dump_json()),
-            )
-        for rev in history.revisions:
-            conn.execute(
-                "INSERT INTO history_revisions (id, parent_id, entry_id, depth, created_at) VALUES (?, ?, ?, ?, ?)",
-                (rev.id, rev.parent_id, rev.entry_id, rev.depth, rev.created_at),
-            )
+        write_old_history(conn, 1, history)
         conn.execute(
             "INSERT INTO threads (thread_id, head, created_at, updated_at) VALUES (?, ?, ?, ?)",
             (thread.thread_id, thread.history_revision_id, thread.created_at, thread.updated_at),
