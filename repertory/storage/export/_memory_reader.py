@@ -1,13 +1,15 @@
 """The export reader of ``InMemorySessionStore``: its ``snapshot()``, a copy taken in one synchronous step.
 
-Positions: entries and revisions are only ever added and dicts keep insertion order, so a position
-is a count; events are counted per session; runs carry a write sequence number. Threads, sessions
-and turns have no change marker in memory, so each scan reads them all and flags every row for
-re-reading: the exporter's fingerprints then write only the rows that changed.
+Positions: entries, revisions and events carry the number the store gave each when it wrote it
+(``MemorySnapshot``), so a position is the highest number seen and a deletion, which leaves gaps,
+never moves one; runs carry a write sequence number. Threads, sessions and turns have no change
+marker in memory, so each scan reads them all and flags every row for re-reading: the exporter's
+fingerprints then write only the rows that changed.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
@@ -28,6 +30,11 @@ def _dump(value: Any) -> str:
 async def _one(page: Page) -> AsyncIterator[Page]:
     if page.rows:
         yield page
+
+
+def _top(numbers: list[int], position: int) -> int:
+    """The position after a scan of ascending ``numbers``: the last of them, never below the one before."""
+    return max(numbers[-1], position) if numbers else position
 
 
 def _revision(raw: str) -> RevisionRow:
@@ -55,6 +62,9 @@ class MemoryExportReader:
         self._sessions = snap.sessions
         self._turns = snap.turns
         self._events = snap.events
+        self._entry_numbers = snap.entry_numbers
+        self._revision_numbers = snap.revision_numbers
+        self._event_numbers = snap.event_numbers
         return self
 
     async def __aexit__(
@@ -68,29 +78,32 @@ class MemoryExportReader:
 
     async def scan(self, table: str, position: JsonValue) -> TableScan:
         """Rows past the position (entries, revisions, events, runs) or every row (the rest)."""
+        after = position if isinstance(position, int) else 0
         if table == "entries":
-            start = position if isinstance(position, int) else 0
             rows: list[RawRow] = []
+            start = bisect.bisect_right(self._entry_numbers, after)
             for eid, raw in self._entries[start:]:
                 entry = json.loads(raw)
                 rows.append((eid, entry["created_at"], _dump(entry["message"])))
-            return TableScan(len(self._entries), _one(Page(rows)))
+            return TableScan(_top(self._entry_numbers, after), _one(Page(rows)))
         if table == "revisions":
-            start = position if isinstance(position, int) else 0
-            return TableScan(len(self._revisions), _one(Page([_revision(raw) for _, raw in self._revisions[start:]])))
+            start = bisect.bisect_right(self._revision_numbers, after)
+            rows = [_revision(raw) for _, raw in self._revisions[start:]]
+            return TableScan(_top(self._revision_numbers, after), _one(Page(rows)))
         if table == "events":
-            seen: dict[str, Any] = position if isinstance(position, dict) else {}
             rows = []
+            top = after
             for sid, events in self._events.items():
-                for raw in events[int(seen.get(sid, 0)) :]:
+                numbers = self._event_numbers[sid]
+                for raw in events[bisect.bisect_right(numbers, after) :]:
                     e = json.loads(raw)
                     rows.append((sid, e["seq"], e["submission_id"], e["type"], e["at"], _dump(e["data"])))
-            return TableScan({sid: len(ev) for sid, ev in self._events.items()}, _one(Page(rows)))
+                top = _top(numbers, top)
+            return TableScan(top, _one(Page(rows)))
         if table == "runs":
-            start = position if isinstance(position, int) else 0
-            rows = [(rid, raw) for rid, seq, _, raw in self._runs if seq > start]
-            top = max((seq for _, seq, _, _ in self._runs), default=start)
-            return TableScan(max(top, start), _one(Page(rows)))
+            rows = [(rid, raw) for rid, seq, _, raw in self._runs if seq > after]
+            top = max((seq for _, seq, _, _ in self._runs), default=after)
+            return TableScan(max(top, after), _one(Page(rows)))
         if table == "threads":
             rows = []
             for tid, raw in self._threads:

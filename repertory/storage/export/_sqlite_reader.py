@@ -2,9 +2,13 @@
 
 Positions, per table:
 
-- ``events`` and ``revisions`` are rowid tables that are only ever inserted into, and SQLite gives
-  a new row a rowid above every committed one (writers are serialised), so "rowid above the last
-  position" is exact.
+- ``events`` and ``revisions`` are rowid tables, and SQLite gives a new row a rowid one above the
+  largest committed one (writers are serialised), so "rowid above the last position" is exact
+  until a deletion takes a table's newest rows and the next rows reuse their rowids. Each such
+  deletion records the rowid its table fell back to (``rowid_fallbacks``, schema version 8); a
+  position carries the number of the last deletion it saw (``deletions``) and the next scan starts
+  at the lowest fallback recorded after it, where every row is new (the deletion took every row
+  above it).
 - ``entries`` are kept in two places (``repertory.storage.sqlite._history``): inline in the
   revision that wrote them, and in ``history_entry_rows``; the position is a rowid for each.
 - ``runs``, ``threads``, ``sessions`` and ``turns`` change in place and carry only clocks
@@ -24,6 +28,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -47,6 +52,9 @@ WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
 )
 SELECT id, parent_id, entry_id, depth, created_at FROM lineage
 """
+
+_ROWID_TABLES = ("events", "history_revisions", "history_entry_rows")
+_TOPS = "SELECT " + ", ".join(f"(SELECT COALESCE(MAX(rowid), 0) FROM {t})" for t in _ROWID_TABLES)
 
 # table -> (its highest clock, its rows above ``?`` with the clock as last column, clock units per millisecond)
 _CLOCKED: dict[str, tuple[str, str, int]] = {
@@ -155,14 +163,15 @@ class SqliteExportReader:
             return await self._scan_entries(position)
         if table == "revisions":
             return await self._scan_revisions(position)
-        prev = int(position) if isinstance(position, int) else 0
         if table == "events":
-            top = int(await self._call(lambda: self._scalar("SELECT COALESCE(MAX(rowid), 0) FROM events")))
+            marks = await self._marks(position)
+            at, top = marks.start("events", _pair(position, "events", "events")[0]), marks.tops["events"]
             sql = (
                 "SELECT session_id, seq, submission_id, type, at, data FROM events "
                 "WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
             )
-            return TableScan(top, self._pages(sql, (prev, top), lambda rows: Page(rows)))
+            return TableScan(marks.position(events=top), self._pages(sql, (at, top), lambda rows: Page(rows)))
+        prev = int(position) if isinstance(position, int) else 0
         top_sql, rows_sql, per_ms = _CLOCKED[table]
         top = await self._call(lambda: self._scalar(top_sql))
         new = max(prev, int(top or 0))
@@ -175,15 +184,18 @@ class SqliteExportReader:
 
         return TableScan(new, self._pages(rows_sql, (floor,), shape))
 
-    async def _tops(self) -> tuple[int, int]:
-        """The highest rowids of ``history_entry_rows`` and ``history_revisions`` in this snapshot."""
+    async def _marks(self, position: JsonValue) -> _Marks:
+        """The rowid tables' tops in this snapshot, and where they fell back since ``position``'s last deletion."""
+        seen = position.get("deletions", 0) if isinstance(position, dict) else 0
 
-        def read() -> tuple[int, int]:
-            row = self.conn.execute(
-                "SELECT (SELECT COALESCE(MAX(rowid), 0) FROM history_entry_rows), "
-                "(SELECT COALESCE(MAX(rowid), 0) FROM history_revisions)"
-            ).fetchone()
-            return int(row[0]), int(row[1])
+        def read() -> _Marks:
+            tops = dict(zip(_ROWID_TABLES, (int(v) for v in self.conn.execute(_TOPS).fetchone()), strict=True))
+            last = int(self._scalar("SELECT COALESCE(MAX(seq), 0) FROM rowid_fallbacks"))
+            fell = self.conn.execute(
+                "SELECT tbl, MIN(fell_to) FROM rowid_fallbacks WHERE seq > ? GROUP BY tbl",
+                (seen if isinstance(seen, int) else 0,),
+            )
+            return _Marks(tops, {t: int(v) for t, v in fell}, last)
 
         return await self._call(read)
 
@@ -194,8 +206,13 @@ class SqliteExportReader:
         from the revision; a copy whose revision was deleted is a copy no more. A position taken
         before schema version 7 is an entry rowid: every inline message is newer than it.
         """
+        marks = await self._marks(position)
         rows_at, revisions_at = _pair(position, "rows", "revisions")
-        rows_top, revisions_top = await self._tops()
+        rows_at, revisions_at = (
+            marks.start("history_entry_rows", rows_at),
+            marks.start("history_revisions", revisions_at),
+        )
+        rows_top, revisions_top = marks.tops["history_entry_rows"], marks.tops["history_revisions"]
         sql = (
             "SELECT entry_id, entry_created_at, message FROM history_revisions "
             "WHERE rowid > ? AND rowid <= ? AND message IS NOT NULL "
@@ -203,18 +220,20 @@ class SqliteExportReader:
             "WHERE rowid > ? AND rowid <= ? AND copy_of IS NULL"
         )
         params = (revisions_at, revisions_top, rows_at, rows_top)
-        return TableScan({"rows": rows_top, "revisions": revisions_top}, self._pages(sql, params, Page))
+        return TableScan(marks.position(rows=rows_top, revisions=revisions_top), self._pages(sql, params, Page))
 
     async def _scan_revisions(self, position: JsonValue) -> TableScan:
         """Revisions above the last rowid position (revisions are a rowid table since schema version 7).
 
         A position taken before that is an entry rowid (the revisions of then were found through
-        their entries): the migrated rows are read that way, every row written since is new.
+        their entries): the migrated rows are read that way, every row written since is new. A row
+        both ways finds (a deletion fell below the migrated rows) is read once (``UNION``).
         """
-        _, top = await self._tops()
+        marks = await self._marks(position)
+        top = marks.tops["history_revisions"]
         columns = "r.id, r.parent_id, r.entry_id, r.depth, r.created_at"
         if isinstance(position, dict) or position is None:
-            at = _pair(position, "revisions", "revisions")[0]
+            at = marks.start("history_revisions", _pair(position, "revisions", "revisions")[0])
             sql = f"SELECT {columns} FROM history_revisions AS r WHERE r.rowid > ? AND r.rowid <= ?"
             params: tuple[Any, ...] = (at, top)
         else:
@@ -228,10 +247,11 @@ class SqliteExportReader:
             sql = (
                 f"SELECT {columns} FROM history_revisions AS r JOIN history_entry_rows AS e ON e.id = r.entry_id "
                 "WHERE r.rowid <= ? AND e.rowid > ? "
-                f"UNION ALL SELECT {columns} FROM history_revisions AS r WHERE r.rowid > ? AND r.rowid <= ?"
+                f"UNION SELECT {columns} FROM history_revisions AS r WHERE r.rowid > ? AND r.rowid <= ?"
             )
-            params = (migrated, int(position) if isinstance(position, int) else 0, migrated, top)
-        return TableScan({"revisions": top}, self._pages(sql, params, Page))
+            since = marks.start("history_revisions", migrated)
+            params = (migrated, int(position) if isinstance(position, int) else 0, since, top)
+        return TableScan(marks.position(revisions=top), self._pages(sql, params, Page))
 
     async def lineage(self, revision_id: str, stop: str | None) -> list[RevisionRow]:
         """One recursive query from ``revision_id`` back to (not including) ``stop``."""
@@ -267,6 +287,23 @@ class SqliteExportReader:
 
         await self._call(read)
         return [found[e] for e in wanted if e in found]
+
+
+@dataclass(frozen=True, slots=True)
+class _Marks:
+    """One snapshot's rowid tops, the lowest rowid each table fell back to since a position, the last deletion."""
+
+    tops: dict[str, int]
+    fell: dict[str, int]
+    deletions: int
+
+    def start(self, table: str, at: int) -> int:
+        """Where a scan of ``table`` positioned at rowid ``at`` resumes: below a fallback since."""
+        return min(at, self.fell.get(table, at))
+
+    def position(self, **rowids: int) -> JsonValue:
+        """A scan's new position: its rowids and the last deletion this snapshot holds."""
+        return {**rowids, "deletions": self.deletions}
 
 
 def _pair(position: JsonValue, first: str, second: str) -> tuple[int, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 
@@ -40,6 +41,10 @@ class MemoryTreeTables:
         self._turns: dict[str, str] = {}
         self._session_turns: dict[str, list[str]] = {}
         self._events: dict[str, list[str]] = {}
+        # Every event, entry and revision gets a number when it is written, from one counter that
+        # never goes back (a deletion leaves a gap): an export's position (``MemorySnapshot``).
+        self._born = itertools.count(1)
+        self._event_born: dict[str, list[int]] = {}
         # revision id -> threads whose lineage joins it there (``repertory.storage.history_gc``)
         self._pins: dict[str, set[str]] = {}
 
@@ -84,6 +89,7 @@ class MemoryTreeTables:
                 self._turns.pop(submission_id, None)
                 turns += 1
             events += len(self._events.pop(sid, []))
+            self._event_born.pop(sid, None)
         return sessions, turns, events
 
     async def amend_session(
@@ -281,6 +287,7 @@ class MemoryTreeTables:
     def _write_events(self, rows: list[tuple[str, str]]) -> None:
         for sid, raw in rows:
             self._events.setdefault(sid, []).append(raw)
+            self._event_born.setdefault(sid, []).append(next(self._born))
 
     async def append_events(self, events: Sequence[SessionEvent]) -> None:
         """Append gap-free events, all or nothing."""

@@ -50,8 +50,10 @@ _ENTRY = TypeAdapter(HistoryEntry)
 class MemorySnapshot:
     """Copies of every row of an in-memory store at one moment, as the store keeps them (JSON text).
 
-    Lists keep insertion order, which is the only change marker memory has: entries and revisions
-    are only ever added, so a count is a position.
+    Lists keep insertion order. Every entry, revision and event was numbered when it was written,
+    from one counter: the numbers are that order's change marker (an export's position), and a
+    deletion, which leaves gaps among them, never moves one (a count or a list offset would be
+    moved by it, and an export resuming there would skip rows).
     """
 
     entries: list[tuple[str, str]]
@@ -68,6 +70,12 @@ class MemorySnapshot:
     """``(submission_id, TurnRecord JSON)``."""
     events: dict[str, list[str]]
     """session_id -> its ``SessionEvent`` JSON, in ``seq`` order."""
+    entry_numbers: list[int]
+    """The number of each of ``entries``, in the same order (ascending)."""
+    revision_numbers: list[int]
+    """The number of each of ``revisions``, in the same order (ascending)."""
+    event_numbers: dict[str, list[int]]
+    """session_id -> the number of each of its ``events``, in the same order (ascending)."""
 
 
 class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, StoreAliases):
@@ -78,6 +86,8 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         self._threads: dict[str, str] = {}
         self._revisions: dict[str, str] = {}
         self._entries: dict[str, str] = {}
+        self._entry_born: dict[str, int] = {}  # entry id -> its number (``MemorySnapshot``)
+        self._revision_born: dict[str, int] = {}
         self._seq = itertools.count(1)
         self._closed = False
         self._writers: dict[str, str] = {}  # revision id -> the thread whose commit first wrote it
@@ -200,17 +210,15 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         for eid, raw in new_entries:
             if hook is not None:
                 hook("history_entries", eid)
-            if eid in self._entries:
+            if not self._add_entry(eid, raw):
                 self._shared_entries.add(eid)
-            self._entries.setdefault(eid, raw)
         for rid, raw in new_revs:
             if hook is not None:
                 hook("history_revisions", rid)
-            if rid in self._revisions:
-                self._pins.setdefault(rid, set()).add(tid)  # walked but held: someone else's
-            else:
+            if self._add_revision(rid, raw):
                 self._writers[rid] = tid
-            self._revisions.setdefault(rid, raw)
+            else:
+                self._pins.setdefault(rid, set()).add(tid)  # walked but held: someone else's
         joined = attach_point(delta.revisions, history.revision_id, base_revision_id)
         if joined is not None:
             self._pins.setdefault(joined, set()).add(tid)
@@ -239,12 +247,28 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         for eid, entry_json in new_entries:
             if hook is not None:
                 hook("history_entries", eid)
-            self._entries.setdefault(eid, entry_json)
+            self._add_entry(eid, entry_json)
         for rid, rev_json in new_revs:
             if hook is not None:
                 hook("history_revisions", rid)
-            self._revisions.setdefault(rid, rev_json)
+            self._add_revision(rid, rev_json)
         self._threads[thread_id] = thread_json
+
+    def _add_entry(self, entry_id: str, raw: str) -> bool:
+        """Hold the entry unless it is held already (then ``False``); a new one gets its number."""
+        if entry_id in self._entries:
+            return False
+        self._entries[entry_id] = raw
+        self._entry_born[entry_id] = next(self._born)
+        return True
+
+    def _add_revision(self, revision_id: str, raw: str) -> bool:
+        """Hold the revision unless it is held already (then ``False``); a new one gets its number."""
+        if revision_id in self._revisions:
+            return False
+        self._revisions[revision_id] = raw
+        self._revision_born[revision_id] = next(self._born)
+        return True
 
     async def save(self, run: RunState) -> None:
         """Write the run row unconditionally."""
@@ -285,9 +309,11 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
             del self._runs[rid]
         for rid in plan.revisions:
             del self._revisions[rid]
+            del self._revision_born[rid]
             self._writers.pop(rid, None)
         for eid in entries:
-            self._entries.pop(eid, None)
+            if self._entries.pop(eid, None) is not None:
+                del self._entry_born[eid]
         for rid, threads in list(self._pins.items()):
             threads -= doomed
             if not threads:
@@ -321,11 +347,14 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         return MemorySnapshot(
             entries=list(self._entries.items()),
             revisions=list(self._revisions.items()),
+            entry_numbers=list(self._entry_born.values()),
+            revision_numbers=list(self._revision_born.values()),
             runs=[(rid, row[1], row[2], row[3]) for rid, row in self._runs.items()],
             threads=list(self._threads.items()),
             sessions=list(self._sessions.items()),
             turns=list(self._turns.items()),
             events={sid: list(rows) for sid, rows in self._events.items()},
+            event_numbers={sid: list(numbers) for sid, numbers in self._event_born.items()},
         )
 
     async def close(self) -> None:

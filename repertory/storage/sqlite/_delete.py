@@ -5,6 +5,11 @@ Which history stays follows ``repertory.storage.history_gc`` (where a message is
 what it reached (thread rows, by primary key) and the pins on it (``history_pins``, by primary
 key). Id lists travel as one JSON array parameter each (``json_each``), so a tree of any size is
 one statement per table, never one per row nor a list of placeholders past SQLite's limit.
+
+A deletion that takes a table's newest rows lowers its largest rowid, and SQLite numbers the next
+row from there: for the tables an export scans by rowid, the rowid each fell back to is recorded
+in ``rowid_fallbacks`` (schema version 8), so an export resumes below it. Two reads of a table's
+largest rowid each (the end of its rowid index) and a row only when it did fall back.
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ from repertory.storage.history_gc import collectable
 __all__ = ["delete_sessions"]
 
 _IDS = "(SELECT value FROM json_each(?))"
+
+_SCANNED_BY_ROWID = ("events", "history_revisions", "history_entry_rows")
+"""The tables ``repertory.storage.export._sqlite_reader`` reads by rowid."""
+_TOPS = "SELECT " + ", ".join(f"(SELECT COALESCE(MAX(rowid), 0) FROM {t})" for t in _SCANNED_BY_ROWID)
 
 # UNION, not UNION ALL: deleted threads that share a prefix walk it once.
 _REACHED = """
@@ -43,6 +52,7 @@ def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> Del
     if not gone:
         return DeletedRows()
     ids = json.dumps(gone)
+    tops = conn.execute(_TOPS).fetchone()
     heads = [
         r[0] for r in conn.execute(f"SELECT head FROM threads WHERE thread_id IN {_IDS} AND head IS NOT NULL", (ids,))
     ]
@@ -104,4 +114,11 @@ def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> Del
     }
     conn.execute(f"DELETE FROM threads WHERE thread_id IN {_IDS}", (ids,))
     sessions = _count(conn, f"DELETE FROM sessions WHERE session_id IN {_IDS}", ids)
+    fell = [
+        (t, after)
+        for t, before, after in zip(_SCANNED_BY_ROWID, tops, conn.execute(_TOPS).fetchone(), strict=True)
+        if after < before
+    ]
+    if fell:
+        conn.executemany("INSERT INTO rowid_fallbacks (tbl, fell_to) VALUES (?, ?)", fell)
     return DeletedRows(sessions=sessions, revisions=revisions, entries=entries, **counts)

@@ -14,7 +14,7 @@ from repertory.errors import StoreError
 
 __all__ = ["SCHEMA_VERSION", "ensure_schema", "check_file"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Entries carry whole messages (often KBs), so they live in a rowid table: WITHOUT ROWID tables
 # spill rows over ~1 KB to overflow pages. Revisions, threads and runs are small and keyed by id.
@@ -179,6 +179,17 @@ _MIGRATIONS: dict[int, list[str]] = {
            SELECT id, created_at, message FROM history_entry_rows WHERE copy_of IS NULL
            UNION ALL
            SELECT entry_id, entry_created_at, message FROM history_revisions WHERE message IS NOT NULL""",
+    ],
+    # SQLite gives a new row the rowid one above the table's largest, so a deletion that takes a
+    # table's newest rows lets the next rows reuse rowids an export has already passed. Each such
+    # deletion records here the rowid its table fell back to, numbered (``seq``, never deleted
+    # from, so never reused); an export's position carries the last number it saw and resumes
+    # from the lowest fallback recorded since (``repertory.storage.export._sqlite_reader``).
+    8: [
+        """CREATE TABLE rowid_fallbacks (
+               seq INTEGER PRIMARY KEY,
+               tbl TEXT NOT NULL,
+               fell_to INTEGER NOT NULL)""",
     ],
 }
 
