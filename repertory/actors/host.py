@@ -49,7 +49,6 @@ from repertory.runtime.actor import IfBusy
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.host import LocalHost, MemoryFactory
-from repertory.runtime.results import turn_result
 from repertory.tracing import configure_from_env
 from repertory.tree.agent_specs import AgentSpec, resolve_agents
 from repertory.tree.delegation import TreeServices
@@ -296,9 +295,7 @@ class SessionHost:
     ) -> RunResult:
         """Queue a turn, wait for it to rest and return its result: ``handle.run()`` in one call."""
         host = await self._ready()
-        turn = await host.send(session_id, message, kind, "enqueue", output_type, submission_id)
-        await host.wait_turn(session_id, turn.submission_id)
-        return await turn_result(host.store, host.output_type_for, session_id, turn.submission_id, output_type)
+        return await host.run_turn(session_id, message, kind, output_type, submission_id)
 
     async def run_turns(
         self, client_id: str, batch: list[tuple[str, ModelMessage, TurnKind, type[BaseModel] | None, str]]
@@ -331,8 +328,7 @@ class SessionHost:
         host = await self._ready()
         outcome: RunResult | BaseException
         try:
-            await host.wait_turn(session_id, submission_id)
-            outcome = await turn_result(host.store, host.output_type_for, session_id, submission_id, output_type)
+            outcome = await host.turn_outcome(session_id, submission_id, output_type)
         except Exception as exc:
             outcome = exc
         self._channels.result(client_id, submission_id, outcome)

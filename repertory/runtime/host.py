@@ -443,19 +443,35 @@ class LocalHost:
         return await actor.compact()
 
     async def run_turn(
-        self, session_id: str, message: ModelMessage, kind: TurnKind, output_type: type[BaseModel] | None
+        self,
+        session_id: str,
+        message: ModelMessage,
+        kind: TurnKind,
+        output_type: type[BaseModel] | None,
+        submission_id: str | None = None,
     ) -> RunResult:
-        """Queue a turn behind any running one, wait until it rests, and return its result (``handle.run()``)."""
-        turn = await self.send(session_id, message, kind, "enqueue", output_type)
+        """Queue a turn behind any running one, wait until it rests, and return its result (``handle.run()``).
+
+        ``submission_id`` makes the call safe to repeat (a Ray host retried by its client): a
+        repeat finds the turn queued already and returns its result.
+        """
+        turn = await self.send(session_id, message, kind, "enqueue", output_type, submission_id)
+        return await self.turn_outcome(session_id, turn.submission_id, output_type)
+
+    async def turn_outcome(self, session_id: str, submission_id: str, output_type: type[BaseModel] | None) -> RunResult:
+        """Wait until the turn rests and return its result.
+
+        The actor that drove it holds the result it committed: reading the turn, its run and the
+        session back would cost three statements a turn. A failed or cancelled turn, or one another
+        actor finished (or a repeat asks after the first took it), is read from the store, which
+        says how it ended.
+        """
         actor = await self.actor(session_id)
-        await actor.wait_turn(turn.submission_id)
-        # The actor that drove it holds the result it committed: reading the turn, its run and
-        # the session back would cost three statements a turn. A failed or cancelled turn, or one
-        # another actor finished, is read from the store, which says how it ended.
-        held = actor.take_outcome(turn.submission_id)
+        await actor.wait_turn(submission_id)
+        held = actor.take_outcome(submission_id)
         if held is not None:
             return held
-        return await turn_result(self.store, self.output_type_for, session_id, turn.submission_id, output_type)
+        return await turn_result(self.store, self.output_type_for, session_id, submission_id, output_type)
 
     async def decide(self, session_id: str, decision: Decision, principal: Principal) -> RunResult:
         """Approve, reject or resume the session's suspended run, in mailbox order."""
