@@ -35,6 +35,7 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 from repertory.actors._coalesce import Coalescer
 from repertory.actors._feeds import Feed, Subscription
 from repertory.actors._runs import RunBatcher
+from repertory.actors._wire import decode_result, encode_request
 from repertory.actors.host import shared_host_index
 from repertory.actors.supervisor import dedicated_host_name, shared_host_name
 from repertory.core.decisions import Decision
@@ -316,8 +317,16 @@ class RayHostClient:
     async def run_turn_direct(
         self, session_id: str, message: ModelMessage, kind: TurnKind, output_type: type[BaseModel] | None
     ) -> RunResult:
-        """Send and wait in one Ray call (retried safely: the submission id dedupes the send)."""
-        result: RunResult = await self._call(session_id, "run_turn", session_id, message, kind, output_type, new_id())
+        """Send and wait in one Ray call (retried safely: the submission id dedupes the send).
+
+        Without an output type the call's request and result travel as text (``_wire``).
+        """
+        result: RunResult
+        if output_type is None:
+            request = encode_request(session_id, message, kind, new_id())
+            result = decode_result(await self._call(session_id, "run_turn_text", request))
+        else:
+            result = await self._call(session_id, "run_turn", session_id, message, kind, output_type, new_id())
         await self._flush(session_id)
         return result
 

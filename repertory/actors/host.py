@@ -31,6 +31,7 @@ from pydantic import BaseModel, JsonValue
 
 from repertory.actors._channels import KEEPALIVE_SECONDS, Channels, Item
 from repertory.actors._tree import HostTree
+from repertory.actors._wire import decode_request, encode_result
 from repertory.core.decisions import Decision
 from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal
@@ -296,6 +297,12 @@ class SessionHost:
         """Queue a turn, wait for it to rest and return its result: ``handle.run()`` in one call."""
         host = await self._ready()
         return await host.run_turn(session_id, message, kind, output_type, submission_id)
+
+    async def run_turn_text(self, request: str) -> str | RunResult:
+        """``run_turn`` without an output type, its arguments and result as text (``repertory.actors._wire``)."""
+        session_id, message, kind, submission_id = decode_request(request)
+        host = await self._ready()
+        return encode_result(await host.run_turn(session_id, message, kind, None, submission_id))
 
     async def run_turns(
         self, client_id: str, batch: list[tuple[str, ModelMessage, TurnKind, type[BaseModel] | None, str]]
