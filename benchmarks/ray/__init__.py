@@ -23,8 +23,9 @@ is the product's own code.
    sessions, through Ray and on the local backend (same store, same agent), split into ``send()``
    (durable turn row) and ``result()`` (``wait_turn``, then three reads of the client's own store
    connection). Beside it: a bare Ray round trip (``host.ping``: the floor of one hop), the one-hop
-   prototype (send, wait and read the reply in the host: one Ray call per turn), and ``send()`` of
-   a turn that only queues (its session busy) next to one whose turn starts at once.
+   prototype (send, wait and read the reply in the host: one Ray call per turn), ``run_turn``
+   timed inside the host (a turn's own work there, without the call), and ``send()`` of a turn
+   that only queues (its session busy) next to one whose turn starts at once.
 2. Turns/s per host under load: N sessions each run T turns one after another, all N at once, three
    ways: ``handle.run`` (the product path: concurrent runs queued in batches, one Ray call per batch,
    results back on the client's event channel), the same

@@ -123,6 +123,13 @@ class BenchHost(SessionHost):
         run = await host.store.load_run(turn.run_id) if turn is not None else None
         return run.result if run is not None and isinstance(run.result, str) else None
 
+    async def bench_timed_run(self, session_id: str, message: ModelMessage, submission_id: str) -> float:
+        """``LocalHost.run_turn`` timed inside the host: seconds of a turn's own work, without the Ray call."""
+        host = await self.local_host()
+        t0 = time.perf_counter()
+        await host.run_turn(session_id, message, "message", None, submission_id)
+        return time.perf_counter() - t0
+
     async def profile_start(self) -> None:
         """Start cProfile on the event loop thread (where sessions and async methods run)."""
         self.profiler = cProfile.Profile()

@@ -77,6 +77,11 @@ async def turn_overhead(rt: Runtime, sessions: int, rounds: int) -> Overhead:
             one_hop.append(time.perf_counter() - t0)
             assert text == "ok"
         out.one_hop_prototype_run = dist_ms(one_hop)
+        inside: list[float] = []
+        for i in range(rounds):
+            sid = handles[i % sessions].id
+            inside.append(await host.bench_timed_run.remote(sid, message(f"timed {i}"), new_id()))
+        out.host_run_turn = dist_ms(inside)
         # send() whose turn only queues (its session is busy) next to one whose turn starts at once.
         busy = await rt.create_session(agent=SLOW)
         await busy.send("hold the session")

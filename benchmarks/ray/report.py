@@ -63,6 +63,8 @@ class Overhead(Part):
     bare_ray_call_ping: Dist | None = None
     bare_ray_call_metadata: Dist | None = None
     one_hop_prototype_run: Dist | None = None
+    host_run_turn: Dist | None = None
+    """``run_turn`` timed inside the host: what of ``run_direct`` is the turn and not the call."""
     send_that_only_queues: Dist | None = None
 
 

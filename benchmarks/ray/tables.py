@@ -82,6 +82,11 @@ def render(report: RayReport) -> str:
                 f"  bare Ray call p50: ping {ping.p50_ms:.2f} ms, metadata {meta.p50_ms:.2f} ms; one-hop prototype run "
                 f"{hop.p50_ms:.2f} / {hop.p99_ms:.2f} ms"
             )
+            if ro.host_run_turn is not None:
+                lines.append(
+                    f"  run_turn timed inside the host p50: {ro.host_run_turn.p50_ms:.2f} ms of handle.run's "
+                    f"{ro.run_direct.p50_ms:.2f} (the rest is the Ray call and the client)"
+                )
             lines.append(
                 f"  send() p50: {ro.send.p50_ms:.2f} ms when its turn starts at once, "
                 f"{queued.p50_ms:.2f} ms when it only queues (session busy)"
