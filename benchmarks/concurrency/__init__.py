@@ -13,10 +13,12 @@ Per N (10, 100, 1,000, 10,000; ``--quick`` 10 and 50), on a fresh SQLite file (W
 normal): N sessions are created, then all N run 3 turns each (``await handle.run(...)`` one after
 another), all launched at once. A turn is two model steps: a call to a default (non-idempotent)
 ``@tool`` and a final reply. Reported: turns/s and steps/s over the wall time, turn latency p50 /
-p99, the overhead (turn latency minus its model delays) p50 / p99, and the ideal wall time (the
-slowest session's model delays alone). The local backend always runs; Ray (a local instance this
-script starts and stops, two shared hosts) too, unless ``--quick`` or ``--no-ray``. A run that
-exceeds its time limit is reported as not finished.
+p99, the overhead (turn latency minus its model delays) p50 / p99, the ideal wall time (the
+slowest session's model delays alone) and, on the local backend, where the sessions run in this
+process, the cyclic collector's passes and seconds by generation over the timed window. The
+local backend always runs; Ray (a local instance this script starts and stops, two shared hosts)
+too, unless ``--quick`` or ``--no-ray``. A run that exceeds its time limit is reported as not
+finished.
 """
 
 from __future__ import annotations

@@ -61,6 +61,24 @@ class Run(BenchModel):
     overhead: Dist
     client_process_cpu_seconds: float
     load_average_before_after: list[float]
+    gc_passes_by_generation: list[int] | None = None
+    """The cyclic collector's passes in the client process over the timed window (young, middle, full).
+
+    On the local backend the sessions run there; on Ray they run in the hosts, which this does not see.
+    """
+    gc_seconds_by_generation: list[float] | None = None
+    """Seconds of those passes, by generation."""
+
+
+def _collector(r: Run) -> str:
+    """The local backend's collector figures, for a row's note ('' where they were not taken)."""
+    if r.backend != "local" or r.gc_passes_by_generation is None or r.gc_seconds_by_generation is None:
+        return ""
+    passes, seconds = r.gc_passes_by_generation, r.gc_seconds_by_generation
+    return (
+        f"; cyclic collector {sum(seconds):.1f} s of the wall: {passes[2]} full passes {seconds[2]:.1f} s, "
+        f"{passes[1]} middle {seconds[1]:.1f} s, {passes[0]} young {seconds[0]:.1f} s"
+    )
 
 
 class ConcurrencyReport(Report):
@@ -89,7 +107,7 @@ class ConcurrencyReport(Report):
                     "turns/s",
                     note=f"{r.steps_per_s:,.0f} steps/s; turn latency p50 {lat.p50_ms:,.0f} / p99 "
                     f"{lat.p99_ms:,.0f} ms; overhead p50 {ovh.p50_ms:,.1f} / p99 {ovh.p99_ms:,.0f} ms; "
-                    f"wall {r.wall_seconds:.1f} s (model alone {r.ideal_wall_seconds:.1f} s)",
+                    f"wall {r.wall_seconds:.1f} s (model alone {r.ideal_wall_seconds:.1f} s)" + _collector(r),
                 )
             )
             if (r.backend, r.sessions, r.turns_per_session, self.model.median_delay_ms) == TARGET_SHAPE:

@@ -16,7 +16,7 @@ from benchmarks.concurrency.report import SIGMA, STEPS_PER_TURN, ConcurrencyRepo
 from benchmarks.harness.local_ray import local_ray
 from benchmarks.harness.report import Clock, finish, mode_of
 from benchmarks.harness.stats import dist_ms
-from benchmarks.harness.timing import progress
+from benchmarks.harness.timing import GcTimer, progress
 from repertory import Agent, Runtime, tool
 from repertory.core.messages import ModelMessage
 from repertory.core.model import ToolSpec
@@ -109,7 +109,7 @@ async def _one_n(backend: Backend, n: int, turns: int, script: LogNormalScript, 
         load_before = os.getloadavg()[0]
         cpu0, wall0 = time.process_time(), time.perf_counter()
         finished = True
-        with progress(f"concurrency: {backend}, {n:,} sessions, turns", n * turns) as advance:
+        with GcTimer() as collector, progress(f"concurrency: {backend}, {n:,} sessions, turns", n * turns) as advance:
             try:
                 await asyncio.wait_for(asyncio.gather(*(session(i, advance) for i in range(n))), TIME_LIMIT_S)
             except TimeoutError:
@@ -136,6 +136,8 @@ async def _one_n(backend: Backend, n: int, turns: int, script: LogNormalScript, 
         overhead=dist_ms(overhead),
         client_process_cpu_seconds=cpu,
         load_average_before_after=[load_before, os.getloadavg()[0]],
+        gc_passes_by_generation=collector.by_generation,
+        gc_seconds_by_generation=[round(s, 3) for s in collector.seconds_by_generation],
     )
 
 

@@ -59,6 +59,7 @@ class GcTimer:
     def __init__(self) -> None:
         self.seconds = 0.0
         self.by_generation = [0, 0, 0]
+        self.seconds_by_generation = [0.0, 0.0, 0.0]
         self.began = 0.0
 
     @property
@@ -70,8 +71,10 @@ class GcTimer:
         if phase == "start":
             self.began = time.perf_counter()
         else:
-            self.seconds += time.perf_counter() - self.began
+            took = time.perf_counter() - self.began
+            self.seconds += took
             self.by_generation[info["generation"]] += 1
+            self.seconds_by_generation[info["generation"]] += took
 
     def __enter__(self) -> GcTimer:
         gc.callbacks.append(self)
