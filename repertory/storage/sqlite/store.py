@@ -95,6 +95,11 @@ ON CONFLICT (run_id) DO UPDATE SET
 """
 
 _HOLDS_REVISION = "SELECT 1 FROM history_revisions WHERE id = ?"
+_DEPTH = "SELECT depth FROM history_revisions WHERE id = ?"
+INLINE_LINEAGE = 64
+"""A lineage of at most this many revisions is read inline, on the event loop: a hop to a worker
+thread (~90 us here, with the reader pool's) costs more than such a read (~20 us for two revisions)
+and less only for long ones; decoding, which runs on the loop either way, costs about twice the read."""
 # A commit's guards ride its writes (no read first): the run row changes only while the stored run
 # is not finished, and the head moves only from ``base_revision_id``; a write that changes no row
 # is the conflict, and only then is the stored state read, to say which guard refused.
@@ -249,6 +254,8 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
 
         Whether the head still exists is always asked of the database (a deletion may have
         collected it); when the cache holds the whole lineage that is all that is asked, inline.
+        A lineage shorter than ``INLINE_LINEAGE`` (its depth is read first, one index lookup) is
+        read inline too, a longer one on a worker thread (``read``).
         """
         self._check_open()
         cached = self.history_cache.walk(revision_id)
@@ -257,6 +264,10 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
             with db_errors("load_history"):
                 held = self._writer.execute(_HOLDS_REVISION, (revision_id,)).fetchone() is not None
             return cached.history(revision_id) if held else None
+        with db_errors("load_history"):
+            depth = self._writer.execute(_DEPTH, (missing,)).fetchone()
+        if depth is None:
+            return None  # the lineage's first missing revision is not stored: nor is the lineage
 
         def query(conn: sqlite3.Connection) -> list[Any] | None:
             rows = conn.execute(LINEAGE_SQL, (missing,)).fetchall()
@@ -265,7 +276,11 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
                 return None
             return rows
 
-        rows = await self.read("load_history", query)
+        if depth[0] <= INLINE_LINEAGE:  # a depth counts the revisions down to the root
+            with db_errors("load_history"):
+                rows = query(self._writer)
+        else:
+            rows = await self.read("load_history", query)
         if not rows:
             return None
         return decode_lineage(revision_id, rows, self.history_cache, cached)
