@@ -256,18 +256,17 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
 
     def _add_entry(self, entry_id: str, raw: str) -> bool:
         """Hold the entry unless it is held already (then ``False``); a new one gets its number."""
-        if entry_id in self._entries:
-            return False
-        self._entries[entry_id] = raw
-        self._entry_born[entry_id] = next(self._born)
-        return True
+        return self._hold(self._entries, self._entry_born, entry_id, raw)
 
     def _add_revision(self, revision_id: str, raw: str) -> bool:
         """Hold the revision unless it is held already (then ``False``); a new one gets its number."""
-        if revision_id in self._revisions:
+        return self._hold(self._revisions, self._revision_born, revision_id, raw)
+
+    def _hold(self, rows: dict[str, str], born: dict[str, int], key: str, raw: str) -> bool:
+        if key in rows:
             return False
-        self._revisions[revision_id] = raw
-        self._revision_born[revision_id] = next(self._born)
+        rows[key] = raw
+        born[key] = next(self._born)
         return True
 
     async def save(self, run: RunState) -> None:
