@@ -135,7 +135,11 @@ async def test_two_runtimes_on_one_store_wake_a_timer_exactly_once(tmp_path: Pat
             messages = await messages_of(one, h.id)
             assert len(tool_results(messages)) == 1, tool_results(messages)
             assert [m.text for m in messages if m.role == "assistant" and m.text] == ["awake"]
-        woken = [k.timekeeper.woken for k in (one.host, two.host)]  # type: ignore[attr-defined]
+        keepers = [k.timekeeper for k in (one.host, two.host)]  # type: ignore[attr-defined]
+        # A keeper counts a wake once the woken run has rested, which its commits precede: wait for
+        # the count, then hold it to exactly one taker per timer.
+        await until(lambda: sum(k.woken for k in keepers) >= 6)
+        woken = [k.woken for k in keepers]
         assert sum(woken) == 6, woken  # each timer was taken by one runtime (the claim), once
         assert calls == ["nap"] * 6  # the sleeping tool itself ran once per session
         await until(lambda: _no_timers(one))
