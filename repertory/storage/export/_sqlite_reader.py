@@ -36,6 +36,7 @@ from pydantic import JsonValue
 
 from repertory.storage.export._readers import Page, RevisionRow, TableScan, reader_for
 from repertory.storage.sqlite import SqliteSessionStore, db_errors
+from repertory.storage.sqlite.schema import ROWID_SCANNED, ROWID_TOPS
 
 __all__ = ["SqliteExportReader"]
 
@@ -52,9 +53,6 @@ WITH RECURSIVE lineage(id, parent_id, entry_id, depth, created_at) AS (
 )
 SELECT id, parent_id, entry_id, depth, created_at FROM lineage
 """
-
-_ROWID_TABLES = ("events", "history_revisions", "history_entry_rows")
-_TOPS = "SELECT " + ", ".join(f"(SELECT COALESCE(MAX(rowid), 0) FROM {t})" for t in _ROWID_TABLES)
 
 # table -> (its highest clock, its rows above ``?`` with the clock as last column, clock units per millisecond)
 _CLOCKED: dict[str, tuple[str, str, int]] = {
@@ -189,7 +187,7 @@ class SqliteExportReader:
         seen = position.get("deletions", 0) if isinstance(position, dict) else 0
 
         def read() -> _Marks:
-            tops = dict(zip(_ROWID_TABLES, (int(v) for v in self.conn.execute(_TOPS).fetchone()), strict=True))
+            tops = dict(zip(ROWID_SCANNED, (int(v) for v in self.conn.execute(ROWID_TOPS).fetchone()), strict=True))
             last = int(self._scalar("SELECT COALESCE(MAX(seq), 0) FROM rowid_fallbacks"))
             fell = self.conn.execute(
                 "SELECT tbl, MIN(fell_to) FROM rowid_fallbacks WHERE seq > ? GROUP BY tbl",

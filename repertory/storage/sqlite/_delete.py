@@ -20,14 +20,12 @@ from collections.abc import Sequence
 
 from repertory.core.store import DeletedRows
 from repertory.storage.history_gc import collectable
+from repertory.storage.sqlite.schema import ROWID_SCANNED, ROWID_TOPS
 
 __all__ = ["delete_sessions"]
 
 _IDS = "(SELECT value FROM json_each(?))"
 
-_SCANNED_BY_ROWID = ("events", "history_revisions", "history_entry_rows")
-"""The tables ``repertory.storage.export._sqlite_reader`` reads by rowid."""
-_TOPS = "SELECT " + ", ".join(f"(SELECT COALESCE(MAX(rowid), 0) FROM {t})" for t in _SCANNED_BY_ROWID)
 
 # UNION, not UNION ALL: deleted threads that share a prefix walk it once.
 _REACHED = """
@@ -52,7 +50,7 @@ def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> Del
     if not gone:
         return DeletedRows()
     ids = json.dumps(gone)
-    tops = conn.execute(_TOPS).fetchone()
+    tops = conn.execute(ROWID_TOPS).fetchone()
     heads = [
         r[0] for r in conn.execute(f"SELECT head FROM threads WHERE thread_id IN {_IDS} AND head IS NOT NULL", (ids,))
     ]
@@ -116,7 +114,7 @@ def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> Del
     sessions = _count(conn, f"DELETE FROM sessions WHERE session_id IN {_IDS}", ids)
     fell = [
         (t, after)
-        for t, before, after in zip(_SCANNED_BY_ROWID, tops, conn.execute(_TOPS).fetchone(), strict=True)
+        for t, before, after in zip(ROWID_SCANNED, tops, conn.execute(ROWID_TOPS).fetchone(), strict=True)
         if after < before
     ]
     if fell:

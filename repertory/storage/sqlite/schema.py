@@ -12,9 +12,14 @@ import sqlite3
 
 from repertory.errors import StoreError
 
-__all__ = ["SCHEMA_VERSION", "ensure_schema", "check_file"]
+__all__ = ["ROWID_SCANNED", "ROWID_TOPS", "SCHEMA_VERSION", "ensure_schema", "check_file"]
 
 SCHEMA_VERSION = 8
+
+ROWID_SCANNED = ("events", "history_revisions", "history_entry_rows")
+"""The tables an export reads by rowid, whose fallbacks ``rowid_fallbacks`` records (migration 8)."""
+ROWID_TOPS = "SELECT " + ", ".join(f"(SELECT COALESCE(MAX(rowid), 0) FROM {t})" for t in ROWID_SCANNED)
+"""One row: the largest rowid of each of ``ROWID_SCANNED``, in that order."""
 
 # Entries carry whole messages (often KBs), so they live in a rowid table: WITHOUT ROWID tables
 # spill rows over ~1 KB to overflow pages. Revisions, threads and runs are small and keyed by id.
