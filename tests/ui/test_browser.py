@@ -7,12 +7,13 @@ a screenshot of what it saw.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, Page, Route, expect
 
 from repertory import Principal
 from tests.ui.agents import gate
@@ -200,6 +201,36 @@ async def test_the_live_stream_of_a_running_turn(page: Page, ui_server: UiServer
     await expect(live).to_be_hidden()
     await expect(page.locator("#panel")).to_have_attribute("data-status", "idle")
     await page.screenshot(path=shots / "live-done.png", full_page=True)
+
+
+async def test_a_reload_asked_while_another_is_in_flight_is_not_lost(
+    page: Page, ui_server: UiServer, shots: Path
+) -> None:
+    # A panel reload is still on its way when the turn's start asks for the conversation and the
+    # panel again: the conversation's reload must not be dropped for the newer panel's.
+    handle = await ui_server.runtime.create_session(
+        agent="assistant", title="Slow panel", principal=ALICE_P, owner="alice"
+    )
+    await login(page)
+    await page.goto(f"/ui/sessions/{handle.id}")
+    await expect(page.locator("#session[data-connected='1']")).to_have_count(1)
+
+    async def slow(route: Route) -> None:
+        await asyncio.sleep(1.0)
+        await route.continue_()
+
+    await page.route("**/panel", slow)
+    await page.evaluate("document.body.dispatchEvent(new Event('repertory-panel'))")
+    await page.get_by_label("Message").fill("stream live-2")
+    await page.get_by_role("button", name="Send").click()
+    await expect(page.locator("#live")).to_contain_text("Streaming the first words")
+    await expect(page.locator("#conversation article.user")).to_contain_text("stream live-2")
+    await expect(page.locator("#panel")).to_have_attribute("data-status", "running")
+    await page.unroute("**/panel")
+    gate("live-2").set()
+    await expect(page.locator("#conversation article.assistant").last).to_contain_text("and the rest.")
+    await expect(page.locator("#panel")).to_have_attribute("data-status", "idle")
+    await page.screenshot(path=shots / "reload-not-lost.png", full_page=True)
 
 
 async def test_output_is_escaped(page: Page, ui_server: UiServer, shots: Path) -> None:

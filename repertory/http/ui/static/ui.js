@@ -14,10 +14,27 @@
     var source = new EventSource(box.dataset.live);
     window.repertoryLive = source;
 
+    // Each fragment (conversation, panel) reloads on its own, and the newest request's answer wins.
+    // Not htmx.ajax: without a source element every htmx.ajax call queues on <body>, and a request
+    // queued there while another is in flight replaces the one queued before it, so a panel reload
+    // could drop the conversation reload that a turn's start had asked for (its input never showed).
+    var asked = {};
     function refresh(url, id) {
-      var target = document.getElementById(id);
-      if (!target || !window.htmx) return;
-      window.htmx.ajax("GET", url, { target: "#" + id, swap: "outerHTML" });
+      var n = (asked[id] || 0) + 1;
+      asked[id] = n;
+      fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })
+        .then(function (r) { return r.ok && !r.redirected ? r.text() : null; })
+        .then(function (html) {
+          var target = document.getElementById(id);
+          if (html === null || asked[id] !== n || !target) return;  // a newer reload is on its way
+          var holder = document.createElement("div");
+          holder.innerHTML = html;  // rendered and escaped by the server's templates
+          var fresh = holder.querySelector("#" + id);
+          if (!fresh) return;
+          target.replaceWith(fresh);
+          if (window.htmx) window.htmx.process(fresh);  // its forms (decisions, fork) post through htmx
+        })
+        .catch(function () { /* offline: the next event or a reconnect reloads it */ });
     }
     function clearLive() {
       text.textContent = "";
