@@ -26,7 +26,7 @@ from repertory.storage.commit_plan import (
     plan_commit,
     plan_head_move,
 )
-from repertory.storage.history_gc import attach_point, collectable
+from repertory.storage.history_gc import attach_point, base_namers, collectable, head_move_pins, left_base
 from repertory.storage.memory._memory_tables import MemoryMemTables
 from repertory.storage.memory._time_tables import MemoryTimeTables
 from repertory.storage.memory._tree_tables import MemoryTreeTables
@@ -92,6 +92,7 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         self._closed = False
         self._writers: dict[str, str] = {}  # revision id -> the thread whose commit first wrote it
         self._shared_entries: set[str] = set()  # entries a second revision came to name
+        self._namers: dict[str, set[str]] = {}  # entry -> revisions naming it, for re-added ones (history_gc)
         self._init_tree()
         self.write_hook: WriteHook | None = None
         """Called with ``(table, key)`` before each write of a run or history row; ``None`` normally.
@@ -200,6 +201,7 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         thread_json = thread.model_dump_json()
         new_entries = [(e.id, e.model_dump_json()) for e in delta.entries]
         new_revs = [(r.id, r.model_dump_json()) for r in delta.revisions]
+        again = {} if delta.grows else base_namers(history, base_revision_id, [e.id for e in delta.entries])
         # The run row goes first: a write_hook failing it (a test's injected failure) leaves nothing written.
         hook = self.write_hook
         if hook is not None:
@@ -210,7 +212,13 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         for eid, raw in new_entries:
             if hook is not None:
                 hook("history_entries", eid)
-            if not self._add_entry(eid, raw):
+            if self._add_entry(eid, raw):
+                continue
+            if eid in again:  # re-added (a compaction): every revision naming it is recorded
+                named = self._namers.setdefault(eid, set())
+                named.update(again[eid])
+                named.update(r.id for r in delta.revisions if r.entry_id == eid)
+            else:
                 self._shared_entries.add(eid)
         for rid, raw in new_revs:
             if hook is not None:
@@ -222,6 +230,9 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         joined = attach_point(delta.revisions, history.revision_id, base_revision_id)
         if joined is not None:
             self._pins.setdefault(joined, set()).add(tid)
+        left = left_base(delta.revisions, history.revision_id, base_revision_id)
+        if left is not None:
+            self._pins.setdefault(left, set()).add(tid)
         self._write_events(event_rows)
         if turn is not None and turn_row is not None:
             self._turns[turn.submission_id] = turn_row
@@ -252,6 +263,8 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
             if hook is not None:
                 hook("history_revisions", rid)
             self._add_revision(rid, rev_json)
+        for pinned in head_move_pins(delta.revisions, history.revision_id, base_revision_id):
+            self._pins.setdefault(pinned, set()).add(thread_id)
         self._threads[thread_id] = thread_json
 
     def _add_entry(self, entry_id: str, raw: str) -> bool:
@@ -286,23 +299,40 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         if not gone:
             return DeletedRows()
         doomed = set(gone)
-        heads = [self._head(sid) for sid in gone]
+        # From the heads and from whatever the threads pinned (a head they left: ``left_base``).
+        starts = [self._head(sid) for sid in gone]
+        starts += [rid for rid, threads in self._pins.items() if not threads.isdisjoint(doomed)]
         reached: dict[str, tuple[str | None, str]] = {}
-        for head in heads:
+        for head in starts:
             current = head
             while current is not None and current not in reached and current in self._revisions:
                 rev = _REVISION.validate_json(self._revisions[current])
                 reached[current] = (rev.parent_id, rev.entry_id)
                 current = rev.parent_id
 
-        def needed(rid: str) -> bool:
-            writer = self._writers.get(rid)
-            if writer is None or (writer in self._threads and writer not in doomed):
-                return True  # a remaining thread wrote it (or nobody knows who did)
-            return any(t not in doomed for t in self._pins.get(rid, ()))
+        def alive(thread_id: str) -> bool:
+            return thread_id in self._threads and thread_id not in doomed
 
-        plan = collectable(reached, [rid for rid in reached if needed(rid)])
-        entries = plan.entries - self._shared_entries
+        seeds: list[tuple[str, str | None]] = []
+        for rid in reached:
+            writer = self._writers.get(rid)
+            if writer is None or alive(writer):
+                seeds.append((rid, writer))  # a remaining thread wrote it (or nobody knows who did)
+            seeds += [(rid, t) for t in self._pins.get(rid, ()) if alive(t)]
+        plan = collectable(reached, seeds, self._writers.get, alive)
+        gone_revisions = set(plan.revisions)
+        entries = set()
+        for eid in plan.entries - self._shared_entries:
+            named = self._namers.get(eid)
+            if named is not None and not named <= gone_revisions:
+                continue  # a revision this deletion keeps names it still
+            entries.add(eid)
+        for eid in {reached[rid][1] for rid in gone_revisions}:
+            named = self._namers.get(eid)
+            if named is not None:
+                named -= gone_revisions
+                if not named:
+                    del self._namers[eid]
         runs = [rid for rid, row in self._runs.items() if row[2] in doomed]
         for rid in runs:
             del self._runs[rid]
@@ -317,6 +347,14 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
             threads -= doomed
             if not threads:
                 del self._pins[rid]
+        # What this deletion kept for a remaining thread is recorded where later walks see it.
+        for rid, owner in plan.writers.items():
+            if owner is None:
+                self._writers.pop(rid, None)
+            else:
+                self._writers[rid] = owner
+        for rid, tid in plan.pins:
+            self._pins.setdefault(rid, set()).add(tid)
         for tid in gone:
             self._threads.pop(tid, None)
         sessions, turns, events = self._drop_sessions(doomed)

@@ -1,13 +1,13 @@
 """``delete_sessions`` on PostgreSQL: one transaction, serialised against every writer of thread heads.
 
 Which history stays follows ``repertory.storage.history_gc``: one recursive walk up from the
-deleted heads (by primary key), the writers of what it reached and the pins on it (by primary
-key). The transaction first takes ``threads`` in ``EXCLUSIVE`` mode: plain reads go on, but
-commits (which lock their thread row) and session creations (which insert one) wait until it
-ends. Every way a thread comes to stand on a revision (a commit, a fork) writes that table, so no
-commit or fork can start using a revision between the moment this transaction decides it is
-unused and the moment it is gone. Deletions are rare and short (the size of the deleted
-lineages), so the wait is too. Id lists travel as arrays (``= ANY(%s)``): one statement per
+deleted heads and the deleted threads' pins (by primary key), the writers of what it reached and
+the pins on it (by primary key). The transaction first takes ``threads`` in ``EXCLUSIVE`` mode:
+plain reads go on, but commits (which lock their thread row) and session creations (which insert
+one) wait until it ends. Every way a thread comes to stand on a revision (a commit, a fork)
+writes that table, so no commit or fork can start using a revision between the moment this
+transaction decides it is unused and the moment it is gone. Deletions are rare and short (the
+size of the deleted lineages), so the wait is too. Id lists travel as arrays (``= ANY(%s)``): one statement per
 table, whatever the tree's size.
 """
 
@@ -53,8 +53,16 @@ async def delete_sessions(conn: psycopg.AsyncConnection[Any], session_ids: Seque
     gone = [r[0] for r in found]
     if not gone:
         return DeletedRows()
-    heads = await _rows(conn, "SELECT head FROM repertory.threads WHERE thread_id = ANY(%s) AND head IS NOT NULL", gone)
-    rows = await _rows(conn, _REACHED, [r[0] for r in heads])
+    # From the heads and from whatever the threads pinned: a head they left (``left_base``) goes
+    # with them, and a remaining thread's pin on it is seen.
+    starts = await _rows(
+        conn,
+        "SELECT head FROM repertory.threads WHERE thread_id = ANY(%s) AND head IS NOT NULL "
+        "UNION SELECT revision_id FROM repertory.history_pins WHERE thread_id = ANY(%s)",
+        gone,
+        gone,
+    )
+    rows = await _rows(conn, _REACHED, [r[0] for r in starts])
     reached = {row[0]: (row[1], row[2]) for row in rows}
     writers = sorted({row[3] for row in rows if row[3] is not None})
     alive_rows = await _rows(
@@ -63,24 +71,45 @@ async def delete_sessions(conn: psycopg.AsyncConnection[Any], session_ids: Seque
         writers,
         gone,
     )
-    pinned_rows = await _rows(
+    pins = await _rows(
         conn,
-        "SELECT revision_id FROM repertory.history_pins WHERE revision_id = ANY(%s) AND NOT thread_id = ANY(%s)",
+        "SELECT revision_id, thread_id FROM repertory.history_pins "
+        "WHERE revision_id = ANY(%s) AND NOT thread_id = ANY(%s)",
         list(reached),
         gone,
     )
-    alive, pinned = {r[0] for r in alive_rows}, {r[0] for r in pinned_rows}
+    alive = {r[0] for r in alive_rows}
     # A revision with no writer predates the bookkeeping: nobody knows who needs it, so it stays.
-    seeds = [row[0] for row in rows if row[3] is None or row[3] in alive or row[0] in pinned]
-    plan = collectable(reached, seeds)
+    seeds: list[tuple[str, str | None]] = [(row[0], row[3]) for row in rows if row[3] is None or row[3] in alive]
+    seeds += [(revision, thread) for revision, thread in pins]
+    writer_of = {row[0]: row[3] for row in rows}
+    plan = collectable(reached, seeds, writer_of.__getitem__, alive.__contains__)
     revisions = await _count(conn, "DELETE FROM repertory.history_revisions WHERE id = ANY(%s)", plan.revisions)
+    # An entry a compaction added again goes with the last revision naming it (its namers).
     entries = await _count(
         conn,
         "DELETE FROM repertory.history_entries AS e WHERE e.id = ANY(%s) "
-        "AND NOT EXISTS (SELECT 1 FROM repertory.history_shared_entries AS s WHERE s.entry_id = e.id)",
+        "AND NOT EXISTS (SELECT 1 FROM repertory.history_shared_entries AS s WHERE s.entry_id = e.id) "
+        "AND NOT EXISTS (SELECT 1 FROM repertory.history_entry_namers AS n "
+        "WHERE n.entry_id = e.id AND NOT n.revision_id = ANY(%s))",
         sorted(plan.entries),
+        plan.revisions,
     )
+    await conn.execute("DELETE FROM repertory.history_entry_namers WHERE revision_id = ANY(%s)", (plan.revisions,))
     await conn.execute("DELETE FROM repertory.history_pins WHERE thread_id = ANY(%s)", (gone,))
+    # What was kept for a remaining thread is recorded where later walks see it (``Collectable``).
+    if plan.writers:
+        await conn.execute(
+            "UPDATE repertory.history_revisions AS h SET thread_id = w.thread_id "
+            "FROM unnest(%s::text[], %s::text[]) AS w(id, thread_id) WHERE h.id = w.id",
+            (list(plan.writers), list(plan.writers.values())),
+        )
+    if plan.pins:
+        await conn.execute(
+            "INSERT INTO repertory.history_pins (revision_id, thread_id) "
+            "SELECT * FROM unnest(%s::text[], %s::text[]) ON CONFLICT DO NOTHING",
+            ([r for r, _ in plan.pins], [t for _, t in plan.pins]),
+        )
     counts = {
         "runs": await _count(conn, "DELETE FROM repertory.runs WHERE thread_id = ANY(%s)", gone),
         "turns": await _count(conn, "DELETE FROM repertory.turns WHERE session_id = ANY(%s)", gone),

@@ -20,7 +20,7 @@ from __future__ import annotations
 __all__ = ["CONFLICT_SQLSTATE", "TOKEN_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
 
 SCHEMA = "repertory"
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 CONFLICT_SQLSTATE = "RP001"
 TOKEN_SQLSTATE = "RP002"  # a conflict whose cause is a resume token that is no longer live
 MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
@@ -244,6 +244,43 @@ END
 $fn$;
 """
 
+# Version 9: the same signature (so the batch function that calls it is unchanged); the base a
+# commit leaves is pinned for its thread (``history_gc.left_base``), and the namers of an entry a
+# compaction adds again are recorded.
+_COMMIT_FUNCTION_V4 = _COMMIT_FUNCTION_V3.replace(
+    """    IF v_joined IS NOT NULL AND v_joined IS DISTINCT FROM p_base THEN
+        INSERT INTO repertory.history_pins (revision_id, thread_id) VALUES (v_joined, p_thread_id)
+        ON CONFLICT DO NOTHING;
+    END IF;""",
+    """    IF v_joined IS NOT NULL AND v_joined IS DISTINCT FROM p_base THEN
+        INSERT INTO repertory.history_pins (revision_id, thread_id) VALUES (v_joined, p_thread_id)
+        ON CONFLICT DO NOTHING;
+    END IF;
+    IF p_base IS NOT NULL AND v_joined IS DISTINCT FROM p_base THEN
+        INSERT INTO repertory.history_pins (revision_id, thread_id) VALUES (p_base, p_thread_id)
+        ON CONFLICT DO NOTHING;
+    END IF;
+    -- Revisions naming an entry the client did not send name one the base's lineage holds (a
+    -- compaction adding kept messages again, history_gc.base_namers): record every namer.
+    IF EXISTS (SELECT 1 FROM unnest(p_rev_entries) AS r(entry_id) WHERE NOT r.entry_id = ANY(p_entry_ids)) THEN
+        INSERT INTO repertory.history_entry_namers (entry_id, revision_id)
+        SELECT r.entry_id, r.id FROM unnest(p_rev_ids, p_rev_entries) AS r(id, entry_id)
+        WHERE NOT r.entry_id = ANY(p_entry_ids)
+        UNION
+        SELECT line.entry_id, line.id FROM (
+            WITH RECURSIVE line(id, parent_id, entry_id) AS (
+                SELECT h.id, h.parent_id, h.entry_id FROM repertory.history_revisions AS h WHERE h.id = p_base
+                UNION ALL
+                SELECT h.id, h.parent_id, h.entry_id
+                FROM repertory.history_revisions AS h JOIN line ON h.id = line.parent_id
+            )
+            SELECT * FROM line
+        ) AS line
+        WHERE line.entry_id = ANY(p_rev_entries) AND NOT line.entry_id = ANY(p_entry_ids)
+        ON CONFLICT DO NOTHING;
+    END IF;""",
+)
+
 # The commits' variable-length columns travel flattened: member i owns the next p_*_counts[i]
 # elements of each flat array (slicing past the end of an array gives an empty one).
 _COMMIT_BATCH_FUNCTION = r"""
@@ -412,4 +449,15 @@ MIGRATIONS: dict[int, list[str]] = {
     # A turn accepted in one round trip (``accept_turn``): it was five statements and a read of
     # the thread head after it.
     8: [_ACCEPT_TURN_FUNCTION],
+    # A commit whose lineage does not continue from its base (a compaction) pins that base for its
+    # thread (``history_gc.left_base``), so deleting the thread reaches the lineage it left;
+    # and every revision naming an entry a compaction adds again (``history_entry_namers``), so
+    # a deletion collects a kept message with the last revision naming it (it was marked shared
+    # and never collected).
+    9: [
+        """CREATE TABLE repertory.history_entry_namers (
+               entry_id text NOT NULL, revision_id text NOT NULL, PRIMARY KEY (entry_id, revision_id))""",
+        "CREATE INDEX history_entry_namers_by_revision ON repertory.history_entry_namers (revision_id)",
+        _COMMIT_FUNCTION_V4,
+    ],
 }

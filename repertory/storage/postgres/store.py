@@ -31,6 +31,7 @@ from repertory.errors import StoreError
 from repertory.storage.commit_plan import check_head_move, plan_commit_async, plan_head_move_async
 from repertory.storage.group_commit import take_switch
 from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES
+from repertory.storage.history_gc import base_namers, head_move_pins
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.postgres._group import COMMIT_SQL, PgCommitWriter
 from repertory.storage.postgres._memory_tables import PgMemoryTables
@@ -260,13 +261,17 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
         turn's start and end, so the last checkpoint of a turn is two round trips).
         """
         delta = await plan_commit_async(run, thread, history, base_revision_id, self._holds)
+        # An entry the base's lineage names (a compaction's kept message) is stored already: it is
+        # not sent, and the commit function records its namers instead of marking it shared.
+        again = {} if delta.grows else base_namers(history, base_revision_id, [e.id for e in delta.entries])
+        entries = [e for e in delta.entries if e.id not in again] if again else delta.entries
         token = None if run.suspended_on is None else run.suspended_on.token
         params = (
             thread.thread_id, base_revision_id, thread.history_revision_id, thread.created_at, thread.updated_at,
             run.updated_at,
             run.run_id, run.status, token, run.model_dump_json(), redeem_token,
-            [e.id for e in delta.entries], [e.created_at for e in delta.entries],
-            [e.message.model_dump_json() for e in delta.entries],
+            [e.id for e in entries], [e.created_at for e in entries],
+            [e.message.model_dump_json() for e in entries],
             [r.id for r in delta.revisions], [r.parent_id for r in delta.revisions],
             [r.entry_id for r in delta.revisions], [r.depth for r in delta.revisions],
             [r.created_at for r in delta.revisions],
@@ -335,6 +340,11 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
                         [r.created_at for r in delta.revisions],
                     ),
                 )
+            await conn.execute(
+                "INSERT INTO repertory.history_pins (revision_id, thread_id) "
+                "SELECT unnest(%s::text[]), %s ON CONFLICT DO NOTHING",
+                (head_move_pins(delta.revisions, history.revision_id, base_revision_id), thread_id),
+            )
             await conn.execute(
                 "UPDATE repertory.threads SET head = %s, updated_at = %s WHERE thread_id = %s",
                 (history.revision_id, now_ms(), thread_id),

@@ -1,10 +1,11 @@
 """``delete_sessions`` on SQLite: one write transaction (``BEGIN IMMEDIATE`` holds every other writer off).
 
 Which history stays follows ``repertory.storage.history_gc`` (where a message is kept:
-``_history``): one recursive walk up from the deleted heads (by primary key), then the writers of
-what it reached (thread rows, by primary key) and the pins on it (``history_pins``, by primary
-key). Id lists travel as one JSON array parameter each (``json_each``), so a tree of any size is
-one statement per table, never one per row nor a list of placeholders past SQLite's limit.
+``_history``): one recursive walk up from the deleted heads and the deleted threads' pins (by
+primary key), then the writers of what it reached (thread rows, by primary key) and the pins on
+it (``history_pins``, by primary key). Id lists travel as one JSON array parameter each
+(``json_each``), so a tree of any size is one statement per table, never one per row nor a list
+of placeholders past SQLite's limit.
 
 A deletion that takes a table's newest rows lowers its largest rowid, and SQLite numbers the next
 row from there: for the tables an export scans by rowid, the rowid each fell back to is recorded
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 
 from repertory.core.store import DeletedRows
 from repertory.storage.history_gc import collectable
+from repertory.storage.sqlite._tree_tables import INSERT_PIN
 from repertory.storage.sqlite.schema import ROWID_SCANNED, ROWID_TOPS
 
 __all__ = ["delete_sessions"]
@@ -51,10 +53,17 @@ def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> Del
         return DeletedRows()
     ids = json.dumps(gone)
     tops = conn.execute(ROWID_TOPS).fetchone()
-    heads = [
-        r[0] for r in conn.execute(f"SELECT head FROM threads WHERE thread_id IN {_IDS} AND head IS NOT NULL", (ids,))
+    # From the heads and from whatever the threads pinned: a head they left (``left_base``) goes
+    # with them, and a remaining thread's pin on it is seen.
+    starts = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT head FROM threads WHERE thread_id IN {_IDS} AND head IS NOT NULL "
+            f"UNION SELECT revision_id FROM history_pins WHERE thread_id IN {_IDS}",
+            (ids, ids),
+        )
     ]
-    rows = conn.execute(_REACHED, (json.dumps(heads),)).fetchall()
+    rows = conn.execute(_REACHED, (json.dumps(starts),)).fetchall()
     reached = {row[0]: (row[1], row[2]) for row in rows}
     writers = sorted({row[3] for row in rows if row[3] is not None})
     alive = {
@@ -64,23 +73,33 @@ def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> Del
             (json.dumps(writers), ids),
         )
     }
-    pinned = {
-        r[0]
-        for r in conn.execute(
-            f"SELECT revision_id FROM history_pins WHERE revision_id IN {_IDS} AND thread_id NOT IN {_IDS}",
-            (json.dumps(list(reached)), ids),
-        )
-    }
+    pins = conn.execute(
+        f"SELECT revision_id, thread_id FROM history_pins WHERE revision_id IN {_IDS} AND thread_id NOT IN {_IDS}",
+        (json.dumps(list(reached)), ids),
+    ).fetchall()
     # A revision with no writer predates the bookkeeping: nobody knows who needs it, so it stays.
-    seeds = [row[0] for row in rows if row[3] is None or row[3] in alive or row[0] in pinned]
-    plan = collectable(reached, seeds)
+    seeds: list[tuple[str, str | None]] = [(row[0], row[3]) for row in rows if row[3] is None or row[3] in alive]
+    seeds += [(revision, thread) for revision, thread in pins]
+    writer_of = {row[0]: row[3] for row in rows}
+    plan = collectable(reached, seeds, writer_of.__getitem__, alive.__contains__)
     # A message lives with its revision (``_history``) or, once a second revision named its
     # entry, in ``history_entry_rows``: that row goes only when a collected revision relied on it
     # (one without its own message) and it is not marked shared. A kept copy of a collected
     # revision's message is no longer a copy (an export then writes it).
     doomed = set(plan.revisions)
-    relied = {row[2] for row in rows if row[0] in doomed and not row[4]}
-    inline = {row[2] for row in rows if row[0] in doomed and row[4]} & plan.entries
+    # An entry a compaction added again goes with the last revision naming it (its namers).
+    candidates = json.dumps(sorted(plan.entries))
+    named = {
+        r[0]: bool(r[1])
+        for r in conn.execute(
+            f"SELECT entry_id, max(revision_id NOT IN {_IDS}) FROM history_entry_namers "
+            f"WHERE entry_id IN {_IDS} GROUP BY entry_id",
+            (json.dumps(plan.revisions), candidates),
+        )
+    }
+    deletable = {e for e in plan.entries if not named.get(e, False)}
+    relied = {row[2] for row in rows if row[0] in doomed and not row[4]} | set(named)
+    inline = {row[2] for row in rows if row[0] in doomed and row[4]} & deletable
     held_rows: set[str] = set()
     if inline:
         held_rows = {
@@ -99,9 +118,17 @@ def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> Del
         conn,
         f"DELETE FROM history_entry_rows WHERE id IN {_IDS} "
         "AND id NOT IN (SELECT entry_id FROM history_shared_entries)",
-        json.dumps(sorted(plan.entries & relied)),
+        json.dumps(sorted(deletable & relied)),
     )
+    conn.execute(f"DELETE FROM history_entry_namers WHERE revision_id IN {_IDS}", (json.dumps(plan.revisions),))
     conn.execute(f"DELETE FROM history_pins WHERE thread_id IN {_IDS}", (ids,))
+    # What was kept for a remaining thread is recorded where later walks see it (``Collectable``).
+    if plan.writers:
+        conn.executemany(
+            "UPDATE history_revisions SET thread_id = ? WHERE id = ?", [(t, r) for r, t in plan.writers.items()]
+        )
+    if plan.pins:
+        conn.executemany(INSERT_PIN, plan.pins)
     counts = {
         "runs": _count(conn, f"DELETE FROM runs WHERE thread_id IN {_IDS}", ids),
         "turns": _count(conn, f"DELETE FROM turns WHERE session_id IN {_IDS}", ids),

@@ -11,8 +11,10 @@ a message of their own. When a revision holds such a message inline, its row is 
 (``copy_of`` = that revision's rowid, which tells an export the entry was written already); those
 commits are rare, so they can afford ``entry_holders`` (one pass over the history in memory).
 
-Sharing bookkeeping (``repertory.storage.history_gc``) is as before: an entry row a commit found
-already stored is marked shared, and a revision found already stored is pinned by the writer.
+Sharing bookkeeping (``repertory.storage.history_gc``): an entry row a commit found already stored
+is marked shared, unless the base's lineage names it (a compaction's kept messages): then every
+revision naming it goes into ``history_entry_namers`` (schema version 9), and a deletion collects
+it with the last of them. A revision found already stored is pinned by the writer.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 from repertory.core.history import MessageHistory
 from repertory.storage.commit_plan import CommitDelta, entry_holders
+from repertory.storage.history_gc import base_namers
 from repertory.storage.sqlite._tree_tables import insert_rows
 
 __all__ = ["INSERT_REVISIONS", "HistoryRows", "history_rows", "write_history"]
@@ -36,6 +39,7 @@ _PLAIN_HEAD = "INSERT OR IGNORE INTO history_revisions (id, parent_id, entry_id,
 _ENTRY_ROWS_HEAD = "INSERT OR IGNORE INTO history_entry_rows (id, created_at, message)"
 _SHARE_ENTRY_HEAD = "INSERT OR IGNORE INTO history_shared_entries (entry_id)"
 _PIN_HEAD = "INSERT OR IGNORE INTO history_pins (revision_id, thread_id)"
+_NAMERS_HEAD = "INSERT OR IGNORE INTO history_entry_namers (entry_id, revision_id)"
 _COPY_HELD = (
     "INSERT OR IGNORE INTO history_entry_rows (id, created_at, message, copy_of) "
     "SELECT entry_id, entry_created_at, message, rowid FROM history_revisions "
@@ -55,12 +59,16 @@ class HistoryRows:
     plain: list[tuple[Any, ...]]
     """Revisions of a commit that does not grow from its base: their messages are in ``entries``."""
     entries: list[tuple[str, int, str]]
-    """``history_entry_rows`` rows for ``plain``'s entries."""
+    """``history_entry_rows`` rows for ``plain``'s entries; one found stored already is marked shared."""
+    known: list[tuple[str, int, str]]
+    """Rows for ``plain``'s entries that the base's lineage names (a compaction's kept messages): never marked."""
+    namers: list[tuple[str, str]]
+    """``history_entry_namers`` rows: every revision naming a ``known`` entry (``history_gc.base_namers``)."""
     holders: list[str]
     """Revisions that may hold ``entries``' messages inline, copied before ``entries`` go in."""
 
 
-def history_rows(history: MessageHistory, delta: CommitDelta, writer: str | None) -> HistoryRows:
+def history_rows(history: MessageHistory, delta: CommitDelta, writer: str | None, base: str | None) -> HistoryRows:
     """Split ``delta`` into revisions that carry their message and revisions whose entry has a row of its own.
 
     Only a delta that grows from its base (a step) is inline: its entries were minted with their
@@ -68,22 +76,28 @@ def history_rows(history: MessageHistory, delta: CommitDelta, writer: str | None
     entries stored already, which only ``history_entry_rows`` can find by id, so it writes them
     there as every commit did before version 7; an entry the history shows another revision
     naming may be inline there, so that row is copied first (``COPY_HELD``). An entry a step names
-    twice is inline in its first revision and copied for the second.
+    twice is inline in its first revision and copied for the second. An entry ``base``'s lineage
+    names (a compaction's kept message) is stored already, by design: it is not marked shared.
     """
     holders = {} if delta.grows else entry_holders(history, delta)
+    again = {} if delta.grows else base_namers(history, base, [entry.id for entry in delta.entries])
     inline: list[tuple[Any, ...]] = []
     plain: list[tuple[Any, ...]] = []
     entries: list[tuple[str, int, str]] = []
+    known: list[tuple[str, int, str]] = []
     for rev, entry in zip(delta.revisions, delta.entries, strict=True):
         row = (rev.id, rev.parent_id, rev.entry_id, rev.depth, rev.created_at, writer)
         if not delta.grows or entry.id in holders:
             plain.append(row)
-            entries.append((entry.id, entry.created_at, entry.message.model_dump_json()))
+            kept = known if entry.id in again else entries
+            kept.append((entry.id, entry.created_at, entry.message.model_dump_json()))
         else:
             inline.append((*row, entry.created_at, entry.message.model_dump_json()))
             holders[entry.id] = rev.id
-    held = sorted({holders[entry[0]] for entry in entries if entry[0] in holders})
-    return HistoryRows(inline, plain, entries, held)
+    held = sorted({holders[entry[0]] for entry in entries + known if entry[0] in holders})
+    namers = [(eid, rid) for eid, rids in again.items() for rid in rids]
+    namers += [(rev.entry_id, rev.id) for rev in delta.revisions if rev.entry_id in again]
+    return HistoryRows(inline, plain, entries, known, namers, held)
 
 
 def write_history(conn: sqlite3.Connection, rows: HistoryRows, pin_for: str | None) -> None:
@@ -94,7 +108,10 @@ def write_history(conn: sqlite3.Connection, rows: HistoryRows, pin_for: str | No
         return
     if rows.holders:
         conn.execute(_COPY_HELD, (json.dumps(rows.holders),))
-    if insert_rows(conn, _ENTRY_ROWS_HEAD, 3, rows.entries) < len(rows.entries):
+    if rows.known:
+        insert_rows(conn, _ENTRY_ROWS_HEAD, 3, rows.known)
+        insert_rows(conn, _NAMERS_HEAD, 2, rows.namers)
+    if rows.entries and insert_rows(conn, _ENTRY_ROWS_HEAD, 3, rows.entries) < len(rows.entries):
         insert_rows(conn, _SHARE_ENTRY_HEAD, 1, [(row[0],) for row in rows.entries])
     if insert_rows(conn, _PLAIN_HEAD, 6, rows.plain) < len(rows.plain) and pin_for is not None:
         insert_rows(conn, _PIN_HEAD, 2, [(row[0], pin_for) for row in rows.plain])

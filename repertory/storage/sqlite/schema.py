@@ -14,7 +14,7 @@ from repertory.errors import StoreError
 
 __all__ = ["ROWID_SCANNED", "ROWID_TOPS", "SCHEMA_VERSION", "ensure_schema", "check_file"]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 ROWID_SCANNED = ("events", "history_revisions", "history_entry_rows")
 """The tables an export reads by rowid, whose fallbacks ``rowid_fallbacks`` records (migration 8)."""
@@ -195,6 +195,17 @@ _MIGRATIONS: dict[int, list[str]] = {
                seq INTEGER PRIMARY KEY,
                tbl TEXT NOT NULL,
                fell_to INTEGER NOT NULL)""",
+    ],
+    # An entry a compaction adds again (a kept message) was marked shared, and a shared entry is
+    # never collected: deleting a compacted session left its kept messages behind. Now every
+    # revision naming such an entry is recorded here (``repertory.storage.history_gc``), and a
+    # deletion collects the entry with the last of them. Entries marked before stay marked.
+    9: [
+        """CREATE TABLE history_entry_namers (
+               entry_id TEXT NOT NULL,
+               revision_id TEXT NOT NULL,
+               PRIMARY KEY (entry_id, revision_id)) WITHOUT ROWID""",
+        """CREATE INDEX history_entry_namers_by_revision ON history_entry_namers (revision_id)""",
     ],
 }
 

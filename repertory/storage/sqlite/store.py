@@ -40,7 +40,7 @@ from repertory.storage.commit_plan import (
     plan_head_move,
 )
 from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES
-from repertory.storage.history_gc import attach_point
+from repertory.storage.history_gc import attach_point, head_move_pins, left_base
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.queries import runs_query
 from repertory.storage.sqlite._delete import delete_sessions
@@ -317,13 +317,14 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         # Serialise before taking the write lock, so the lock is held for the statements alone.
         run_values = run_row(run)
         tid = thread.thread_id
-        history_values = history_rows(history, delta, tid)
+        history_values = history_rows(history, delta, tid, base_revision_id)
         head_row: tuple[str | int | None, ...]
         if base_revision_id is None:
             head_sql, head_row = FIRST_HEAD, (tid, thread.history_revision_id, thread.created_at, thread.updated_at)
         else:
             head_sql, head_row = MOVE_THREAD, (thread.history_revision_id, thread.updated_at, tid, base_revision_id)
         joined = attach_point(delta.revisions, history.revision_id, base_revision_id)
+        left = left_base(delta.revisions, history.revision_id, base_revision_id)
 
         def refuse(conn: sqlite3.Connection) -> None:
             """Raise the ``CommitConflict`` of the guard the stored state fails (a refused write's reason)."""
@@ -340,6 +341,8 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
             write_history(conn, history_values, tid)
             if joined is not None:
                 conn.execute(INSERT_PIN, (joined, tid))
+            if left is not None:
+                conn.execute(INSERT_PIN, (left, tid))
             # The run before the head: a refused head is then read as it was stored (the guards' order).
             if conn.execute(COMMIT_RUN, run_values).rowcount == 0:
                 refuse(conn)
@@ -360,13 +363,15 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         with db_errors("move_head"):
             delta = plan_head_move(history, thread_id, self._holds)
         # A head move's revisions have no writer: no deletion collects them (``history_gc``).
-        history_values = history_rows(history, delta, None)
+        history_values = history_rows(history, delta, None, base_revision_id)
         head, at = history.revision_id, now_ms()
+        pins = [(pinned, thread_id) for pinned in head_move_pins(delta.revisions, head, base_revision_id)]
 
         def apply(conn: sqlite3.Connection) -> None:
             row = conn.execute("SELECT head FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
             check_head_move(thread_id, base_revision_id, row is not None, None if row is None else row[0])
             write_history(conn, history_values, None)
+            conn.executemany(INSERT_PIN, pins)
             conn.execute("UPDATE threads SET head = ?, updated_at = ? WHERE thread_id = ?", (head, at, thread_id))
 
         await self._write("move_head", apply)

@@ -47,6 +47,24 @@ async def _texts(store: TreeStore, revision_id: str | None) -> list[str] | None:
     return None if history is None else [m.text for m in history.messages]
 
 
+async def _compacted(store: TreeStore, sid: str) -> tuple[MessageHistory, str]:
+    """Session ``sid``: one..four in three commits, then a compaction; its history and the head the compaction left.
+
+    The compaction puts a summary after "two" and adds "three" and "four" again on top of it, as
+    ``Compaction`` does: new revisions naming the entries the left head's revisions hold.
+    """
+    history = history_of("one", "two")
+    await _session_with(store, sid, history)
+    for text in ("three", "four"):
+        base = history.revision_id
+        history.append(ModelMessage.user(text))
+        await commit(store, history, thread_id=sid, run_id=f"run-{sid}", base=base)
+    left = history.revision_id or ""
+    history.insert(ModelMessage.user("summary"), after=history.lineage()[1].id)
+    await commit(store, history, thread_id=sid, run_id=f"run-{sid}", base=left)
+    return history, left
+
+
 def _record(thread_id: str, text: str) -> MemoryRecord:
     return MemoryRecord(thread_id=thread_id, role="user", text=text, created_at=now_ms())
 
@@ -279,6 +297,66 @@ class DeletionConformance(Conformance):
         assert await _texts(store, "rev-theirs") == ["same words"]
         assert await store.load_history("rev-mine") is None
         await looks.expect_held([entry.id])
+
+    # -- compactions and side branches ------------------------------------------------------------
+
+    async def test_deleting_a_compacted_session_leaves_nothing_of_it(self, store: TreeStore, looks: Looks) -> None:
+        """The head a compaction left, and the messages it added again, go with the session."""
+        history, left = await _compacted(store, "s")
+        base = history.revision_id
+        history.append(ModelMessage.assistant("five"))
+        await commit(store, history, thread_id="s", run_id="run-s", base=base)
+        assert await _texts(store, history.revision_id) == ["one", "two", "summary", "three", "four", "five"]
+        await _session_with(store, "other", history_of("not theirs"))
+
+        deleted = await store.delete_sessions(["s"])
+
+        # Six messages; revisions: two, two steps, the summary and the two it re-added, one step.
+        assert (deleted.entries, deleted.revisions) == (6, 8)
+        assert await store.load_history(left) is None and await store.load_history(history.revision_id or "") is None
+        await looks.expect_history_rows((1, 1))  # the other session's message, nothing of the deleted one
+        await looks.expect_held([e.id for e in history.entries], held=False)
+
+    async def test_forks_on_either_side_of_a_compaction_keep_what_they_read(
+        self, store: TreeStore, looks: Looks
+    ) -> None:
+        """Forks at the head a compaction left and at the compacted head outlive each other and the parent."""
+        for first, second in (("before", "after"), ("after", "before")):
+            await store.delete_sessions(["p", "before", "after"])
+            history, left = await _compacted(store, "p")
+            await _fork(store, "p", "before", history.branch(left))
+            await _fork(store, "p", "after", history)
+            texts = {"before": ["one", "two", "three", "four"], "after": ["one", "two", "summary", "three", "four"]}
+            heads = {"before": left, "after": history.revision_id or ""}
+
+            await store.delete_sessions(["p"])
+            for sid in ("before", "after"):
+                assert await _texts(store, heads[sid]) == texts[sid]
+            await store.delete_sessions([first])
+            assert await _texts(store, heads[second]) == texts[second]
+            await store.delete_sessions([second])
+            await looks.expect_history_rows((0, 0))
+
+    async def test_a_fork_of_a_head_moved_away_from_outlives_the_parent_and_its_sibling(
+        self, store: TreeStore, looks: Looks
+    ) -> None:
+        """A run from an earlier checkpoint moves the parent's head back: a fork at the head it left keeps it."""
+        history = history_of("one", "two", "three")
+        await _session_with(store, "p", history)
+        left = history.revision_id or ""
+        await _fork(store, "p", "before", history)
+        back = history.branch(history.lineage()[1].id)  # "two"
+        await store.move_head("p", history=back, base_revision_id=left)
+        back.append(ModelMessage.user("again"))
+        await commit(store, back, thread_id="p", run_id="run-p-again", base=back.lineage()[1].id)
+        await _fork(store, "p", "after", back)
+
+        await store.delete_sessions(["p"])
+        await store.delete_sessions(["after"])
+
+        assert await _texts(store, left) == ["one", "two", "three"]
+        await store.delete_sessions(["before"])
+        await looks.expect_history_rows((0, 0))
 
     async def test_a_closed_store_refuses(self, store: TreeStore) -> None:
         await _session_with(store, "s", history_of("x"))
