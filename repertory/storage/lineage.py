@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
+from repertory.core.history import HistoryEntry, HistoryIntegrityError, HistoryRevision, MessageHistory
 from repertory.core.messages import ModelMessage
 from repertory.core.trusted import share_fields_sets
 from repertory.storage.history_cache import CachedLineage, HistoryCache
@@ -37,9 +37,15 @@ def decode_lineage(
     """Build the history headed at ``revision_id`` from lineage rows (root first once sorted).
 
     ``cached`` is the top of the lineage the cache already held: the rows are then the lineage of
-    ``cached.missing``, and the history is those rows with ``cached`` on top of them.
+    ``cached.missing``, and the history is those rows with ``cached`` on top of them. A lineage
+    query follows parent ids, so its rows are one unbroken chain up to the first revision whose
+    parent it did not find: a root with a parent is a lineage the store lost part of, and reading
+    it raises ``HistoryIntegrityError`` (one comparison) rather than returning the messages below
+    the gap as if they were all.
     """
     ordered = sorted(rows, key=lambda r: r[3])
+    if ordered and ordered[0][1] is not None:
+        raise HistoryIntegrityError(f"history does not hold revision {ordered[0][1]!r}")
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:

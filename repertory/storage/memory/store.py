@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import TypeAdapter
 
-from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
+from repertory.core.history import HistoryEntry, HistoryIntegrityError, HistoryRevision, MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.state import RunState, RunStatus, ThreadState
 from repertory.core.store import DeletedRows, StoreAliases
@@ -147,17 +147,27 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         return None if raw is None else ThreadState.model_validate_json(raw)
 
     async def load_history(self, revision_id: str) -> MessageHistory | None:
-        """The lineage of ``revision_id``, root first, or ``None``."""
+        """The lineage of ``revision_id``, root first, or ``None``.
+
+        A lineage missing a revision or an entry raises ``HistoryIntegrityError``, as the SQL
+        stores' do: a store that lost part of a lineage says so rather than a ``KeyError``.
+        """
         self._check_open()
         if revision_id not in self._revisions:
             return None
         revisions: list[HistoryRevision] = []
         current: str | None = revision_id
         while current is not None:
-            rev = _REVISION.validate_json(self._revisions[current])
+            raw = self._revisions.get(current)
+            if raw is None:
+                raise HistoryIntegrityError(f"history does not hold revision {current!r}")
+            rev = _REVISION.validate_json(raw)
             revisions.append(rev)
             current = rev.parent_id
         revisions.reverse()
+        missing = next((r.entry_id for r in revisions if r.entry_id not in self._entries), None)
+        if missing is not None:
+            raise HistoryIntegrityError(f"history does not hold entry {missing!r}")
         entries = [_ENTRY.validate_json(self._entries[r.entry_id]) for r in revisions]
         return MessageHistory(revision_id=revision_id, entries=entries, revisions=revisions)
 
