@@ -244,10 +244,19 @@ END
 $fn$;
 """
 
+
+def _amended(function: str, old: str, new: str) -> str:
+    """``function`` with its one ``old`` passage replaced: a passage edited away fails at import, not silently."""
+    if function.count(old) != 1:
+        raise AssertionError(f"the passage to amend occurs {function.count(old)} times, not once")
+    return function.replace(old, new)
+
+
 # Version 9: the same signature (so the batch function that calls it is unchanged); the base a
 # commit leaves is pinned for its thread (``history_gc.left_base``), and the namers of an entry a
 # compaction adds again are recorded.
-_COMMIT_FUNCTION_V4 = _COMMIT_FUNCTION_V3.replace(
+_COMMIT_FUNCTION_V4 = _amended(
+    _COMMIT_FUNCTION_V3,
     """    IF v_joined IS NOT NULL AND v_joined IS DISTINCT FROM p_base THEN
         INSERT INTO repertory.history_pins (revision_id, thread_id) VALUES (v_joined, p_thread_id)
         ON CONFLICT DO NOTHING;
