@@ -55,7 +55,7 @@ class CachedLineage:
         revisions, entries = list(older[0]), list(older[1])
         revisions.extend(reversed(self.revisions))
         entries.extend(reversed(self.entries))
-        return MessageHistory(revision_id=revision_id, entries=entries, revisions=revisions)
+        return MessageHistory.of_lineage(revision_id, revisions, entries)
 
 
 class HistoryCache:

@@ -71,4 +71,4 @@ def decode_lineage(
             gc.enable()
     if cached is not None and cached.revisions:
         return cached.history(revision_id, (revisions, entries))
-    return MessageHistory(revision_id=revision_id, entries=entries, revisions=revisions)
+    return MessageHistory.of_lineage(revision_id, revisions, entries)

@@ -169,7 +169,7 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         if missing is not None:
             raise HistoryIntegrityError(f"history does not hold entry {missing!r}")
         entries = [_ENTRY.validate_json(self._entries[r.entry_id]) for r in revisions]
-        return MessageHistory(revision_id=revision_id, entries=entries, revisions=revisions)
+        return MessageHistory.of_lineage(revision_id, revisions, entries)
 
     async def commit_session(
         self,
