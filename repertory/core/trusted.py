@@ -115,19 +115,43 @@ def copied(model: M, /, **changes: Any) -> M:
 
 
 _SHARED: dict[tuple[type[BaseModel], frozenset[str]], set[str]] = {}
+_MISSING: Any = object()
+# Per class: the set naming every field, or ``None`` for a class whose records keep their own (not
+# frozen) or whose set may name extra fields (a set as long as the fields is then not all of them).
+_FULL: dict[type[BaseModel], set[str] | None] = {}
+
+
+def _full(cls: type[BaseModel]) -> set[str] | None:
+    full = None
+    if cls.model_config.get("frozen"):
+        full = set(cls.__pydantic_fields__)
+        if cls.model_config.get("extra") == "allow":
+            full = set()  # shared by content only, never by length
+    _FULL[cls] = full
+    return full
 
 
 def share_fields_sets(records: Iterable[BaseModel]) -> None:
     """Give each frozen record in ``records`` the shared ``model_fields_set`` equal to its own.
 
     For records just validated and not yet handed to anyone; records that are not frozen are left
-    alone (their set grows when a field is assigned).
+    alone (their set grows when a field is assigned). A set that names every field (what a store's
+    row gives a revision or an entry) is recognised by its length, without building a key for it:
+    a loaded lineage is thousands of those.
     """
     for record in records:
         cls = type(record)
-        if not cls.model_config.get("frozen"):
+        full = _FULL.get(cls, _MISSING)
+        if full is _MISSING:
+            full = _full(cls)
+        if full is None:
             continue
         own = record.__pydantic_fields_set__
+        if own is full:
+            continue
+        if full and len(own) == len(full):
+            _set(record, "__pydantic_fields_set__", full)
+            continue
         key = (cls, frozenset(own))
         shared = _SHARED.get(key)
         if shared is None:

@@ -59,10 +59,8 @@ def decode_lineage(
         share_fields_sets(revisions)
         share_fields_sets(entries)
         share_fields_sets(messages)
-        for m in messages:
-            share_fields_sets(m.parts)
-            if m.origin is not None:
-                share_fields_sets((m.origin,))
+        share_fields_sets([part for m in messages for part in m.parts])
+        share_fields_sets([m.origin for m in messages if m.origin is not None])
         if cache is not None:
             for row, revision, entry in zip(ordered, revisions, entries, strict=True):
                 cache.add(revision, entry, len(row[6]))
