@@ -94,9 +94,12 @@ def history_rows(history: MessageHistory, delta: CommitDelta, writer: str | None
         else:
             inline.append((*row, entry.created_at, entry.message.model_dump_json()))
             holders[entry.id] = rev.id
+    if not plain:  # a step: nothing below applies
+        return HistoryRows(inline, plain, entries, known, [], [])
     held = sorted({holders[entry[0]] for entry in entries + known if entry[0] in holders})
     namers = [(eid, rid) for eid, rids in again.items() for rid in rids]
-    namers += [(rev.entry_id, rev.id) for rev in delta.revisions if rev.entry_id in again]
+    if again:
+        namers += [(rev.entry_id, rev.id) for rev in delta.revisions if rev.entry_id in again]
     return HistoryRows(inline, plain, entries, known, namers, held)
 
 
