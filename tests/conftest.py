@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 
+from repertory import InMemorySessionStore
+from repertory.storage import SqliteSessionStore, TreeStore
+from repertory.storage.postgres.store import PostgresSessionStore
 from repertory.testing.pg_temp import TemporaryPostgres
 
 _TABLES = (
@@ -58,3 +63,24 @@ def truncate_pg(url: str) -> None:
         exists = conn.execute("SELECT to_regclass('repertory.runs') IS NOT NULL").fetchone()
         if exists and exists[0]:
             conn.execute(f"TRUNCATE {_TABLES}")
+
+
+@contextlib.asynccontextmanager
+async def empty_store(backend: str, request: pytest.FixtureRequest, path: Path) -> AsyncIterator[TreeStore]:
+    """An empty store of ``backend``, closed on exit: ``memory``, ``sqlite`` at ``path``, ``postgres``.
+
+    For fixtures parametrised over the backends; PostgreSQL is the session's server, truncated.
+    """
+    opened: TreeStore
+    if backend == "memory":
+        opened = InMemorySessionStore()
+    elif backend == "sqlite":
+        opened = await SqliteSessionStore.open(path)
+    else:
+        server: TemporaryPostgres = request.getfixturevalue("pg_server")
+        truncate_pg(server.url)
+        opened = await PostgresSessionStore.open(server.url)
+    try:
+        yield opened
+    finally:
+        await opened.close()

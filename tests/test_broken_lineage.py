@@ -27,22 +27,17 @@ async def _three(store: TreeStore) -> MessageHistory:
     return history
 
 
-async def test_the_memory_store_names_the_missing_revision() -> None:
+@pytest.mark.parametrize("lost", ["revision", "entry"])
+async def test_the_memory_store_names_what_is_missing(lost: str) -> None:
     store = InMemorySessionStore()
     history = await _three(store)
     middle = history.lineage()[1]
     # No method removes one history row (by design), so the test breaks the lineage from outside.
-    store._revisions.pop(middle.id)
-    with pytest.raises(HistoryIntegrityError, match=middle.id):
-        await store.load_history(history.revision_id or "")
-
-
-async def test_the_memory_store_names_the_missing_entry() -> None:
-    store = InMemorySessionStore()
-    history = await _three(store)
-    middle = history.lineage()[1]
-    store._entries.pop(middle.entry_id)
-    with pytest.raises(HistoryIntegrityError, match=middle.entry_id):
+    if lost == "revision":
+        store._revisions.pop(middle.id)
+    else:
+        store._entries.pop(middle.entry_id)
+    with pytest.raises(HistoryIntegrityError, match=middle.id if lost == "revision" else middle.entry_id):
         await store.load_history(history.revision_id or "")
 
 

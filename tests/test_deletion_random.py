@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from repertory import InMemorySessionStore, MessageHistory, ModelMessage
-from repertory.storage import SqliteSessionStore, TreeStore
-from repertory.storage.postgres.store import PostgresSessionStore
+from repertory import MessageHistory, ModelMessage
+from repertory.storage import TreeStore
 from repertory.testing.conformance.tree_records import session_record
 from tests.conformance.probes import history_row_counts
-from tests.conftest import truncate_pg
+from tests.conftest import empty_store
 from tests.records import commit, history_of
 
 ROUNDS = {"memory": 12, "sqlite": 6, "postgres": 3}
@@ -34,19 +33,8 @@ OPERATIONS = 40
 @pytest.fixture(params=tuple(ROUNDS))
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TreeStore]:
     """An empty store of each backend (PostgreSQL: the session's server, truncated)."""
-    opened: TreeStore
-    if request.param == "memory":
-        opened = InMemorySessionStore()
-    elif request.param == "sqlite":
-        opened = await SqliteSessionStore.open(tmp_path / "s.db")
-    else:
-        server = request.getfixturevalue("pg_server")
-        truncate_pg(server.url)
-        opened = await PostgresSessionStore.open(server.url)
-    try:
+    async with empty_store(request.param, request, tmp_path / "s.db") as opened:
         yield opened
-    finally:
-        await opened.close()
 
 
 @dataclass

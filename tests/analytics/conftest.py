@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from repertory import InMemorySessionStore, Runtime
-from repertory.storage import SqliteSessionStore, TreeStore
-from repertory.storage.postgres.store import PostgresSessionStore
+from repertory import Runtime
+from repertory.storage import TreeStore
 from tests.analytics.fleet import agents
-from tests.conftest import truncate_pg
+from tests.conftest import empty_store
 
 BACKENDS = ("memory", "sqlite", "postgres")
 
@@ -19,19 +18,8 @@ BACKENDS = ("memory", "sqlite", "postgres")
 @pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TreeStore]:
     """An empty store of each backend (PostgreSQL: the session's server, truncated)."""
-    opened: TreeStore
-    if request.param == "memory":
-        opened = InMemorySessionStore()
-    elif request.param == "sqlite":
-        opened = await SqliteSessionStore.open(tmp_path / "fleet.db")
-    else:
-        server = request.getfixturevalue("pg_server")
-        truncate_pg(server.url)
-        opened = await PostgresSessionStore.open(server.url)
-    try:
+    async with empty_store(request.param, request, tmp_path / "fleet.db") as opened:
         yield opened
-    finally:
-        await opened.close()
 
 
 @pytest.fixture
