@@ -8,10 +8,11 @@ sharing where it is created, which is rare:
 - each revision remembers the thread whose commit first wrote it (its *writer*);
 - a *pin* ``(revision, thread)`` marks where a thread's lineage joins history it did not write:
   the head it is created on (a fork), the held revision a commit attaches its new ones to when
-  they do not grow from the thread's own head (``attach_point``), and any revision a commit
-  walked that the store already held;
+  they do not grow from the thread's own head, and any revision a commit walked that the store
+  already held;
 - a commit whose lineage does not continue from its base (a compaction re-adding the messages
-  it keeps after its summary) pins that base for its thread (``left_base``), and a head move
+  it keeps after its summary) pins that base for its thread too (``commit_pins`` gives both),
+  and a head move
   pins the head it leaves and where it lands (``head_move_pins``): the thread still needs them
   (its earlier runs point there), and a deletion of the thread must reach them;
 - an entry a commit found already held (two revisions naming one entry) is marked shared, unless
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 
 from repertory.core.history import HistoryRevision, MessageHistory
 
-__all__ = ["Collectable", "attach_point", "base_namers", "collectable", "head_move_pins", "left_base"]
+__all__ = ["Collectable", "base_namers", "collectable", "commit_pins", "head_move_pins"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,28 +64,25 @@ class Collectable:
     pins: list[tuple[str, str]] = field(default_factory=list)
 
 
-def attach_point(new_revisions: list[HistoryRevision], head: str | None, base: str | None) -> str | None:
-    """Where a commit's lineage joins history this commit did not write, when that is not the thread's own head.
+def _joined(new_revisions: list[HistoryRevision], head: str | None) -> str | None:
+    """Where a write's new lineage stands on stored history: the parent of its root-most new revision."""
+    return new_revisions[0].parent_id if new_revisions else head
 
-    ``new_revisions`` are the ones the commit writes, root-most first. ``None`` when the commit
-    grows from ``base`` (the thread's own head) or starts a history from nothing.
+
+def commit_pins(new_revisions: list[HistoryRevision], head: str | None, base: str | None) -> list[str]:
+    """What a commit pins for its thread: nothing for a step (its lineage grows from ``base``), else two.
+
+    ``new_revisions`` are the ones the commit writes, root-most first. A commit whose lineage does
+    not grow from ``base`` (a compaction re-adding the messages it keeps after its summary) pins
+    where it joins history it did not write (the *attach point*, unless it starts from nothing)
+    and the base it leaves: the thread still needs it (its earlier runs point there), and without
+    the pin a compaction's former lineage would be reached by no deletion of the thread, nor
+    would a fork's pin on it. A thread's first commit pins nothing.
     """
-    joined = new_revisions[0].parent_id if new_revisions else head
-    return None if joined is None or joined == base else joined
-
-
-def left_base(new_revisions: list[HistoryRevision], head: str | None, base: str | None) -> str | None:
-    """The base a commit leaves behind (its lineage does not continue from it), to pin for the thread.
-
-    ``None`` for a step (its revisions grow from ``base``), a commit that adds nothing, or a
-    thread's first commit. Without the pin, a compaction's former lineage (the first revisions
-    of the messages it re-added after its summary) would be reached by no deletion of the
-    thread, and neither would a fork's pin on it.
-    """
-    if base is None:
-        return None
-    joined = new_revisions[0].parent_id if new_revisions else head
-    return None if joined == base else base
+    joined = _joined(new_revisions, head)
+    if joined == base:
+        return []
+    return [r for r in (joined, base) if r is not None]
 
 
 def head_move_pins(new_revisions: list[HistoryRevision], head: str | None, base: str | None) -> list[str]:
@@ -94,7 +92,7 @@ def head_move_pins(new_revisions: list[HistoryRevision], head: str | None, base:
     revision, its own thread's or another's, and its revisions have no writer (no deletion
     collects them); the pins make the lineage it lands on, and the one it leaves, needed.
     """
-    joined = new_revisions[0].parent_id if new_revisions else head
+    joined = _joined(new_revisions, head)
     return sorted({r for r in (joined, base) if r is not None})
 
 

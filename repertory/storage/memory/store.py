@@ -26,7 +26,7 @@ from repertory.storage.commit_plan import (
     plan_commit,
     plan_head_move,
 )
-from repertory.storage.history_gc import attach_point, base_namers, collectable, head_move_pins, left_base
+from repertory.storage.history_gc import base_namers, collectable, commit_pins, head_move_pins
 from repertory.storage.memory._memory_tables import MemoryMemTables
 from repertory.storage.memory._time_tables import MemoryTimeTables
 from repertory.storage.memory._tree_tables import MemoryTreeTables
@@ -165,10 +165,10 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
             revisions.append(rev)
             current = rev.parent_id
         revisions.reverse()
-        missing = next((r.entry_id for r in revisions if r.entry_id not in self._entries), None)
-        if missing is not None:
-            raise HistoryIntegrityError(f"history does not hold entry {missing!r}")
-        entries = [_ENTRY.validate_json(self._entries[r.entry_id]) for r in revisions]
+        try:
+            entries = [_ENTRY.validate_json(self._entries[r.entry_id]) for r in revisions]
+        except KeyError as exc:
+            raise HistoryIntegrityError(f"history does not hold entry {exc.args[0]!r}") from None
         return MessageHistory.of_lineage(revision_id, revisions, entries)
 
     async def commit_session(
@@ -237,12 +237,8 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
                 self._writers[rid] = tid
             else:
                 self._pins.setdefault(rid, set()).add(tid)  # walked but held: someone else's
-        joined = attach_point(delta.revisions, history.revision_id, base_revision_id)
-        if joined is not None:
-            self._pins.setdefault(joined, set()).add(tid)
-        left = left_base(delta.revisions, history.revision_id, base_revision_id)
-        if left is not None:
-            self._pins.setdefault(left, set()).add(tid)
+        for pinned in commit_pins(delta.revisions, history.revision_id, base_revision_id):
+            self._pins.setdefault(pinned, set()).add(tid)
         self._write_events(event_rows)
         if turn is not None and turn_row is not None:
             self._turns[turn.submission_id] = turn_row
@@ -309,7 +305,7 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         if not gone:
             return DeletedRows()
         doomed = set(gone)
-        # From the heads and from whatever the threads pinned (a head they left: ``left_base``).
+        # From the heads and from whatever the threads pinned (a head they left: ``commit_pins``).
         starts = [self._head(sid) for sid in gone]
         starts += [rid for rid, threads in self._pins.items() if not threads.isdisjoint(doomed)]
         reached: dict[str, tuple[str | None, str]] = {}

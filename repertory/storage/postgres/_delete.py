@@ -53,7 +53,7 @@ async def delete_sessions(conn: psycopg.AsyncConnection[Any], session_ids: Seque
     gone = [r[0] for r in found]
     if not gone:
         return DeletedRows()
-    # From the heads and from whatever the threads pinned: a head they left (``left_base``) goes
+    # From the heads and from whatever the threads pinned: a head they left (``commit_pins``) goes
     # with them, and a remaining thread's pin on it is seen.
     starts = await _rows(
         conn,

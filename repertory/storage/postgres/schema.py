@@ -253,7 +253,7 @@ def _amended(function: str, old: str, new: str) -> str:
 
 
 # Version 9: the same signature (so the batch function that calls it is unchanged); the base a
-# commit leaves is pinned for its thread (``history_gc.left_base``), and the namers of an entry a
+# commit leaves is pinned for its thread (``history_gc.commit_pins``), and the namers of an entry a
 # compaction adds again are recorded.
 _COMMIT_FUNCTION_V4 = _amended(
     _COMMIT_FUNCTION_V3,
@@ -459,7 +459,7 @@ MIGRATIONS: dict[int, list[str]] = {
     # the thread head after it.
     8: [_ACCEPT_TURN_FUNCTION],
     # A commit whose lineage does not continue from its base (a compaction) pins that base for its
-    # thread (``history_gc.left_base``), so deleting the thread reaches the lineage it left;
+    # thread (``history_gc.commit_pins``), so deleting the thread reaches the lineage it left;
     # and every revision naming an entry a compaction adds again (``history_entry_namers``), so
     # a deletion collects a kept message with the last revision naming it (it was marked shared
     # and never collected).

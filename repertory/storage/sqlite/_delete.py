@@ -53,7 +53,7 @@ def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> Del
         return DeletedRows()
     ids = json.dumps(gone)
     tops = conn.execute(ROWID_TOPS).fetchone()
-    # From the heads and from whatever the threads pinned: a head they left (``left_base``) goes
+    # From the heads and from whatever the threads pinned: a head they left (``commit_pins``) goes
     # with them, and a remaining thread's pin on it is seen.
     starts = [
         r[0]

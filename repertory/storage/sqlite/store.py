@@ -40,7 +40,7 @@ from repertory.storage.commit_plan import (
     plan_head_move,
 )
 from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES
-from repertory.storage.history_gc import attach_point, head_move_pins, left_base
+from repertory.storage.history_gc import commit_pins, head_move_pins
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.queries import runs_query
 from repertory.storage.sqlite._delete import delete_sessions
@@ -323,8 +323,7 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
             head_sql, head_row = FIRST_HEAD, (tid, thread.history_revision_id, thread.created_at, thread.updated_at)
         else:
             head_sql, head_row = MOVE_THREAD, (thread.history_revision_id, thread.updated_at, tid, base_revision_id)
-        joined = attach_point(delta.revisions, history.revision_id, base_revision_id)
-        left = left_base(delta.revisions, history.revision_id, base_revision_id)
+        pins = [(pinned, tid) for pinned in commit_pins(delta.revisions, history.revision_id, base_revision_id)]
 
         def refuse(conn: sqlite3.Connection) -> None:
             """Raise the ``CommitConflict`` of the guard the stored state fails (a refused write's reason)."""
@@ -339,10 +338,8 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
             # Sharing is recorded where it is created (``history_gc``); a step that shares nothing,
             # the usual case, writes no row more than before.
             write_history(conn, history_values, tid)
-            if joined is not None:
-                conn.execute(INSERT_PIN, (joined, tid))
-            if left is not None:
-                conn.execute(INSERT_PIN, (left, tid))
+            if pins:
+                conn.executemany(INSERT_PIN, pins)
             # The run before the head: a refused head is then read as it was stored (the guards' order).
             if conn.execute(COMMIT_RUN, run_values).rowcount == 0:
                 refuse(conn)
