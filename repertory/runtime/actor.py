@@ -64,6 +64,7 @@ from repertory.runtime._loop import Riding
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.events import EventBus
+from repertory.runtime.results import turn_result
 from repertory.runtime.services import SessionServices
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal
@@ -114,6 +115,14 @@ class _Job:
     # The session's thread as the write that accepted a started turn read it: its run starts from
     # that head without reading it again (taken once: a retry reads the store).
     thread: ThreadState | None = None
+
+
+class _DrivenOn(Exception):
+    """A decision's job to its decider: the decision landed and its turn was handed back (``_drive_again``)."""
+
+    def __init__(self, submission_id: str) -> None:
+        super().__init__(submission_id)
+        self.submission_id = submission_id
 
 
 class _TurnRider:
@@ -332,8 +341,23 @@ class SessionActor:
         self._jobs.append(job)
         self._ensure_worker()
         assert job.future is not None
-        result: RunResult = await job.future
+        try:
+            result: RunResult = await job.future
+        except _DrivenOn as on:
+            # The decision landed (its token is spent) and a later write failed on the store: the
+            # turn is back in the mailbox, first in line, and goes on from its last commit. The
+            # decider waits for it to rest, as a turn's waiter does; the error it would hear
+            # otherwise is about a decision that took, and a retry would only find the token used.
+            await self.wait_turn(on.submission_id)
+            held = self.take_outcome(on.submission_id)
+            if held is not None:
+                return held
+            return await turn_result(self.store, self._output_type_for, self.id, on.submission_id, None)
         return result
+
+    def _output_type_for(self, path: str | None, agent: str) -> type[BaseModel] | None:
+        """The output type of a turn of this session (``turn_result``'s ``output_type_for``)."""
+        return self._resolve_output(path) or self.session.agent.output_type
 
     async def compact(self) -> CompactionResult | None:
         """Compact the session's context now (``Session.compact()``), in mailbox order: never during a turn.
@@ -610,14 +634,15 @@ class SessionActor:
                 job.future.set_exception(exc)
             raise
         except BaseException as exc:
+            driven_on = False
             try:
                 if turn is not None:
                     self.session.rider = self._rider = None
                     # Before the caller hears back: the status is current.
-                    await self._settle_decided(job, turn, None if rider is None else rider.stored, exc)
+                    driven_on = await self._settle_decided(job, turn, None if rider is None else rider.stored, exc)
             finally:
                 if not job.future.done():
-                    job.future.set_exception(exc)
+                    job.future.set_exception(_DrivenOn(turn.submission_id) if driven_on and turn else exc)
             return
         finally:
             self.session.rider = self._rider = None
@@ -653,35 +678,37 @@ class SessionActor:
             self._suspended = {t.submission_id: t for t in await self.store.list_turns(self.id, ["suspended"])}
         return sorted(self._suspended.values(), key=lambda t: t.seq)
 
-    async def _settle_decided(self, job: _Job, turn: TurnRecord, landed: TurnStatus | None, exc: BaseException) -> None:
+    async def _settle_decided(self, job: _Job, turn: TurnRecord, landed: TurnStatus | None, exc: BaseException) -> bool:
         """Settle the turn a failed decision was driving, from its stored run; or drive that run on.
 
         ``landed`` is the turn status the decision's commits wrote. ``running`` means the decision
         landed (the token is spent): its run must go on, so a drive that failed on the store, or
         stopped with its run still ``running``, hands the turn back to the mailbox (``_drive_again``)
         instead of leaving a running turn that nothing drives. A decision that never landed leaves
-        the turn suspended, its token live: the caller may decide again.
+        the turn suspended, its token live: the caller may decide again. Returns whether the turn
+        was handed back (the decider then waits for it: ``decide``).
         """
         try:
             if landed == "running" and _store_failed(exc):
                 self._drive_again(job, turn, exc)
-                return
+                return True
             run = await self.store.load_run(turn.run_id)
             if run is None:
-                return
+                return False
             self.session.adopt_state(run)
             status = _turn_status(run.status)
             if status == "running" and landed == "running":
                 self._drive_again(job, turn, exc)
-                return
+                return True
             await self._finish(turn, status, landed)
         except Exception as failed:
             if not _store_failed(failed):
                 raise
             if landed == "running":
                 self._drive_again(job, turn, failed)
-            else:
-                self._suspended = None  # where the turn stands is unknown here now: read again on next need
+                return True
+            self._suspended = None  # where the turn stands is unknown here now: read again on next need
+        return False
 
     async def _finish(self, turn: TurnRecord, status: TurnStatus, landed: TurnStatus | None = None) -> None:
         """End a turn at ``status``: its row, ``turn.completed`` and the session's time, unless a commit carried them.

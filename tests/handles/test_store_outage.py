@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from repertory import Agent, Runtime, StoreError, ToolContext, agent_tool, tool
+from repertory import Agent, Runtime, StoreError, ToolContext, agent_tool, suspend, tool
 from repertory.core.messages import ModelMessage
 from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
-from repertory.errors import RunCancelled
+from repertory.errors import InvalidResumeToken, RunCancelled
 from repertory.runtime.host import LocalHost
 from repertory.storage.memory.store import InMemorySessionStore
 from repertory.testing import ScriptedModel
@@ -139,9 +139,8 @@ async def test_a_delegated_worker_approved_and_then_failing_on_the_store_still_e
             await store.suspended.wait()  # the worker asked for its approval
         [pending] = await root.pending_approvals(tree=True)
         store.fails = _after_redemption(store)
-        with pytest.raises(StoreError, match="database is locked"):
-            await root.approve(pending.token)
         async with asyncio.timeout(_GUARD_S):
+            approved = await root.approve(pending.token)  # the worker's run, driven on past the failure
             result = await plan.result()
         [child] = await root.children()
         [child_turn] = await store.list_turns(child.id)
@@ -150,11 +149,15 @@ async def test_a_delegated_worker_approved_and_then_failing_on_the_store_still_e
     assert store.failed.is_set()
     assert ran == [7]  # it ran once; driven on, its unrecorded outcome is never run again
     assert (worker_turn.status, worker_run) == ("done", "done")
+    assert (approved.status, approved.run_id) == ("done", worker_turn.run_id)
     assert (parent_turn.status, parent_run) == ("done", "done")
     assert "outcome unknown" in (result.text or "")
 
 
-async def test_a_decision_whose_next_commit_fails_drives_its_run_on() -> None:
+async def test_a_decision_whose_next_commit_fails_drives_its_run_on_and_returns_its_result() -> None:
+    # The decision landed before the failure (its token is spent): the approver hears how the run
+    # ended once it is driven on, not a StoreError about a decision that took, which a retry would
+    # only answer with InvalidResumeToken.
     store = _FailingStore()
     ran: list[int] = []
     async with await Runtime.start(store=store, agents={"worker": _worker(ran)}) as rt:
@@ -163,13 +166,44 @@ async def test_a_decision_whose_next_commit_fails_drives_its_run_on() -> None:
         assert (await turn.result()).status == "suspended"
         [pending] = await handle.pending_approvals()
         store.fails = _after_redemption(store)
-        with pytest.raises(StoreError):
-            await handle.approve(pending.token)
         async with asyncio.timeout(_GUARD_S):
+            approved = await handle.approve(pending.token)
             assert (await turn.result()).status == "done"
         stored, run = await _settled(store, handle.id, turn.submission_id)
         assert await handle.pending_approvals() == []
+        with pytest.raises(InvalidResumeToken):
+            await handle.approve(pending.token)  # spent once, by the decision that landed
+    assert store.failed.is_set()
+    # The charge ran before the failed commit could record it: driven on, it is not run again.
+    assert (approved.status, approved.run_id) == ("done", stored.run_id)
+    assert "outcome unknown" in (approved.text or "")
     assert (stored.status, run, ran) == ("done", "done", [7])
+
+
+async def test_a_resume_whose_next_commit_fails_returns_the_run_it_drove_on() -> None:
+    store = _FailingStore()
+
+    @tool
+    def ask(question: str) -> str:
+        """Ask a human."""
+        suspend(reason="needs an answer", payload={"question": question})
+        return "unreachable"
+
+    def step(messages: list[ModelMessage], tools: Any) -> dict[str, Any]:
+        if not any(m.role == "assistant" for m in messages):
+            return {"tool": "ask", "args": {"question": "go?"}}
+        return {"text": f"told: {messages[-1].text}"}  # the answer arrives as the decider's message
+
+    agent = Agent(name="asker", model=ScriptedModel(step), tools=[ask])
+    async with await Runtime.start(store=store, agents={"asker": agent}) as rt:
+        handle = await rt.create_session(agent="asker")
+        suspended = await handle.run("start")
+        assert suspended.status == "suspended" and suspended.state.suspended_on is not None
+        store.fails = _after_redemption(store)
+        async with asyncio.timeout(_GUARD_S):
+            resumed = await handle.resume(suspended.state.suspended_on.token, "yes")
+    assert store.failed.is_set()
+    assert (resumed.status, resumed.text) == ("done", "told: yes")
 
 
 async def test_a_turn_whose_commit_fails_is_driven_again_not_ended_in_error() -> None:
