@@ -458,6 +458,14 @@ class Drive:
             pass  # the turn row still holds the input; the turn ends cancelled without a run
 
     async def _commit_error(self, exc: Exception) -> None:
+        """Commit the run ``error`` with ``exc``'s account; a store that fails that commit is what is raised.
+
+        The store then holds the run as its last commit left it, ``running``, as a crash would:
+        reporting only ``exc`` would have the caller (a session's actor) end its turn ``error``
+        over a run nothing drives again. The ``StoreError`` (``exc`` its cause) says what the store
+        holds, and an actor drives the run on from there, as a restarted host would. A
+        ``CommitConflict`` (the run was cancelled or moved on elsewhere) leaves ``exc`` the one to report.
+        """
         run = self.run_state
         run.status = "error"
         run.suspended_on = None
@@ -469,8 +477,10 @@ class Drive:
         self.emit("error", {"run_id": run.run_id, "type": run.error.type, "message": run.error.message})
         try:
             await self.commit()
-        except StoreError:
-            pass  # the original error is the one to report; the run stays as last committed
+        except CommitConflict:
+            pass  # the original error is the one to report; the run stays as the store says
+        except StoreError as failed:
+            raise failed from exc
 
     async def _loop(self) -> RunResult:
         run = self.run_state

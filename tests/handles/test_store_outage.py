@@ -24,7 +24,7 @@ import pytest
 from repertory import Agent, Runtime, StoreError, ToolContext, agent_tool, suspend, tool
 from repertory.core.messages import ModelMessage
 from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
-from repertory.errors import InvalidResumeToken, RunCancelled
+from repertory.errors import InvalidResumeToken, ModelError, RunCancelled
 from repertory.runtime.host import LocalHost
 from repertory.storage.memory.store import InMemorySessionStore
 from repertory.testing import ScriptedModel
@@ -338,3 +338,30 @@ async def test_a_recovery_run_again_after_failing_half_way_drives_each_open_turn
     finally:
         await host.close()
     assert sorted(entered) == sessions  # each open turn was driven once
+
+
+async def test_a_model_error_whose_error_commit_fails_is_driven_again_not_left_running() -> None:
+    # The model fails and so does the commit that would record it: the store holds the run as its
+    # last commit left it (running), as a crash would. Ending the turn ``error`` over a ``running``
+    # run left a run nothing would ever drive; the turn goes back to the mailbox instead, and its
+    # run goes on from that commit (the model asked again).
+    store = _FailingStore()
+    calls = [0]
+
+    def step(messages: list[ModelMessage], tools: Any) -> dict[str, Any]:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise ModelError("the provider timed out")
+        return {"text": "answered"}
+
+    store.fails = _fail_once(lambda method, kwargs: method == "commit_session" and kwargs["run"].status == "error")
+    agent = Agent(name="a", model=ScriptedModel(step))
+    async with await Runtime.start(store=store, agents={"a": agent}) as rt:
+        handle = await rt.create_session(agent="a")
+        turn = await handle.send("hello")
+        async with asyncio.timeout(_GUARD_S):
+            result = await turn.result()
+        stored, run = await _settled(store, handle.id, turn.submission_id)
+    assert store.failed.is_set()
+    assert (result.status, result.text, calls[0]) == ("done", "answered", 2)
+    assert (stored.status, run) == ("done", "done")
