@@ -15,6 +15,19 @@ from benchmarks.turns.tree import TreeRun, TurnSql
 __all__ = ["FloorPart", "LangGraphPart", "RayPart", "Sizes", "StepsPart", "Target", "TurnsReport"]
 
 
+_TOOL_NOTE = (
+    "The tool here is not idempotent, so its call is committed before it runs: one transaction and four "
+    "statements more than with an idempotent tool (tests/engine/test_turn_cost.py asserts 3 transactions "
+    "and 12 statements for that, 4 and 16 for this)"
+)
+
+
+def _without_control(sql: TurnSql) -> float:
+    """Statements per turn but BEGIN and COMMIT: how ``tests/engine/test_turn_cost.py`` counts them."""
+    control = sum(v for k, v in sql.statements_by_kind_per_turn.items() if k.split(" ")[0] in ("BEGIN", "COMMIT"))
+    return sql.statements_per_turn - control
+
+
 class Sizes(BenchModel):
     """The sizes of one mode."""
 
@@ -135,7 +148,7 @@ class TurnsReport(Report):
                     "SQL statements per two-step turn (a later turn, local, SQLite)",
                     self.sql.statements_per_turn,
                     "",
-                    note=kinds,
+                    note=f"{_without_control(self.sql):g} without BEGIN/COMMIT ({kinds}); {_TOOL_NOTE}",
                 )
             )
             rows.append(
@@ -210,8 +223,9 @@ class TurnsReport(Report):
             )
         if self.sql is not None:
             out.append(
-                f"\none later two-step turn: {self.sql.statements_per_turn:g} SQL statements, "
-                f"{self.sql.write_transactions_per_turn:g} write transactions"
+                f"\none later two-step turn: {self.sql.statements_per_turn:g} SQL statements "
+                f"({_without_control(self.sql):g} without BEGIN/COMMIT), "
+                f"{self.sql.write_transactions_per_turn:g} write transactions. {_TOOL_NOTE}"
             )
             out += [f"  {k:<28} {v:g}" for k, v in self.sql.statements_by_kind_per_turn.items()]
         if self.ray is not None:
