@@ -77,6 +77,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               quick_skip="starts a three-node Ray cluster; `python -m benchmarks.ray_failover --quick` runs it"),
     Benchmark("http", "repertory serve through langgraph-sdk: create + wait, stream, concurrent clients"),
     Benchmark("timers", "100,000 armed timers: memory per timer, the scheduler's queries, wake latency"),
+    Benchmark("tenancy", "a key's page of sessions and its counts among 100,000, through the owner index",
+              quick_skip="starts a PostgreSQL server; `python -m benchmarks.tenancy --quick` runs it"),
     Benchmark("million", "1,000,000 PostgreSQL sessions, 1% active: creation, cold activation, memory, sizes, WAL",
               quick_skip="a PostgreSQL server and two host processes take ~45 s even at 20,000 sessions; "
                          "`python -m benchmarks.million --quick` runs it"),

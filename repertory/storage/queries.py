@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 __all__ = ["runs_query"]
@@ -85,8 +84,8 @@ def session_page_query(
         where.append(f"{d.json('s.record', 'agent')} = {m}")
         params.append(agent)
     if owner is not None:
-        where.append(_owner_is(d, "s.record"))
-        params.extend(_owner_params(owner))
+        where.append(f"s.owner = {m}")  # the owner column and its index (schema version 10)
+        params.append(owner)
     if search:
         needle = search.lower()
         title = f"{d.find}(lower(COALESCE({d.json('s.record', 'title')}, '')), {m}) > 0"
@@ -114,18 +113,6 @@ def session_page_query(
     return sql, tuple(params)
 
 
-def _owner_is(d: SqlDialect, column: str) -> str:
-    """The record's ``owner`` is the parameter: a plain substring test of the record's JSON text first
-    (``"owner":"alice"`` sits verbatim in it), which spares parsing the JSON of rows of other owners,
-    then the field itself (the text could also be a nested key's)."""
-    return f"({d.find}({column}, {d.mark}) > 0 AND {d.json(column, 'owner')} = {d.mark})"
-
-
-def _owner_params(owner: str) -> tuple[str, str]:
-    # How pydantic writes the field (compact, non-ASCII kept); json.dumps agrees for any string.
-    return '"owner":' + json.dumps(owner, ensure_ascii=False), owner
-
-
 def session_counts_query(d: SqlDialect, owner: str | None = None) -> tuple[str, tuple[object, ...]]:
     """Sessions running, suspended and in error (one row, three columns), by the rule of the page query.
 
@@ -133,8 +120,8 @@ def session_counts_query(d: SqlDialect, owner: str | None = None) -> tuple[str, 
     """
     p = d.prefix
     busy, latest = _status_sets(d)
-    mine = f" AND {_owner_is(d, 's.record')}" if owner is not None else ""
-    per = _owner_params(owner) if owner is not None else ()
+    mine = f" AND s.owner = {d.mark}" if owner is not None else ""
+    per = (owner,) if owner is not None else ()
 
     def at_rest(status: str) -> str:
         return (

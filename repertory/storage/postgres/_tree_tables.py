@@ -137,8 +137,15 @@ class PgTreeTables(PgBase):
         """Insert the session row and its thread row in one transaction (duplicates conflict)."""
         async with self.connection("create_session") as conn, conn.transaction():
             await conn.execute(
-                "INSERT INTO repertory.sessions (session_id, parent_id, created_at, record) VALUES (%s, %s, %s, %s)",
-                (session.session_id, session.lineage.parent_id, session.created_at, session.model_dump_json()),
+                "INSERT INTO repertory.sessions (session_id, parent_id, created_at, record, owner) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                (
+                    session.session_id,
+                    session.lineage.parent_id,
+                    session.created_at,
+                    session.model_dump_json(),
+                    session.owner,
+                ),
             )
             await conn.execute(
                 "INSERT INTO repertory.threads (thread_id, head, created_at, updated_at) VALUES (%s, %s, %s, %s)",

@@ -173,8 +173,8 @@ class SqliteTreeTables(SqliteBase):
             if exists:
                 raise CommitConflict(f"session {session.session_id!r} already exists", session_id=session.session_id)
             conn.execute(
-                "INSERT INTO sessions (session_id, parent_id, created_at, record) VALUES (?, ?, ?, ?)",
-                (session.session_id, session.lineage.parent_id, session.created_at, record),
+                "INSERT INTO sessions (session_id, parent_id, created_at, record, owner) VALUES (?, ?, ?, ?, ?)",
+                (session.session_id, session.lineage.parent_id, session.created_at, record, session.owner),
             )
             conn.execute(
                 "INSERT INTO threads (thread_id, head, created_at, updated_at) VALUES (?, ?, ?, ?)",
