@@ -477,7 +477,8 @@ MIGRATIONS: dict[int, list[str]] = {
     # operator's sessions (no owner) are left out of it.
     10: [
         "ALTER TABLE repertory.sessions ADD COLUMN owner text",
-        "UPDATE repertory.sessions SET owner = (record::json ->> 'owner')",
+        # Only owned rows are rewritten: a row updated to what it holds is still a new tuple version.
+        "UPDATE repertory.sessions SET owner = (record::json ->> 'owner') WHERE (record::json ->> 'owner') IS NOT NULL",
         "CREATE INDEX sessions_by_owner ON repertory.sessions (owner, ord) WHERE owner IS NOT NULL",
     ],
 }

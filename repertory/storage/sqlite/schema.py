@@ -215,7 +215,8 @@ _MIGRATIONS: dict[int, list[str]] = {
     # alone. The operator's sessions (no owner) are left out of it.
     10: [
         """ALTER TABLE sessions ADD COLUMN owner TEXT""",
-        """UPDATE sessions SET owner = json_extract(record, '$.owner')""",
+        """UPDATE sessions SET owner = json_extract(record, '$.owner')
+           WHERE json_extract(record, '$.owner') IS NOT NULL""",
         """CREATE INDEX sessions_by_owner ON sessions (owner) WHERE owner IS NOT NULL""",
     ],
 }
