@@ -24,13 +24,15 @@ from repertory.core.messages import ModelMessage
 from repertory.core.result import RunResult
 from repertory.core.tree import TurnKind
 from repertory.runtime.results import turn_result
+from repertory.tracing import current_traceparent
 
 if TYPE_CHECKING:
     from repertory.actors.client import RayHostClient
 
 __all__ = ["RunBatcher"]
 
-RunItem = tuple[str, ModelMessage, TurnKind, type[BaseModel] | None, str]
+RunItem = tuple[str, ModelMessage, TurnKind, type[BaseModel] | None, str, str | None]
+"""(session, message, kind, output type, submission id, the caller's ``traceparent``)."""
 
 
 class RunBatcher:
@@ -73,7 +75,9 @@ class RunBatcher:
         submission_id = new_id()
         result = self._feed.expect(submission_id)
         try:
-            refused = await self._queue.submit((session_id, message, kind, output_type, submission_id))
+            refused = await self._queue.submit(
+                (session_id, message, kind, output_type, submission_id, current_traceparent())
+            )
             if refused is not None:
                 raise refused
             outcome = await result

@@ -24,20 +24,22 @@ from repertory.core.tree import TurnKind
 
 __all__ = ["decode_request", "decode_result", "encode_request", "encode_result"]
 
-_REQUEST = TypeAdapter(tuple[str, TurnKind, str, ModelMessage])
+_REQUEST = TypeAdapter(tuple[str, TurnKind, str, str | None, ModelMessage])
 _RESULT = TypeAdapter(tuple[str, RunStatus, str | None, RunState])
 
 
-def encode_request(session_id: str, message: ModelMessage, kind: TurnKind, submission_id: str) -> str:
-    """``run_turn``'s arguments (no output type) as one JSON array."""
-    head = json.dumps([session_id, kind, submission_id])
+def encode_request(
+    session_id: str, message: ModelMessage, kind: TurnKind, submission_id: str, traceparent: str | None = None
+) -> str:
+    """``run_turn``'s arguments (no output type) as one JSON array; ``traceparent`` is the caller's span."""
+    head = json.dumps([session_id, kind, submission_id, traceparent])
     return f"{head[:-1]},{message.model_dump_json()}]"
 
 
-def decode_request(request: str) -> tuple[str, ModelMessage, TurnKind, str]:
-    """``(session_id, message, kind, submission_id)`` from ``encode_request``'s text."""
-    session_id, kind, submission_id, message = _REQUEST.validate_json(request)
-    return session_id, message, kind, submission_id
+def decode_request(request: str) -> tuple[str, ModelMessage, TurnKind, str, str | None]:
+    """``(session_id, message, kind, submission_id, traceparent)`` from ``encode_request``'s text."""
+    session_id, kind, submission_id, traceparent, message = _REQUEST.validate_json(request)
+    return session_id, message, kind, submission_id, traceparent
 
 
 def encode_result(result: RunResult) -> str | RunResult:

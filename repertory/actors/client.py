@@ -59,6 +59,7 @@ from repertory.runtime.actor import IfBusy
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.host import lookup_agent, resolve_output_type
+from repertory.tracing import current_traceparent
 
 __all__ = ["VERSION", "RayHostClient"]
 
@@ -267,9 +268,10 @@ class RayHostClient:
     async def send_many(self, batch: list[tuple[str, ModelMessage, TurnKind, str]]) -> list[TurnRecord]:
         """Queue turns on shared sessions in bulk (deduplicated by submission id when retried)."""
         turns: dict[str, TurnRecord] = {}
+        caller = current_traceparent()
 
         async def chunk(index: int, part: list[tuple[str, ModelMessage, TurnKind, str]]) -> None:
-            made: list[TurnRecord] = await self.retrying(lambda: self._hosts[index].send_many.remote(part))
+            made: list[TurnRecord] = await self.retrying(lambda: self._hosts[index].send_many.remote(part, caller))
             turns.update((t.submission_id, t) for t in made)
 
         for session_id in {item[0] for item in batch}:
@@ -299,7 +301,15 @@ class RayHostClient:
     ) -> TurnRecord:
         """Queue a turn on the session's host (deduplicated on retry by the submission id)."""
         turn: TurnRecord = await self._call(
-            session_id, "send", session_id, message, kind, if_busy, output_type, submission_id or new_id()
+            session_id,
+            "send",
+            session_id,
+            message,
+            kind,
+            if_busy,
+            output_type,
+            submission_id or new_id(),
+            current_traceparent(),  # the turn's span continues the caller's, as on the local backend
         )
         return turn
 
@@ -322,11 +332,12 @@ class RayHostClient:
         Without an output type the call's request and result travel as text (``_wire``).
         """
         result: RunResult
+        caller = current_traceparent()
         if output_type is None:
-            request = encode_request(session_id, message, kind, new_id())
+            request = encode_request(session_id, message, kind, new_id(), caller)
             result = decode_result(await self._call(session_id, "run_turn_text", request))
         else:
-            result = await self._call(session_id, "run_turn", session_id, message, kind, output_type, new_id())
+            result = await self._call(session_id, "run_turn", session_id, message, kind, output_type, new_id(), caller)
         await self._flush(session_id)
         return result
 
@@ -356,7 +367,9 @@ class RayHostClient:
 
     async def decide(self, session_id: str, decision: Decision, principal: Principal) -> RunResult:
         """Approve, reject or resume; never retried (the token is single-use)."""
-        result: RunResult = await self._call(session_id, "decide", session_id, decision, principal, retry=False)
+        result: RunResult = await self._call(
+            session_id, "decide", session_id, decision, principal, current_traceparent(), retry=False
+        )
         await self._flush(session_id)
         return result
 

@@ -30,6 +30,7 @@ import ray
 from pydantic import BaseModel, JsonValue
 
 from repertory.actors._channels import KEEPALIVE_SECONDS, Channels, Item
+from repertory.actors._runs import RunItem
 from repertory.actors._tree import HostTree
 from repertory.actors._wire import decode_request, encode_result
 from repertory.core.decisions import Decision
@@ -50,7 +51,7 @@ from repertory.runtime.actor import IfBusy
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.host import LocalHost, MemoryFactory
-from repertory.tracing import configure_from_env
+from repertory.tracing import configure_from_env, under_traceparent
 from repertory.tree.agent_specs import AgentSpec, resolve_agents
 from repertory.tree.delegation import TreeServices
 
@@ -276,15 +277,20 @@ class SessionHost:
         if_busy: IfBusy,
         output_type: type[BaseModel] | None,
         submission_id: str,
+        traceparent: str | None = None,
     ) -> TurnRecord:
-        """Queue a turn (idempotent by ``submission_id``)."""
+        """Queue a turn (idempotent by ``submission_id``), under the caller's span (``traceparent``)."""
         host = await self._ready()
-        return await host.send(session_id, message, kind, if_busy, output_type, submission_id)
+        with under_traceparent(traceparent):
+            return await host.send(session_id, message, kind, if_busy, output_type, submission_id)
 
-    async def send_many(self, batch: list[tuple[str, ModelMessage, TurnKind, str]]) -> list[TurnRecord]:
-        """Bulk sends ``(session_id, message, kind, submission_id)``, each enqueued."""
+    async def send_many(
+        self, batch: list[tuple[str, ModelMessage, TurnKind, str]], traceparent: str | None = None
+    ) -> list[TurnRecord]:
+        """Bulk sends ``(session_id, message, kind, submission_id)``, each enqueued under the caller's span."""
         host = await self._ready()
-        return await host.send_many(batch)
+        with under_traceparent(traceparent):
+            return await host.send_many(batch)
 
     async def run_turn(
         self,
@@ -293,31 +299,34 @@ class SessionHost:
         kind: TurnKind,
         output_type: type[BaseModel] | None,
         submission_id: str,
+        traceparent: str | None = None,
     ) -> RunResult:
         """Queue a turn, wait for it to rest and return its result: ``handle.run()`` in one call."""
         host = await self._ready()
-        return await host.run_turn(session_id, message, kind, output_type, submission_id)
+        with under_traceparent(traceparent):
+            return await host.run_turn(session_id, message, kind, output_type, submission_id)
 
     async def run_turn_text(self, request: str) -> str | RunResult:
         """``run_turn`` without an output type, its arguments and result as text (``repertory.actors._wire``)."""
-        session_id, message, kind, submission_id = decode_request(request)
+        session_id, message, kind, submission_id, traceparent = decode_request(request)
         host = await self._ready()
-        return encode_result(await host.run_turn(session_id, message, kind, None, submission_id))
+        with under_traceparent(traceparent):
+            return encode_result(await host.run_turn(session_id, message, kind, None, submission_id))
 
-    async def run_turns(
-        self, client_id: str, batch: list[tuple[str, ModelMessage, TurnKind, type[BaseModel] | None, str]]
-    ) -> list[BaseException | None]:
-        """Queue many ``(session, message, kind, output type, submission id)`` turns; results go on the channel.
+    async def run_turns(self, client_id: str, batch: list[RunItem]) -> list[BaseException | None]:
+        """Queue many turns (``RunItem``: session, message, kind, output type, submission id, traceparent).
 
         Returns once every turn is durable (or, per item, the error that kept it from being queued).
         Each result is pushed to the client's channel when its turn rests: one Ray call carries a
         whole batch of ``handle.run()``s instead of one call each. Retried safely (submission ids).
+        Each turn is queued under its caller's span, as ``send`` queues one.
         """
         host = await self._ready()
         queued: list[BaseException | None] = []
-        for session_id, message, kind, output_type, submission_id in batch:
+        for session_id, message, kind, output_type, submission_id, traceparent in batch:
             try:
-                await host.send(session_id, message, kind, "enqueue", output_type, submission_id)
+                with under_traceparent(traceparent):
+                    await host.send(session_id, message, kind, "enqueue", output_type, submission_id)
             except Exception as exc:
                 queued.append(exc)
                 continue
@@ -365,10 +374,13 @@ class SessionHost:
         host = await self._ready()
         return await host.compact(session_id)
 
-    async def decide(self, session_id: str, decision: Decision, principal: Principal) -> RunResult:
-        """Approve, reject or resume (single-use tokens make a retry fail safely)."""
+    async def decide(
+        self, session_id: str, decision: Decision, principal: Principal, traceparent: str | None = None
+    ) -> RunResult:
+        """Approve, reject or resume (single-use tokens make a retry fail safely); its drive links the caller's span."""
         host = await self._ready()
-        return await host.decide(session_id, decision, principal)
+        with under_traceparent(traceparent):
+            return await host.decide(session_id, decision, principal)
 
     async def metadata(self, session_id: str) -> SessionMetadata:
         """Title, model, live status, cwd and times."""

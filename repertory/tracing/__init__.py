@@ -23,7 +23,13 @@ nothing is imported: this package needs ``opentelemetry-api`` only once a provid
 
 from repertory.tracing.asgi import TraceRequests
 from repertory.tracing.content import capture_content, content_captured
-from repertory.tracing.context import current_traceparent, format_traceparent, in_caller_context, parse_traceparent
+from repertory.tracing.context import (
+    current_traceparent,
+    format_traceparent,
+    in_caller_context,
+    parse_traceparent,
+    under_traceparent,
+)
 from repertory.tracing.setup import configure_from_env, configure_otlp, otlp_env, traces_url
 from repertory.tracing.spans import DriveCause, chat_span, drive_span, tool_span, tracing_on, turn_span
 
@@ -45,4 +51,5 @@ __all__ = [
     "traces_url",
     "tracing_on",
     "turn_span",
+    "under_traceparent",
 ]

@@ -8,8 +8,9 @@ turned back into a remote parent when the next drive starts.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from repertory.tracing._otel import otel_context, otel_trace
@@ -17,7 +18,7 @@ from repertory.tracing._otel import otel_context, otel_trace
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
 
-__all__ = ["current_traceparent", "format_traceparent", "in_caller_context", "parse_traceparent"]
+__all__ = ["current_traceparent", "format_traceparent", "in_caller_context", "parse_traceparent", "under_traceparent"]
 
 _S = TypeVar("_S")
 _R = TypeVar("_R")
@@ -83,3 +84,26 @@ def in_caller_context(fn: Callable[[_S], Awaitable[_R]]) -> Callable[[_S], Await
             context.detach(token)
 
     return in_context
+
+
+@contextlib.contextmanager
+def under_traceparent(traceparent: str | None) -> Iterator[None]:
+    """Run the block with ``traceparent``'s span current, as if the caller's span were here.
+
+    A Ray session host serves calls from other processes, where the caller's span lives: the client
+    sends its ``current_traceparent()`` with the call and the host runs the call under it, so a turn
+    queued there records the caller's span as its parent (``TurnRecord.traceparent``) and a decision
+    links to it, as they do in the caller's own process. ``None``, a malformed value or no
+    OpenTelemetry API: the block runs as it is.
+    """
+    ctx = parse_traceparent(traceparent)  # None without the API
+    trace = otel_trace()
+    if ctx is None or trace is None:
+        yield
+        return
+    context = otel_context()
+    token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(ctx)))
+    try:
+        yield
+    finally:
+        context.detach(token)

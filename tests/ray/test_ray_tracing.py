@@ -18,7 +18,7 @@ import ray
 from repertory import Agent, tool
 from repertory.core.messages import ModelMessage
 from repertory.testing import ScriptedModel
-from repertory.tracing import parse_traceparent
+from repertory.tracing import parse_traceparent, under_traceparent
 from tests.tracing.collector import Collector, GotSpan
 
 
@@ -92,6 +92,72 @@ async def test_host_spans_keep_one_trace_per_run_across_an_approval_and_a_host_k
     assert second_turn.parent_id == format(anchor.span_id, "016x")  # the killed host's turn span
     assert redrive.parent_id == second_turn.span_id
     assert log.read_text().count("start") == 1
+
+
+_CALLERS = {
+    name: f"00-{trace:032x}-{span:016x}-01"
+    for name, trace, span in (
+        ("run", 0xA1, 0xB1),
+        ("queued", 0xA2, 0xB2),
+        ("batched", 0xA3, 0xB3),
+        ("send", 0xA4, 0xB4),
+        ("approve", 0xA5, 0xB5),
+    )
+}
+"""The spans a client's code is in when it calls (no SDK in this process: ``under_traceparent`` makes them current)."""
+
+
+async def test_a_ray_clients_span_is_the_parent_of_the_turns_it_sends_and_a_link_of_its_decisions(
+    ray_runtime: Any,
+) -> None:
+    # The span a client sends from lives in the client's process; the call carries its traceparent
+    # and the host runs it under that span, as the local backend runs it in the caller's context.
+    @tool(requires_approval=True)
+    def wire(card: str) -> str:
+        return "wired"
+
+    agent = Agent(name="a", model=ScriptedModel(_step), tools=[wire])
+
+    async def run_under(caller: str, handle: Any, prompt: str) -> Any:
+        with under_traceparent(_CALLERS[caller]):
+            return await handle.run(prompt)
+
+    async with Collector() as collector:
+        rt = await ray_runtime({"a": agent}, host_options={"runtime_env": {"env_vars": collector.env()}})
+        alone, first, second, sent = [await rt.create_session(agent="a") for _ in range(4)]
+        assert (await run_under("run", alone, "wire")).status == "suspended"  # one direct call
+        # Two at once on one host: the second is queued in the batch call (``run_turns``).
+        done = await asyncio.gather(run_under("queued", first, "wire"), run_under("batched", second, "wire"))
+        assert [r.status for r in done] == ["suspended", "suspended"]
+        with under_traceparent(_CALLERS["send"]):
+            turn = await sent.send("wire")
+        assert (await turn.result()).status == "suspended"
+        [pending] = await alone.pending_approvals()
+        with under_traceparent(_CALLERS["approve"]):
+            approved = await alone.approve(pending.token)
+        assert approved.status == "done"
+        sessions = {"run": alone.id, "queued": first.id, "batched": second.id, "send": sent.id}
+
+        def turns_of(got: list[GotSpan]) -> dict[str, GotSpan]:
+            found = {}
+            for s in got:
+                for caller, session_id in sessions.items():
+                    if s.name == "turn a" and s.attributes.get("repertory.session_id") == session_id:
+                        found[caller] = s
+            return found
+
+        spans = await collector.wait_for(
+            lambda got: len(turns_of(got)) == len(sessions) and bool(_drives(got, approved.run_id, "approve"))
+        )
+    for caller, span in turns_of(spans).items():
+        expected = parse_traceparent(_CALLERS[caller])
+        assert expected is not None
+        assert (span.trace_id, span.parent_id) == (f"{expected.trace_id:032x}", f"{expected.span_id:016x}"), caller
+    [decision] = _drives(spans, approved.run_id, "approve")
+    approver = parse_traceparent(_CALLERS["approve"])
+    assert approver is not None
+    assert (f"{approver.trace_id:032x}", f"{approver.span_id:016x}") in [(t, s) for t, s, _ in decision.links]
+    assert decision.trace_id == f"{parse_traceparent(_CALLERS['run']).trace_id:032x}"  # type: ignore[union-attr]
 
 
 def _drives(spans: list[GotSpan], run_id: str, cause: str) -> list[GotSpan]:

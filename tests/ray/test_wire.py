@@ -11,10 +11,11 @@ from tests.records import full_runs, rich_messages
 
 
 @pytest.mark.parametrize("kind", ["message", "notification"])
-def test_a_request_comes_back_whole(kind: str) -> None:
+@pytest.mark.parametrize("traceparent", [None, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"])
+def test_a_request_comes_back_whole(kind: str, traceparent: str | None) -> None:
     for message in rich_messages():
-        text = encode_request("s-1", message, kind, 'sub-"quoted"')  # type: ignore[arg-type]
-        assert decode_request(text) == ("s-1", message, kind, 'sub-"quoted"')
+        text = encode_request("s-1", message, kind, 'sub-"quoted"', traceparent)  # type: ignore[arg-type]
+        assert decode_request(text) == ("s-1", message, kind, 'sub-"quoted"', traceparent)
 
 
 def test_every_run_state_field_survives_a_result() -> None:
@@ -38,6 +39,6 @@ def test_a_result_with_an_output_object_is_passed_as_it_is() -> None:
 
 def test_bad_text_is_refused_with_a_validation_error() -> None:
     with pytest.raises(ValidationError):
-        decode_request('["s-1", "not a kind", "sub", {}]')
+        decode_request('["s-1", "not a kind", "sub", null, {}]')
     with pytest.raises(TypeError, match="int"):
         decode_result(3)  # type: ignore[arg-type]

@@ -11,11 +11,13 @@ from opentelemetry import trace
 from repertory.tracing import (
     configure_from_env,
     configure_otlp,
+    current_traceparent,
     format_traceparent,
     otlp_env,
     parse_traceparent,
     traces_url,
     tracing_on,
+    under_traceparent,
 )
 from tests.tracing.collector import Collector
 from tests.tracing.conftest import reset_trace_globals
@@ -47,6 +49,22 @@ def test_traceparent_round_trips_and_bad_ones_are_ignored() -> None:
                 "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
                 "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01"):  # fmt: skip
         assert parse_traceparent(bad) is None, bad
+
+
+def test_under_traceparent_makes_that_span_current_for_the_block_only() -> None:
+    outer, inner = (
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "00-1bf7651916cd43dd8448eb211c80319c-c7ad6b7169203331-00",
+    )
+    assert current_traceparent() is None
+    with under_traceparent(outer):
+        assert current_traceparent() == outer
+        with under_traceparent(inner):
+            assert current_traceparent() == inner
+        with under_traceparent(None), under_traceparent("junk"):  # nothing to carry: the block runs as it is
+            assert current_traceparent() == outer
+        assert not trace.get_current_span().is_recording()  # a parent to record under, not a span of ours
+    assert current_traceparent() is None
 
 
 def test_traces_url_follows_the_otlp_endpoint_rule() -> None:
@@ -115,6 +133,7 @@ def test_the_package_names_are_sorted_and_pinned() -> None:
         "traces_url",
         "tracing_on",
         "turn_span",
+        "under_traceparent",
     ]
     # DriveCause is a Literal alias: its docstring is in the source, not on the object.
     assert all(getattr(tracing, name).__doc__ for name in tracing.__all__ if name != "DriveCause")
