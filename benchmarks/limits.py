@@ -29,7 +29,6 @@ opinion. Four parts:
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
 import gc
@@ -42,7 +41,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.cli import deliver, parser
+from benchmarks.harness.cli import in_temp_folder, main_of, suite_entry
 from benchmarks.harness.model import BenchModel
 from benchmarks.harness.report import RESULTS_DIR, Clock, Report, Row, finish, mode_of, row
 from benchmarks.steps.workload import run_repertory
@@ -430,21 +429,17 @@ async def measure_async(quick: bool, folder: Path) -> LimitsReport:
 
 def measure(quick: bool) -> LimitsReport:
     """The whole measurement in a fresh temporary folder."""
-    with tempfile.TemporaryDirectory(prefix="repertory-limits-") as folder:
-        return asyncio.run(measure_async(quick, Path(folder)))
+    return in_temp_folder(NAME, measure_async, quick)
 
 
 def run_suite(quick: bool, out_dir: Path = RESULTS_DIR, peers: bool = True) -> LimitsReport:
     """The suite's entry: measure, print, write ``out_dir/limits.json``."""
-    report = measure(quick)
-    deliver(report, out_dir / f"{NAME}.json")
-    return report
+    return suite_entry(NAME, measure, quick, out_dir)
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m benchmarks.limits [--quick] [--out PATH]``."""
-    args = parser(NAME, __doc__, "100 sessions, fewer commits (seconds)").parse_args(argv)
-    deliver(measure(args.quick), args.out)
+    main_of(NAME, __doc__, "100 sessions, fewer commits (seconds)", measure, argv)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.cli import deliver, parser
+from benchmarks.harness.cli import main_of, suite_entry
 from benchmarks.harness.report import Clock, Report, Row, finish, mode_of
 from repertory import Agent, InMemorySessionStore, ModelMessage, Session, ToolContext, ToolSpec, tool
 from repertory.testing import ScriptedModel
@@ -314,16 +314,13 @@ def measure(quick: bool) -> McpOverheadReport:
 
 
 def run_suite(quick: bool, out_dir: Path = RESULTS, peers: bool = True) -> McpOverheadReport:
-    """The suite's entry: measure, print, write ``out_dir/mcp_overhead.json`` (no peers here)."""
-    report = measure(quick)
-    deliver(report, out_dir / f"{NAME}.json")
-    return report
+    """The suite's entry: measure, print, write ``out_dir/mcp_overhead.json``."""
+    return suite_entry(NAME, measure, quick, out_dir)
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m benchmarks.mcp_overhead [--quick] [--out PATH]``."""
-    args = parser(NAME, __doc__, "a few hundred calls (seconds); figures mean little").parse_args(argv)
-    deliver(measure(args.quick), args.out)
+    main_of(NAME, __doc__, "a few hundred calls (seconds); figures mean little", measure, argv)
 
 
 if __name__ == "__main__":

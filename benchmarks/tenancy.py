@@ -25,16 +25,14 @@ batches them); the runs they rest on are inserted as rows, as ``commit_session``
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.cli import deliver
+from benchmarks.harness.cli import in_temp_folder, main_of, suite_entry
 from benchmarks.harness.model import BenchModel
 from benchmarks.harness.report import RESULTS_DIR, Clock, Report, Row, finish, mode_of, row
 from benchmarks.harness.tables import table
@@ -238,25 +236,17 @@ async def measure_async(quick: bool, folder: Path) -> TenancyReport:
 
 def measure(quick: bool) -> TenancyReport:
     """The whole measurement in a fresh temporary folder."""
-    with tempfile.TemporaryDirectory(prefix="repertory-tenancy-") as folder:
-        return asyncio.run(measure_async(quick, Path(folder)))
+    return in_temp_folder(NAME, measure_async, quick)
 
 
 def run_suite(quick: bool, out_dir: Path = RESULTS_DIR, peers: bool = True) -> TenancyReport:
     """The suite's entry: measure, print, write ``out_dir/tenancy.json``."""
-    report = measure(quick)
-    deliver(report, out_dir / f"{NAME}.json")
-    return report
+    return suite_entry(NAME, measure, quick, out_dir)
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m benchmarks.tenancy [--quick] [--out PATH]``."""
-    out = RESULTS_DIR / f"{NAME}.json"
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.tenancy", description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10,000 sessions per store (seconds)")
-    parser.add_argument("--out", type=Path, default=out, help=f"JSON report path (default: {out})")
-    args = parser.parse_args(argv)
-    deliver(measure(args.quick), args.out)
+    main_of(NAME, __doc__, "10,000 sessions per store (seconds)", measure, argv)
 
 
 if __name__ == "__main__":

@@ -21,18 +21,16 @@ backend and one SQLite file (WAL, durability normal), on the wall clock:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import os
 import statistics
-import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.cli import deliver
+from benchmarks.harness.cli import in_temp_folder, main_of, suite_entry
 from benchmarks.harness.report import RESULTS_DIR, Clock, Report, Row, finish, mode_of, row
 from repertory import Agent, ModelMessage, Runtime, sleep, tool
 from repertory.core.ids import new_id, new_token, now_ms
@@ -210,25 +208,17 @@ def _wal_mb(db: Path) -> float:
 
 def measure(quick: bool) -> TimersReport:
     """The whole measurement in a fresh temporary folder."""
-    with tempfile.TemporaryDirectory(prefix="repertory-timers-") as folder:
-        return asyncio.run(measure_async(quick, Path(folder)))
+    return in_temp_folder(NAME, measure_async, quick)
 
 
 def run_suite(quick: bool, out_dir: Path = RESULTS_DIR, peers: bool = True) -> TimersReport:
     """The suite's entry: measure, print, write ``out_dir/timers.json``."""
-    report = measure(quick)
-    deliver(report, out_dir / f"{NAME}.json")
-    return report
+    return suite_entry(NAME, measure, quick, out_dir)
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m benchmarks.timers [--quick] [--out PATH]``."""
-    out = RESULTS_DIR / f"{NAME}.json"
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.timers", description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="5,000 timers, 100 real sessions (seconds)")
-    parser.add_argument("--out", type=Path, default=out, help=f"JSON report path (default: {out})")
-    args = parser.parse_args(argv)
-    deliver(measure(args.quick), args.out)
+    main_of(NAME, __doc__, "5,000 timers, 100 real sessions (seconds)", measure, argv)
 
 
 if __name__ == "__main__":
