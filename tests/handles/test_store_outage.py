@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from repertory import Agent, Runtime, StoreError, ToolContext, agent_tool, suspend, tool
+from repertory import Agent, RunResult, Runtime, StoreError, ToolContext, agent_tool, suspend, tool
 from repertory.core.messages import ModelMessage
 from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
 from repertory.errors import InvalidResumeToken, ModelError, RunCancelled
@@ -209,16 +209,21 @@ async def test_a_resume_whose_next_commit_fails_returns_the_run_it_drove_on() ->
 async def test_a_turn_whose_commit_fails_is_driven_again_not_ended_in_error() -> None:
     store = _FailingStore()
     store.fails = _fail_once(lambda method, kwargs: method == "commit_session")
-    agent = Agent(name="a", model=ScriptedModel(lambda messages, tools: {"text": "hi"}))
-    async with await Runtime.start(store=store, agents={"a": agent}) as rt:
-        handle = await rt.create_session(agent="a")
+    result, stored, run = await _one_turn(store, Agent(name="a", model=ScriptedModel(lambda m, t: {"text": "hi"})))
+    assert store.failed.is_set()
+    assert (result.status, result.text) == ("done", "hi")
+    assert (stored.status, run) == ("done", "done")
+
+
+async def _one_turn(store: _FailingStore, agent: Agent) -> tuple[RunResult, TurnRecord, str]:
+    """One turn of ``agent`` sent on a new session: its result, its stored turn and its run's status."""
+    async with await Runtime.start(store=store, agents={agent.name: agent}) as rt:
+        handle = await rt.create_session(agent=agent.name)
         turn = await handle.send("hello")
         async with asyncio.timeout(_GUARD_S):
             result = await turn.result()
         stored, run = await _settled(store, handle.id, turn.submission_id)
-    assert store.failed.is_set()
-    assert (result.status, result.text) == ("done", "hi")
-    assert (stored.status, run) == ("done", "done")
+    return result, stored, run
 
 
 async def test_a_queued_turn_whose_start_fails_to_write_runs_once_with_one_start() -> None:
@@ -355,13 +360,7 @@ async def test_a_model_error_whose_error_commit_fails_is_driven_again_not_left_r
         return {"text": "answered"}
 
     store.fails = _fail_once(lambda method, kwargs: method == "commit_session" and kwargs["run"].status == "error")
-    agent = Agent(name="a", model=ScriptedModel(step))
-    async with await Runtime.start(store=store, agents={"a": agent}) as rt:
-        handle = await rt.create_session(agent="a")
-        turn = await handle.send("hello")
-        async with asyncio.timeout(_GUARD_S):
-            result = await turn.result()
-        stored, run = await _settled(store, handle.id, turn.submission_id)
+    result, stored, run = await _one_turn(store, Agent(name="a", model=ScriptedModel(step)))
     assert store.failed.is_set()
     assert (result.status, result.text, calls[0]) == ("done", "answered", 2)
     assert (stored.status, run) == ("done", "done")
