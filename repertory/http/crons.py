@@ -5,6 +5,9 @@
 - ``POST /runs/crons``: a stateless cron: each fire time runs on a new thread of the assistant,
   which is kept (``on_run_completed="delete"`` is refused: repertory keeps every session).
 - ``POST /runs/crons/search``, ``POST /runs/crons/count``, ``DELETE /runs/crons/{cron_id}``.
+- ``PATCH /runs/crons/{cron_id}`` (``crons.update``): the schedule changed in place
+  (``Schedule.update``); a new expression, time zone or end, or enabling it again, times it anew
+  from now.
 
 A cron is a ``Schedule``; its ``cron_id`` is the schedule id, ``next_run_date`` its ``next_at``.
 What LangGraph's cron object holds beyond the schedule (the payload, the creating user, its
@@ -16,7 +19,8 @@ Webhooks on crons and ``interrupt_before``/``interrupt_after`` are refused with 
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from types import EllipsisType
+from typing import Annotated, Any, ClassVar, Literal
 
 from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
@@ -30,7 +34,7 @@ from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway, contains
 from repertory.tree.schedules import Schedule
 
-__all__ = ["CronCount", "CronCreate", "CronSearch", "cron_routes", "cron_view"]
+__all__ = ["CronCount", "CronCreate", "CronSearch", "CronUpdate", "cron_routes", "cron_view"]
 
 Dict = dict[str, Any]
 
@@ -50,22 +54,17 @@ class _CronBody(BaseModel):
         return data
 
 
-class CronCreate(_CronBody):
-    """``POST /threads/{thread_id}/runs/crons`` and ``POST /runs/crons``, as ``langgraph-sdk`` sends them."""
+class _CronRunFields(_CronBody):
+    """What a cron's runs are made of, on creation and update; what repertory does not serve is refused."""
 
-    schedule: str = Field(min_length=1, max_length=256)
-    assistant_id: str = Field(min_length=1, max_length=256)
     input: JsonValue = None
     metadata: dict[str, JsonValue] | None = None
     config: dict[str, JsonValue] | None = None
     context: dict[str, JsonValue] | None = None
-    checkpoint_during: bool | None = None
     interrupt_before: JsonValue = None
     interrupt_after: JsonValue = None
     webhook: str | None = None
-    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
     end_time: datetime | None = None
-    enabled: bool = True
     timezone: str | None = None
     on_run_completed: Literal["delete", "keep"] | None = None
     stream_mode: JsonValue = None
@@ -74,7 +73,7 @@ class CronCreate(_CronBody):
     durability: Literal["sync", "async", "exit"] | None = None
 
     @model_validator(mode="after")
-    def _served(self) -> "CronCreate":
+    def _served(self) -> "_CronRunFields":
         if self.interrupt_before or self.interrupt_after:
             raise ValueError("interrupt_before/interrupt_after are not supported on crons")
         if self.webhook:
@@ -83,11 +82,36 @@ class CronCreate(_CronBody):
             raise ValueError("on_run_completed='delete' is not supported: repertory keeps every cron's threads")
         if self.end_time is not None and self.end_time.tzinfo is None:
             raise ValueError("end_time needs a time zone (an ISO 8601 time with an offset)")
-        try:
-            input_text(self.input)
-        except HttpError as exc:
-            raise ValueError(str(exc)) from None
+        if self.input is not None or self._input_required:
+            try:
+                input_text(self.input)
+            except HttpError as exc:
+                raise ValueError(str(exc)) from None
         return self
+
+    _input_required: ClassVar[bool] = True
+
+
+class CronCreate(_CronRunFields):
+    """``POST /threads/{thread_id}/runs/crons`` and ``POST /runs/crons``, as ``langgraph-sdk`` sends them."""
+
+    schedule: str = Field(min_length=1, max_length=256)
+    assistant_id: str = Field(min_length=1, max_length=256)
+    checkpoint_during: bool | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
+    enabled: bool = True
+
+
+class CronUpdate(_CronRunFields):
+    """``PATCH /runs/crons/{cron_id}``, as ``langgraph-sdk``'s ``crons.update`` sends it: what is absent stays.
+
+    ``end_time: null`` removes the end (the SDK sends it only when asked to).
+    """
+
+    schedule: str | None = Field(None, min_length=1, max_length=256)
+    enabled: bool | None = None
+
+    _input_required: ClassVar[bool] = False
 
 
 class CronSearch(_CronBody):
@@ -225,6 +249,41 @@ def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRoute
     async def count(body: CronCount, caller: CallerDep) -> JSONResponse:
         views = [cron_view(s.record) for s in await visible(caller)]
         return JSONResponse(sum(matches(v, body.assistant_id, body.thread_id, body.metadata) for v in views))
+
+    @router.patch("/runs/crons/{cron_id}", summary="Update a cron (what the body leaves out stays)")
+    async def update(cron_id: str, body: CronUpdate, caller: CallerDep) -> JSONResponse:
+        mine = {s.id: s for s in await visible(caller)}
+        schedule = mine.get(cron_id)
+        if schedule is None:
+            raise HttpError(f"no cron {cron_id!r}", status=404)
+        given = body.model_fields_set
+        meta = dict(schedule.record.metadata)
+        payload = meta.get("payload")
+        payload = dict(payload) if isinstance(payload, dict) else {}
+        payload.update(body.model_dump(mode="json", exclude_none=True, exclude={"metadata", "end_time"}))
+        if "end_time" in given:
+            payload["end_time"] = None if body.end_time is None else body.end_time.isoformat()
+        meta["payload"] = payload
+        if body.metadata is not None:
+            meta["metadata"] = dict(body.metadata)
+        end_at: int | EllipsisType | None = ...
+        if "end_time" in given:
+            end_at = None if body.end_time is None else int(body.end_time.timestamp() * 1000)
+        try:
+            await schedule.update(
+                cron=body.schedule,
+                tz=body.timezone,
+                message=None if body.input is None else input_text(body.input),
+                principal=caller.principal,
+                end_at=end_at,
+                enabled=body.enabled,
+                metadata=meta,
+            )
+        except ValueError as exc:
+            raise HttpError(str(exc), status=422) from None
+        except ScheduleNotFound:
+            raise HttpError(f"no cron {cron_id!r}", status=404) from None
+        return JSONResponse(cron_view(schedule.record))
 
     @router.delete("/runs/crons/{cron_id}", status_code=204, summary="Delete a cron")
     async def delete(cron_id: str, caller: CallerDep) -> Response:

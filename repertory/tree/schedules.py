@@ -10,12 +10,15 @@ and the schedule then goes on from the first fire time after now. A handle here 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from types import EllipsisType
+from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
 from repertory.core.ids import new_id
 from repertory.core.messages import ModelMessage
+from repertory.core.principal import Message, Principal, to_model_message
 from repertory.core.timing import ScheduleRecord, TimedStore
 from repertory.core.tree import TurnKind
 from repertory.errors import ScheduleNotFound, StoreError
@@ -79,7 +82,7 @@ def new_schedule(
 
 
 class Schedule:
-    """One schedule: ``id``, ``cron``, ``tz``, ``next_at`` (epoch ms, ``None`` once ended), ``cancel()``."""
+    """One schedule: ``id``, ``cron``, ``tz``, ``next_at`` (epoch ms, ``None`` once ended); ``update``, ``cancel``."""
 
     def __init__(self, runtime: Runtime, record: ScheduleRecord) -> None:
         self._rt = runtime
@@ -121,6 +124,61 @@ class Schedule:
         if record is None:
             raise ScheduleNotFound(f"no schedule {self.id!r}", schedule_id=self.id)
         self._record = record
+        return self
+
+    async def update(
+        self,
+        *,
+        cron: str | None = None,
+        tz: str | None = None,
+        message: Message | None = None,
+        principal: Principal | None = None,
+        end_at: int | EllipsisType | None = ...,
+        enabled: bool | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> Schedule:
+        """Change the schedule in place: its id, its session and what it fired so far stay.
+
+        ``None`` (and ``end_at=...``) leaves a field as it is; ``end_at=None`` removes the end.
+        ``message`` replaces what each firing sends, stamped by ``principal`` (default: the user);
+        ``metadata`` replaces the free-form JSON. A change to when it fires (``cron``, ``tz``,
+        ``end_at``, or enabling it again) times it anew from now: its next fire time is the first
+        after now, and firings missed while it was disabled are not caught up. A bad expression or
+        time zone, or an ``end_at`` before that next fire time, raises ``ValueError`` and writes
+        nothing; ``ScheduleNotFound`` once it was cancelled.
+        """
+        store = time_store(self._rt)
+        record = await store.load_schedule(self.id)
+        if record is None:
+            raise ScheduleNotFound(f"no schedule {self.id!r}", schedule_id=self.id)
+        now = self._rt.clock.now_ms()
+        changes: dict[str, Any] = {"updated_at": now}
+        if cron is not None:
+            if not isinstance(cron, str) or not cron.strip():
+                raise ValueError("a schedule needs a cron expression such as '0 9 * * MON'")
+            changes["cron"] = cron
+        if tz is not None:
+            changes["tz"] = tz
+        if message is not None:
+            changes["message"], changes["kind"] = to_model_message(message, principal or Principal.user())
+        if not isinstance(end_at, EllipsisType):
+            changes["end_at"] = end_at
+        if enabled is not None:
+            changes["enabled"] = enabled
+        if metadata is not None:
+            changes["metadata"] = dict(metadata)
+        retimed = bool({"cron", "tz", "end_at"} & changes.keys()) or (enabled is True and not record.enabled)
+        if retimed:
+            at = next_fire(changes.get("cron", record.cron), changes.get("tz", record.tz), now)
+            ends = changes.get("end_at", record.end_at)
+            if ends is not None and ends < at:
+                raise ValueError("end_at is before the schedule's next fire time: it would never fire again")
+            changes["next_at"] = at
+        updated = ScheduleRecord.model_validate({**record.model_dump(), **changes})
+        if not await store.update_schedule(updated):
+            raise ScheduleNotFound(f"no schedule {self.id!r}", schedule_id=self.id)
+        self._record = updated
+        self._rt.host.nudge_timers(updated.session_id)
         return self
 
     async def cancel(self) -> bool:

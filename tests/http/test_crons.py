@@ -137,6 +137,46 @@ async def test_crons_are_their_creators_and_bad_ones_are_refused(alice: LangGrap
     await alice.crons.delete(cron["cron_id"])
 
 
+async def test_a_cron_is_updated_through_the_sdk(alice: LangGraphClient, cron_server: ServerThread,
+                                                clock: ManualClock) -> None:  # fmt: skip
+    thread = await alice.threads.create(metadata={"graph_id": "assistant"})
+    tid = thread["thread_id"]
+    cron = obj(await alice.crons.create_for_thread(tid, "assistant", schedule="0 0 * * *", input=human("old"),
+                                                   metadata={"k": "v"}))  # fmt: skip
+    cid = cron["cron_id"]
+    hour = clock.now_ms() // 3_600_000 * 3_600_000
+    at = hour + 30 * 60_000 if clock.now_ms() < hour + 30 * 60_000 else hour + 90 * 60_000
+    changed = obj(await alice.crons.update(cid, schedule="30 * * * *", input=human("new"), metadata={"k": "w"}))
+    assert (changed["cron_id"], changed["thread_id"], changed["schedule"]) == (cid, tid, "30 * * * *")
+    assert changed["metadata"] == {"k": "w"} and changed["payload"]["input"] == human("new")
+    assert datetime.fromisoformat(changed["next_run_date"]) == datetime.fromtimestamp(at / 1000, UTC)
+    off = obj(await alice.crons.update(cid, enabled=False))
+    assert off["enabled"] is False and off["schedule"] == "30 * * * *"  # the rest stays
+    assert [c["cron_id"] for c in await alice.crons.search(thread_id=tid, enabled=False)] == [cid]
+    ends = datetime.fromtimestamp(at / 1000 + 86_400, UTC)
+    assert obj(await alice.crons.update(cid, end_time=ends, enabled=True))["end_time"] == ends.isoformat()
+    assert obj(await alice.crons.update(cid, end_time=None))["end_time"] is None
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"schedule": "not a cron"}, "invalid cron"),
+        ({"timezone": "Mars/Base"}, "unknown time zone"),
+        ({"webhook": "http://127.0.0.1:1/x"}, "webhooks on crons"),
+        ({"end_time": datetime(2000, 1, 1, tzinfo=UTC)}, "end_at"),
+        ({"input": {"messages": []}}, "exactly one human message"),
+    ]
+    for kwargs, needle in bad:
+        status, detail = await refused(alice.crons.update(cid, **kwargs))
+        assert status == 422 and needle in detail, detail
+    async with get_client(url=cron_server.url, api_key=BOB) as bob:
+        assert (await refused(bob.crons.update(cid, enabled=False)))[0] == 404
+    assert (await refused(alice.crons.update("no-such-cron", enabled=False)))[0] == 404
+    # The firing sends the new input, at the new fire time.
+    cron_server.call_soon(clock.set, at)
+    (run,) = await _runs(alice, tid, 1)
+    state = await alice.threads.get_state(tid)
+    assert run["status"] == "success" and obj(state["values"])["messages"][0]["content"] == "new"
+    await alice.crons.delete(cid)
+
+
 # -- webhooks -------------------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -190,3 +191,61 @@ async def test_a_schedule_ends_at_end_at() -> None:
         assert (await sched.refresh()).next_at is None
         await quiet_after(rt, lambda: clock.set(ms(2026, 1, 1, 3)))
         assert len(await _turns(rt, h.id)) == 1
+
+
+async def test_a_schedule_is_updated_in_place_and_re_timed_from_now() -> None:
+    clock = ManualClock(ms(2026, 1, 1, 8, 58))
+    async with await Runtime.start(InMemorySessionStore(), agents=AGENTS, clock=clock) as rt:
+        h = await rt.create_session("napper")
+        sched = await h.schedule("0 9 * * *", "report please")
+        # A new expression: the next fire time is the first of it after now; 09:00 passes quietly.
+        await sched.update(cron="30 9 * * *", message="the new report")
+        assert (sched.cron, sched.next_at) == ("30 9 * * *", ms(2026, 1, 1, 9, 30))
+        await quiet_after(rt, lambda: clock.set(ms(2026, 1, 1, 9)))
+        assert await _turns(rt, h.id) == []
+        clock.set(ms(2026, 1, 1, 9, 30))
+        await until(lambda: _settled(rt, h.id, 1))
+        (turn,) = await rt.store.list_turns(h.id)
+        assert turn.message.text == "the new report" and turn.submission_id == firing_submission_id(
+            sched.id, ms(2026, 1, 1, 9, 30)
+        )
+        # Disabled, a day passes with no firing; enabled again, it goes on from now (no catch-up).
+        await sched.update(enabled=False)
+        await quiet_after(rt, lambda: clock.set(ms(2026, 1, 2, 12)))
+        assert len(await _turns(rt, h.id)) == 1
+        await sched.update(enabled=True)
+        assert (await sched.refresh()).next_at == ms(2026, 1, 3, 9, 30)
+        # Metadata is replaced; a time zone re-times it; the id, session and origin stay.
+        await sched.update(tz="Europe/Berlin", metadata={"team": "ops"})
+        stored = (await sched.refresh()).record
+        assert (stored.schedule_id, stored.session_id, stored.metadata) == (sched.id, h.id, {"team": "ops"})
+        assert stored.next_at == ms(2026, 1, 3, 8, 30)  # 09:30 in Berlin, UTC+1 in January
+        assert stored.message.origin is not None and stored.message.origin.kind == "user"
+
+
+async def test_a_bad_update_writes_nothing_and_an_end_can_be_moved_or_removed() -> None:
+    clock = ManualClock(ms(2026, 1, 1))
+    async with await Runtime.start(InMemorySessionStore(), agents=AGENTS, clock=clock) as rt:
+        h = await rt.create_session("napper")
+        sched = await h.schedule("0 * * * *", "tick", end_at=ms(2026, 1, 1, 1, 30))
+        before = sched.record
+        cases: list[tuple[dict[str, Any], str]] = [
+            ({"cron": "61 * * * *"}, "invalid cron"),
+            ({"cron": " "}, "cron expression"),
+            ({"tz": "Mars/Olympus"}, "unknown time zone"),
+            ({"end_at": ms(2025, 12, 31)}, "end_at"),
+        ]
+        for kwargs, reason in cases:
+            with pytest.raises(ValueError, match=reason):
+                await sched.update(**kwargs)
+            assert (await sched.refresh()).record == before
+        clock.set(ms(2026, 1, 1, 1))
+        await until(lambda: _settled(rt, h.id, 1))
+        assert (await sched.refresh()).next_at is None  # ended at end_at
+        await sched.update(end_at=None)  # no end: it fires again, from now
+        assert (sched.record.end_at, sched.next_at) == (None, ms(2026, 1, 1, 2))
+        clock.set(ms(2026, 1, 1, 2))
+        await until(lambda: _settled(rt, h.id, 2))
+        assert await sched.cancel() is True
+        with pytest.raises(ScheduleNotFound):
+            await sched.update(enabled=False)
