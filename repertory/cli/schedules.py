@@ -1,7 +1,8 @@
-"""``repertory schedules list`` and ``repertory schedules cancel ID``: cron schedules in a store.
+"""``repertory schedules list``, ``cancel ID``, ``disable ID``, ``enable ID``: cron schedules in a store.
 
-Both read and write the store directly (no runtime needs to run): a cancelled schedule's row is
-gone, and a host that is running notices at its next poll, so no firing starts after that. Also
+They read and write the store directly (no runtime needs to run): a cancelled schedule's row is
+gone and a disabled one stays, not due; a host that is running notices at its next poll, so no
+firing starts after that. An enabled schedule fires from its first fire time after now. Also
 ``repertory schedules timers``: the armed timers (sleeping runs), earliest first.
 """
 
@@ -16,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from repertory.core.clock import iso_ms
+from repertory.core.ids import now_ms
 from repertory.core.timing import TimedStore
 from repertory.errors import RepertoryError, ScheduleNotFound
 
@@ -24,7 +26,9 @@ __all__ = ["register", "schedules_app"]
 DEFAULT_STORE = "sqlite:///.repertory/repertory.db"
 StoreOption = Annotated[str, typer.Option("--store", help="Store URL (sqlite:///path.db, postgresql://..., a path).")]
 
-schedules_app = typer.Typer(help="Cron schedules and armed timers: list, cancel, timers.", no_args_is_help=True)
+schedules_app = typer.Typer(
+    help="Cron schedules and armed timers: list, cancel, disable, enable, timers.", no_args_is_help=True
+)
 
 
 async def _open(url: str) -> TimedStore:
@@ -86,6 +90,35 @@ def schedules_cancel(schedule_id: str, store: StoreOption = DEFAULT_STORE) -> No
 
     asyncio.run(main())
     _console().print(f"cancelled schedule {schedule_id}")
+
+
+def _switch(schedule_id: str, store: str, enabled: bool) -> None:
+    """Enable or disable a schedule in the store; enabling times it anew from now (no catch-up)."""
+    from repertory.tree.schedules import changed_schedule
+
+    async def main() -> None:
+        s = await _open(store)
+        try:
+            record = await s.load_schedule(schedule_id)
+            if record is None or not await s.update_schedule(changed_schedule(record, now=now_ms(), enabled=enabled)):
+                raise ScheduleNotFound(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
+        finally:
+            await s.close()
+
+    asyncio.run(main())
+    _console().print(f"{'enabled' if enabled else 'disabled'} schedule {schedule_id}")
+
+
+@schedules_app.command("disable")
+def schedules_disable(schedule_id: str, store: StoreOption = DEFAULT_STORE) -> None:
+    """Stop a schedule firing without removing it (a running host notices at its next poll)."""
+    _switch(schedule_id, store, False)
+
+
+@schedules_app.command("enable")
+def schedules_enable(schedule_id: str, store: StoreOption = DEFAULT_STORE) -> None:
+    """Let a disabled schedule fire again, from its first fire time after now (what it missed is not caught up)."""
+    _switch(schedule_id, store, True)
 
 
 @schedules_app.command("timers")

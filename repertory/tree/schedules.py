@@ -27,7 +27,7 @@ from repertory.runtime.cron import next_fire
 if TYPE_CHECKING:
     from repertory.tree.runtime import Runtime
 
-__all__ = ["Schedule", "new_schedule", "time_store"]
+__all__ = ["Schedule", "changed_schedule", "new_schedule", "time_store"]
 
 
 def time_store(runtime: Runtime) -> TimedStore:
@@ -79,6 +79,48 @@ def new_schedule(
         created_at=now,
         updated_at=now,
     )
+
+
+def changed_schedule(
+    record: ScheduleRecord,
+    *,
+    now: int,
+    cron: str | None = None,
+    tz: str | None = None,
+    said: tuple[ModelMessage, TurnKind] | None = None,
+    end_at: int | EllipsisType | None = ...,
+    enabled: bool | None = None,
+    metadata: Mapping[str, JsonValue] | None = None,
+) -> ScheduleRecord:
+    """``record`` with the given fields changed (``None``, ``end_at=...``: kept), validated and re-timed.
+
+    What ``Schedule.update`` writes, and ``repertory schedules enable/disable``: a change to when it
+    fires (``cron``, ``tz``, ``end_at``, or enabling it again) moves ``next_at`` to the first fire
+    time after ``now``. ``said`` is the new message and its turn kind. A bad expression or time zone,
+    or an ``end_at`` before that fire time, raises ``ValueError``.
+    """
+    changes: dict[str, Any] = {"updated_at": now}
+    if cron is not None:
+        if not isinstance(cron, str) or not cron.strip():
+            raise ValueError("a schedule needs a cron expression such as '0 9 * * MON'")
+        changes["cron"] = cron
+    if tz is not None:
+        changes["tz"] = tz
+    if said is not None:
+        changes["message"], changes["kind"] = said
+    if not isinstance(end_at, EllipsisType):
+        changes["end_at"] = end_at
+    if enabled is not None:
+        changes["enabled"] = enabled
+    if metadata is not None:
+        changes["metadata"] = dict(metadata)
+    if {"cron", "tz", "end_at"} & changes.keys() or (enabled is True and not record.enabled):
+        at = next_fire(changes.get("cron", record.cron), changes.get("tz", record.tz), now)
+        ends = changes.get("end_at", record.end_at)
+        if ends is not None and ends < at:
+            raise ValueError("end_at is before the schedule's next fire time: it would never fire again")
+        changes["next_at"] = at
+    return ScheduleRecord.model_validate({**record.model_dump(), **changes})
 
 
 class Schedule:
@@ -151,30 +193,17 @@ class Schedule:
         record = await store.load_schedule(self.id)
         if record is None:
             raise ScheduleNotFound(f"no schedule {self.id!r}", schedule_id=self.id)
-        now = self._rt.clock.now_ms()
-        changes: dict[str, Any] = {"updated_at": now}
-        if cron is not None:
-            if not isinstance(cron, str) or not cron.strip():
-                raise ValueError("a schedule needs a cron expression such as '0 9 * * MON'")
-            changes["cron"] = cron
-        if tz is not None:
-            changes["tz"] = tz
-        if message is not None:
-            changes["message"], changes["kind"] = to_model_message(message, principal or Principal.user())
-        if not isinstance(end_at, EllipsisType):
-            changes["end_at"] = end_at
-        if enabled is not None:
-            changes["enabled"] = enabled
-        if metadata is not None:
-            changes["metadata"] = dict(metadata)
-        retimed = bool({"cron", "tz", "end_at"} & changes.keys()) or (enabled is True and not record.enabled)
-        if retimed:
-            at = next_fire(changes.get("cron", record.cron), changes.get("tz", record.tz), now)
-            ends = changes.get("end_at", record.end_at)
-            if ends is not None and ends < at:
-                raise ValueError("end_at is before the schedule's next fire time: it would never fire again")
-            changes["next_at"] = at
-        updated = ScheduleRecord.model_validate({**record.model_dump(), **changes})
+        said = None if message is None else to_model_message(message, principal or Principal.user())
+        updated = changed_schedule(
+            record,
+            now=self._rt.clock.now_ms(),
+            cron=cron,
+            tz=tz,
+            said=said,
+            end_at=end_at,
+            enabled=enabled,
+            metadata=metadata,
+        )
         if not await store.update_schedule(updated):
             raise ScheduleNotFound(f"no schedule {self.id!r}", schedule_id=self.id)
         self._record = updated

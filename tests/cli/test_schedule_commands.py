@@ -1,4 +1,4 @@
-"""``repertory schedules list/cancel/timers`` through typer's runner, on a SQLite file."""
+"""``repertory schedules list/cancel/disable/enable/timers`` through typer's runner, on a SQLite file."""
 
 from __future__ import annotations
 
@@ -38,3 +38,20 @@ def test_list_cancel_and_timers(tmp_path: Path) -> None:
     assert schedule_id not in runner.invoke(app, ["schedules", "list", "--store", url]).output
     again = runner.invoke(app, ["schedules", "cancel", schedule_id, "--store", url])
     assert again.exit_code == 2 and "no schedule" in again.output
+
+
+def test_disable_and_enable(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    schedule_id, _ = asyncio.run(_fill(url))
+    disabled = runner.invoke(app, ["schedules", "disable", schedule_id, "--store", url])
+    assert disabled.exit_code == 0 and f"disabled schedule {schedule_id}" in disabled.output
+    row = next(line for line in runner.invoke(app, ["schedules", "list", "--store", url]).output.splitlines()
+               if schedule_id in line)  # fmt: skip
+    assert " no " in row
+    enabled = runner.invoke(app, ["schedules", "enable", schedule_id, "--store", url])
+    assert enabled.exit_code == 0 and f"enabled schedule {schedule_id}" in enabled.output
+    row = next(line for line in runner.invoke(app, ["schedules", "list", "--store", url]).output.splitlines()
+               if schedule_id in line)  # fmt: skip
+    assert " yes " in row  # next fire time: the first Monday 09:00 in Berlin after the wall clock's now
+    missing = runner.invoke(app, ["schedules", "enable", "no-such-schedule", "--store", url])
+    assert missing.exit_code == 2 and "no schedule" in missing.output
