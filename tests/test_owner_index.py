@@ -22,7 +22,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from repertory.core.tree import SessionRecord
+from repertory.core.ids import new_id
+from repertory.core.messages import ModelMessage
+from repertory.core.state import RunState
+from repertory.core.tree import SessionRecord, TurnRecord
 from repertory.storage import SqliteSessionStore
 from repertory.storage.postgres.schema import MIGRATIONS as PG_MIGRATIONS
 from repertory.storage.postgres.store import PostgresSessionStore
@@ -185,3 +188,60 @@ async def test_a_version_9_postgres_database_migrates_its_owners_and_lists_a_ten
     for plan in plans:
         assert any("sessions_by_owner" in line for line in plan), plan
         assert not any("Sort" in line for line in plan), plan
+
+
+# -- counts -----------------------------------------------------------------------------------------
+
+_STATES = ("idle", "suspended", "error", "superseded", "busy", "tied")
+"""What session ``i`` is made of (``i % 6``): see ``_build``."""
+
+
+async def _build(store: Any, owner: str | None, count: int) -> dict[str, int]:
+    """``count`` sessions of ``owner`` in every state the counts tell apart; the counts they should give."""
+    expected = {"running": 0, "suspended": 0, "error": 0}
+    for i in range(count):
+        sid = new_id()
+        await store.create_session(SessionRecord(session_id=sid, agent="a", root_id=sid, owner=owner))
+        state = _STATES[i % len(_STATES)]
+        run = RunState(run_id=new_id(), thread_id=sid, agent="a", updated_at=1_000)
+        if state in ("suspended", "superseded", "busy"):
+            await store.save(run.model_copy(update={"status": "suspended"}))
+        if state in ("error", "tied"):
+            await store.save(run.model_copy(update={"status": "error"}))
+        if state == "superseded":  # a later run ended: the session rests idle
+            await store.save(RunState(run_id=new_id(), thread_id=sid, agent="a", status="done", updated_at=2_000))
+        if state == "tied":  # written after the failed run in the same millisecond: the later write wins
+            await store.save(RunState(run_id=new_id(), thread_id=sid, agent="a", status="done", updated_at=1_000))
+        if state == "busy":  # a turn open on it: running, whatever its runs say
+            message = ModelMessage.user("go")
+            await store.add_turn(TurnRecord(submission_id=new_id(), session_id=sid, message=message, run_id=new_id()))
+        key = {"suspended": "suspended", "error": "error", "busy": "running"}.get(state)
+        if key is not None:
+            expected[key] += 1
+    return expected
+
+
+async def _check_counts(store: Any) -> None:
+    few = await _build(store, "few", 12)
+    many = await _build(store, "many", 1_002)  # over the 1,000 below which SQLite counts from the owner's sessions
+    operator = await _build(store, None, 6)
+    assert await store.session_counts(owner="few") == few
+    assert await store.session_counts(owner="many") == many
+    assert await store.session_counts(owner="nobody") == {"running": 0, "suspended": 0, "error": 0}
+    assert await store.session_counts() == {k: few[k] + many[k] + operator[k] for k in few}
+
+
+async def test_sqlite_counts_a_tenant_the_same_from_its_sessions_or_from_the_resting_runs(tmp_path: Path) -> None:
+    store = await SqliteSessionStore.open(tmp_path / "counts.db")
+    try:
+        await _check_counts(store)
+    finally:
+        await store.close()
+
+
+async def test_postgres_counts_a_tenant_as_sqlite_does(v9_url: str) -> None:
+    store = await PostgresSessionStore.open(v9_url)  # migrated, with _records() in it (none resting or busy)
+    try:
+        await _check_counts(store)
+    finally:
+        await store.close()

@@ -52,12 +52,16 @@ def _status_sets(d: SqlDialect) -> tuple[str, str]:
     # Only suspended and error runs can make a session anything but idle; each counts only while it
     # is its thread's latest run (a later run, of any status, supersedes it). The partial index on
     # those two statuses keeps this proportional to them, not to every run ever made.
-    latest = (
-        f"SELECT r.thread_id, r.status FROM {p}runs r WHERE r.status IN ('suspended', 'error') AND NOT EXISTS ("
-        f"SELECT 1 FROM {p}runs r2 WHERE r2.thread_id = r.thread_id AND (r2.updated_at > r.updated_at OR "
-        "(r2.updated_at = r.updated_at AND r2.write_seq > r.write_seq)))"
-    )
+    latest = f"SELECT r.thread_id, r.status FROM {p}runs r WHERE r.status IN ('suspended', 'error') AND {_latest(d)}"
     return busy, latest
+
+
+def _latest(d: SqlDialect) -> str:
+    """``r`` is its thread's latest run: no run of the thread was written after it."""
+    return (
+        f"NOT EXISTS (SELECT 1 FROM {d.prefix}runs r2 WHERE r2.thread_id = r.thread_id AND "
+        "(r2.updated_at > r.updated_at OR (r2.updated_at = r.updated_at AND r2.write_seq > r.write_seq)))"
+    )
 
 
 def session_page_query(
@@ -134,3 +138,26 @@ def session_counts_query(d: SqlDialect, owner: str | None = None) -> tuple[str, 
         running += f" WHERE EXISTS (SELECT 1 FROM {p}sessions s WHERE s.session_id = b.session_id{mine})"
     sql = f"SELECT ({running}), ({at_rest('suspended')}), ({at_rest('error')})"
     return sql, per * 3
+
+
+def owner_counts_query(d: SqlDialect, owner: str) -> tuple[str, tuple[object, ...]]:
+    """``session_counts_query``'s counts for one owner, read from that owner's sessions (the owner index).
+
+    The general query walks every resting run and keeps the owner's; this one walks the owner's
+    sessions and looks up each one's runs, so it costs in proportion to the owner's sessions. A
+    store picks it for an owner with few sessions (SQLite's planner, without statistics, cannot).
+    """
+    p, m = d.prefix, d.mark
+    busy, _ = _status_sets(d)
+
+    def at_rest(status: str) -> str:
+        return (
+            f"SELECT COUNT(*) FROM {p}sessions s JOIN {p}runs r ON r.thread_id = s.session_id "
+            f"WHERE s.owner = {m} AND r.status = '{status}' AND {_latest(d)} AND s.session_id NOT IN ({busy})"
+        )
+
+    running = (
+        f"SELECT COUNT(DISTINCT b.session_id) FROM ({busy}) b JOIN {p}sessions s ON s.session_id = b.session_id "
+        f"WHERE s.owner = {m}"
+    )
+    return f"SELECT ({running}), ({at_rest('suspended')}), ({at_rest('error')})", (owner,) * 3

@@ -25,7 +25,7 @@ from repertory.core.tree import (
     TurnStatus,
 )
 from repertory.errors import CommitConflict, StoreError
-from repertory.storage.queries import SqlDialect, session_counts_query, session_page_query
+from repertory.storage.queries import SqlDialect, owner_counts_query, session_counts_query, session_page_query
 from repertory.storage.sqlite.connection import SqliteBase, db_errors
 
 __all__ = ["INSERT_PIN", "SqliteTreeTables", "insert_events", "insert_rows", "write_session", "write_turn"]
@@ -55,6 +55,9 @@ ACCEPT_TURN = (
 """``ADD_TURN`` that also returns the session's thread row (three primary-key lookups in its
 ``RETURNING``; ``created_at`` is never NULL in a stored thread, so NULL there is no thread)."""
 
+_FEW_SESSIONS = 1_000
+"""Up to this many sessions an owner's counts are read from its sessions, not from every resting run."""
+_OWNED_UP_TO = "SELECT COUNT(*) FROM (SELECT 1 FROM sessions WHERE owner = ? LIMIT ?)"
 _DIALECT = SqlDialect(mark="?", prefix="", order="rowid", field="json_extract({col}, '$.{key}')", find="instr")
 
 
@@ -262,9 +265,23 @@ class SqliteTreeTables(SqliteBase):
         return [SessionRecord.model_validate_json(r[0]) for r in rows]
 
     async def session_counts(self, *, owner: str | None = None) -> dict[SessionStatus, int]:
-        """Running, suspended and error counts from the open-turn and resting-run partial indexes (of ``owner``'s)."""
-        sql, params = session_counts_query(_DIALECT, owner)
-        row = await self.read("session_counts", lambda c: c.execute(sql, params).fetchone())
+        """Running, suspended and error counts from the open-turn and resting-run partial indexes (of ``owner``'s).
+
+        An owner with fewer than ``_FEW_SESSIONS`` sessions is counted from its own sessions
+        (``owner_counts_query``): 0.04 against 26 ms with 10,000 resting sessions in the store
+        (``benchmarks.tenancy``); a larger one from the resting runs, which then costs less.
+        """
+
+        def count(c: sqlite3.Connection) -> tuple[int, int, int]:
+            sql, params = session_counts_query(_DIALECT, owner)
+            if owner is not None:
+                (held,) = c.execute(_OWNED_UP_TO, (owner, _FEW_SESSIONS)).fetchone()
+                if held < _FEW_SESSIONS:
+                    sql, params = owner_counts_query(_DIALECT, owner)
+            row: tuple[int, int, int] = c.execute(sql, params).fetchone()
+            return row
+
+        row = await self.read("session_counts", count)
         return {"running": int(row[0]), "suspended": int(row[1]), "error": int(row[2])}
 
     async def add_turn(self, turn: TurnRecord, *, events: Sequence[SessionEvent] = ()) -> TurnRecord:
