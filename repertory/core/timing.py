@@ -25,6 +25,7 @@ from repertory.core.store import TreeStore
 from repertory.core.tree import TurnKind
 
 __all__ = [
+    "FiringWebhook",
     "ScheduleRecord",
     "TimeStore",
     "TimedStore",
@@ -32,6 +33,7 @@ __all__ = [
     "WebhookRecord",
     "WebhookStatus",
     "firing_submission_id",
+    "firing_webhook_id",
 ]
 
 WebhookStatus = Literal["pending", "delivered", "failed"]
@@ -40,6 +42,25 @@ WebhookStatus = Literal["pending", "delivered", "failed"]
 def firing_submission_id(schedule_id: str, fire_at: int) -> str:
     """The submission id of a schedule's firing at ``fire_at``: the same in every process, so it runs once."""
     return f"cron-{schedule_id}-{fire_at}"
+
+
+def firing_webhook_id(schedule_id: str, fire_at: int) -> str:
+    """The delivery id of a firing's completion webhook: derived like its submission id, so it is written once."""
+    return f"{firing_submission_id(schedule_id, fire_at)}-webhook"
+
+
+class FiringWebhook(BaseModel):
+    """A completion webhook for every firing of a schedule (the HTTP server's cron ``webhook``).
+
+    The host that fires the schedule writes each firing's ``WebhookRecord`` (``url``, ``metadata``
+    copied as they are) after its turn is queued and before the schedule moves on, under
+    ``firing_webhook_id``: a firing tried again after a crash writes it at most once. The HTTP
+    server delivers it as it delivers a run's webhook.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    url: str
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
 
 
 class TimerRecord(BaseModel):
@@ -81,6 +102,7 @@ class ScheduleRecord(BaseModel):
     end_at: int | None = None
     enabled: bool = True
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    webhook: FiringWebhook | None = None
     created_at: int = Field(default_factory=now_ms)
     updated_at: int = Field(default_factory=now_ms)
 

@@ -13,7 +13,9 @@ A cron is a ``Schedule``; its ``cron_id`` is the schedule id, ``next_run_date`` 
 What LangGraph's cron object holds beyond the schedule (the payload, the creating user, its
 metadata) is kept in the schedule's ``metadata``. A caller sees the crons it created (with API keys
 on, a cron belongs to the principal whose key created it); thread crons also need the thread.
-Webhooks on crons and ``interrupt_before``/``interrupt_after`` are refused with 422, as on runs.
+A cron's ``webhook`` is posted after each firing's run, as a run's is: the host that fires it
+writes the delivery (``FiringWebhook``) and the server delivers it. ``interrupt_before``/
+``interrupt_after`` are refused with 422, as on runs.
 """
 
 import json
@@ -26,12 +28,13 @@ from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from repertory.core.timing import ScheduleRecord
+from repertory.core.timing import FiringWebhook, ScheduleRecord
 from repertory.errors import ScheduleNotFound
 from repertory.http.auth import Caller
 from repertory.http.convert import input_text, iso
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway, contains
+from repertory.http.webhooks import Webhooks
 from repertory.tree.schedules import Schedule
 
 __all__ = ["CronCount", "CronCreate", "CronSearch", "CronUpdate", "cron_routes", "cron_view"]
@@ -76,8 +79,6 @@ class _CronRunFields(_CronBody):
     def _served(self) -> "_CronRunFields":
         if self.interrupt_before or self.interrupt_after:
             raise ValueError("interrupt_before/interrupt_after are not supported on crons")
-        if self.webhook:
-            raise ValueError("webhooks on crons are not supported by repertory; put webhook on a run")
         if self.on_run_completed == "delete":
             raise ValueError("on_run_completed='delete' is not supported: repertory keeps every cron's threads")
         if self.end_time is not None and self.end_time.tzinfo is None:
@@ -162,8 +163,8 @@ def cron_view(record: ScheduleRecord) -> Dict:
     }
 
 
-def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRouter:
-    """The cron routes, bound to one gateway."""
+def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]], hooks: Webhooks) -> APIRouter:
+    """The cron routes, bound to one gateway; ``hooks`` makes a cron's webhook (and refuses one it cannot sign)."""
     router = APIRouter(tags=["crons"])
     CallerDep = Annotated[Caller, Depends(auth)]
 
@@ -184,6 +185,11 @@ def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRoute
             "metadata": dict(body.metadata or {}),
         }
         end_at = None if body.end_time is None else int(body.end_time.timestamp() * 1000)
+        webhook = None
+        if body.webhook:
+            webhook = hooks.for_firings(
+                body.webhook, assistant_id=body.assistant_id, metadata=dict(body.metadata or {})
+            )
         try:
             schedule = await gw.runtime.create_schedule(
                 body.schedule,
@@ -196,6 +202,7 @@ def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRoute
                 enabled=body.enabled,
                 metadata=metadata,
                 owner=caller.owner,
+                webhook=webhook,
             )
         except ValueError as exc:
             raise HttpError(str(exc), status=422) from None
@@ -269,6 +276,15 @@ def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRoute
         end_at: int | EllipsisType | None = ...
         if "end_time" in given:
             end_at = None if body.end_time is None else int(body.end_time.timestamp() * 1000)
+        webhook: FiringWebhook | EllipsisType | None = ...
+        current = schedule.record.webhook
+        url = body.webhook if "webhook" in given else (None if current is None else current.url)
+        if url and ("webhook" in given or body.metadata is not None):  # the cron's metadata goes with each delivery
+            cron_meta = meta.get("metadata")
+            run_meta = dict(cron_meta) if isinstance(cron_meta, dict) else {}
+            webhook = hooks.for_firings(url, assistant_id=schedule.record.agent, metadata=run_meta)
+        elif "webhook" in given:
+            webhook = None
         try:
             await schedule.update(
                 cron=body.schedule,
@@ -278,6 +294,7 @@ def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRoute
                 end_at=end_at,
                 enabled=body.enabled,
                 metadata=meta,
+                webhook=webhook,
             )
         except ValueError as exc:
             raise HttpError(str(exc), status=422) from None

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from repertory.core.ids import new_id, now_ms
-from repertory.core.timing import TimedStore, WebhookRecord
+from repertory.core.timing import FiringWebhook, TimedStore, WebhookRecord
 from repertory.http.convert import iso
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
@@ -73,6 +73,9 @@ class WebhookSettings:
     base_delay: float = 1.0
     timeout: float = 10.0
     lease: float = 60.0
+    poll: float = 1.0
+    """How often the server looks for deliveries it did not promise itself (a cron firing's, written
+    by whichever host fired it)."""
 
     def key(self) -> bytes | None:
         """The secret as bytes, from the settings or the environment."""
@@ -90,6 +93,7 @@ class Webhooks:
         self.settings = settings or WebhookSettings()
         self._secret = self.settings.key()
         self._client: httpx.AsyncClient | None = None
+        self._following: set[str] = set()  # delivery ids this server follows now
 
     def _store(self) -> TimedStore:
         store = self.gw.store
@@ -98,11 +102,46 @@ class Webhooks:
         return store
 
     async def start(self) -> None:
-        """Follow every delivery a previous process left ``pending`` (its run may have ended meanwhile)."""
+        """Follow every ``pending`` delivery: those a previous process left, then, every ``poll``, new ones.
+
+        A run's webhook is promised here (``promise``); a cron firing's is written by the host that
+        fired it (``FiringWebhook``), which may be another process, so the server looks for it.
+        Two servers following one delivery send each attempt once (``claim_webhook``).
+        """
         store = self.gw.store
         if isinstance(store, TimedStore):
-            for record in await store.list_webhooks(status="pending"):
-                self.gw.spawn(self._deliver(record, None))
+            await self._follow_pending(store)
+            if self._secret is not None:
+                self.gw.spawn(self._poll(store))
+
+    async def _follow_pending(self, store: TimedStore) -> None:
+        for record in await store.list_webhooks(status="pending"):
+            if record.delivery_id not in self._following:
+                self._follow(record, None)
+
+    async def _poll(self, store: TimedStore) -> None:
+        while True:
+            await asyncio.sleep(self.settings.poll)
+            try:
+                await self._follow_pending(store)
+            except Exception:  # the store away for a moment: look again at the next poll
+                log.warning("looking for pending webhook deliveries failed", exc_info=True)
+
+    def _follow(self, record: WebhookRecord, wait: Any) -> None:
+        self._following.add(record.delivery_id)
+        self.gw.spawn(self._deliver(record, wait))
+
+    def for_firings(self, url: str, *, assistant_id: str, metadata: dict[str, Any]) -> FiringWebhook:
+        """The webhook every firing of a cron gets (``FiringWebhook``); 422 without a secret or for a bad URL."""
+        if self._secret is None:
+            raise HttpError(
+                f"this server has no webhook secret: start it with --webhook-secret or {SECRET_ENV}", status=422
+            )
+        try:
+            checked = check_webhook_url(url)
+        except ValueError as exc:
+            raise HttpError(str(exc), status=422) from None
+        return FiringWebhook(url=checked, metadata={"assistant_id": assistant_id, "run_metadata": metadata})
 
     async def close(self) -> None:
         """Close the HTTP client (deliveries in flight are the gateway's tasks, cancelled by it)."""
@@ -129,7 +168,7 @@ class Webhooks:
             metadata={"assistant_id": assistant_id, "run_metadata": metadata},
         )
         await self._store().add_webhook(record)
-        self.gw.spawn(self._deliver(record, wait))
+        self._follow(record, wait)
         return record
 
     async def _body(self, record: WebhookRecord) -> bytes:
@@ -159,6 +198,8 @@ class Webhooks:
             raise
         except Exception:
             log.exception("webhook delivery %s stopped", record.delivery_id)
+        finally:
+            self._following.discard(record.delivery_id)
 
     async def _attempts(self, delivery_id: str) -> None:
         store = self._store()
@@ -175,7 +216,12 @@ class Webhooks:
             if not await store.claim_webhook(delivery_id, current.attempts, now, now + int(settings.lease * 1000)):
                 return  # another server (or this one, elsewhere) took this attempt
             attempt = current.attempts + 1
-            error = await self._post(current)
+            try:
+                error = await self._post(current)
+            except HttpError as exc:  # its run or thread was deleted: there is nothing to send, ever
+                at = now_ms()
+                await store.finish_webhook(delivery_id, "failed", at, str(exc), at)
+                return
             at = now_ms()
             if error is None:
                 await store.finish_webhook(delivery_id, "delivered", at, None, at)

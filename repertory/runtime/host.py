@@ -37,7 +37,15 @@ from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
 from repertory.core.store import DeletedRows, TreeStore
-from repertory.core.timing import ScheduleRecord, TimedStore, TimerRecord, firing_submission_id
+from repertory.core.timing import (
+    FiringWebhook,
+    ScheduleRecord,
+    TimedStore,
+    TimerRecord,
+    WebhookRecord,
+    firing_submission_id,
+    firing_webhook_id,
+)
 from repertory.core.tree import (
     NewSession,
     SessionEvent,
@@ -524,8 +532,34 @@ class LocalHost:
                         session_id)  # fmt: skip
             assert isinstance(self.store, TimedStore)
             await self.store.delete_schedule(schedule.schedule_id)
+            return
         except CommitConflict:
             pass  # another host queued this firing's turn at the same moment: it runs there, once
+        if schedule.webhook is not None:
+            await self._promise_webhook(
+                schedule.webhook, firing_webhook_id(schedule.schedule_id, fire_at), submission_id
+            )
+
+    async def _promise_webhook(self, webhook: FiringWebhook, delivery_id: str, submission_id: str) -> None:
+        """A firing's completion webhook row, for the HTTP server to deliver; written once (its id is the firing's).
+
+        Written before the schedule moves on, so a firing tried again after a crash here finds its
+        turn queued and writes the row it may not have written; a second write is a no-op.
+        """
+        assert isinstance(self.store, TimedStore)
+        turn = await self.store.load_turn(submission_id)
+        if turn is None:
+            return  # deleted since it was queued: no run to report
+        record = WebhookRecord(
+            delivery_id=delivery_id,
+            session_id=turn.session_id,
+            submission_id=submission_id,
+            run_id=turn.run_id,
+            url=webhook.url,
+            metadata=dict(webhook.metadata),
+        )
+        with contextlib.suppress(CommitConflict):
+            await self.store.add_webhook(record)
 
 
 async def _wake(token: str, at: int, session: Session) -> RunResult:

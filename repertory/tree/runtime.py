@@ -24,6 +24,7 @@ from repertory.core.clock import Clock, SystemClock
 from repertory.core.ids import new_id
 from repertory.core.principal import Message, Principal, to_model_message
 from repertory.core.store import DeletedRows, SessionStore, TreeStore
+from repertory.core.timing import FiringWebhook
 from repertory.core.tree import NewSession, Placement
 from repertory.errors import ScheduleNotFound, SessionNotFound, StoreError
 from repertory.runtime.agent import Agent
@@ -246,13 +247,15 @@ class Runtime:
         enabled: bool = True,
         metadata: Mapping[str, JsonValue] | None = None,
         owner: str | None = None,
+        webhook: FiringWebhook | None = None,
     ) -> Schedule:
         """A cron schedule: every fire time sends ``message`` as one durable turn.
 
         With ``session_id`` the turns go to that session (``handle.schedule`` is this); without,
         each firing creates a session of ``agent`` of its own (LangGraph's stateless crons), owned
         by ``owner`` (the HTTP server passes the cron creator's, so its tenancy holds).
-        ``principal`` stamps the message's origin (default: the user). A malformed expression, an
+        ``principal`` stamps the message's origin (default: the user); ``webhook`` gives every
+        firing's run a completion webhook row (``FiringWebhook``). A malformed expression, an
         unknown time zone or agent raises ``ValueError``; an unknown session ``SessionNotFound``.
         """
         store = time_store(self)
@@ -277,6 +280,7 @@ class Runtime:
             enabled=enabled,
             metadata=dict(metadata or {}),
             owner=owner,
+            webhook=webhook,
         )
         await store.add_schedule(row)
         self._host.nudge_timers(session_id)

@@ -19,7 +19,7 @@ from pydantic import JsonValue
 from repertory.core.ids import new_id
 from repertory.core.messages import ModelMessage
 from repertory.core.principal import Message, Principal, to_model_message
-from repertory.core.timing import ScheduleRecord, TimedStore
+from repertory.core.timing import FiringWebhook, ScheduleRecord, TimedStore
 from repertory.core.tree import TurnKind
 from repertory.errors import ScheduleNotFound, StoreError
 from repertory.runtime.cron import next_fire
@@ -52,6 +52,7 @@ def new_schedule(
     metadata: dict[str, JsonValue] | None = None,
     schedule_id: str | None = None,
     owner: str | None = None,
+    webhook: FiringWebhook | None = None,
 ) -> ScheduleRecord:
     """A validated schedule row whose first fire time is the first after ``now``.
 
@@ -76,6 +77,7 @@ def new_schedule(
         end_at=end_at,
         enabled=enabled,
         metadata=dict(metadata or {}),
+        webhook=webhook,
         created_at=now,
         updated_at=now,
     )
@@ -91,8 +93,9 @@ def changed_schedule(
     end_at: int | EllipsisType | None = ...,
     enabled: bool | None = None,
     metadata: Mapping[str, JsonValue] | None = None,
+    webhook: FiringWebhook | EllipsisType | None = ...,
 ) -> ScheduleRecord:
-    """``record`` with the given fields changed (``None``, ``end_at=...``: kept), validated and re-timed.
+    """``record`` with the given fields changed (``None``, ``...``: kept), validated and re-timed.
 
     What ``Schedule.update`` writes, and ``repertory schedules enable/disable``: a change to when it
     fires (``cron``, ``tz``, ``end_at``, or enabling it again) moves ``next_at`` to the first fire
@@ -114,6 +117,8 @@ def changed_schedule(
         changes["enabled"] = enabled
     if metadata is not None:
         changes["metadata"] = dict(metadata)
+    if not isinstance(webhook, EllipsisType):
+        changes["webhook"] = webhook
     if {"cron", "tz", "end_at"} & changes.keys() or (enabled is True and not record.enabled):
         at = next_fire(changes.get("cron", record.cron), changes.get("tz", record.tz), now)
         ends = changes.get("end_at", record.end_at)
@@ -178,12 +183,14 @@ class Schedule:
         end_at: int | EllipsisType | None = ...,
         enabled: bool | None = None,
         metadata: Mapping[str, JsonValue] | None = None,
+        webhook: FiringWebhook | EllipsisType | None = ...,
     ) -> Schedule:
         """Change the schedule in place: its id, its session and what it fired so far stay.
 
         ``None`` (and ``end_at=...``) leaves a field as it is; ``end_at=None`` removes the end.
         ``message`` replaces what each firing sends, stamped by ``principal`` (default: the user);
-        ``metadata`` replaces the free-form JSON. A change to when it fires (``cron``, ``tz``,
+        ``metadata`` replaces the free-form JSON; ``webhook`` the firings' completion webhook
+        (``None``: none). A change to when it fires (``cron``, ``tz``,
         ``end_at``, or enabling it again) times it anew from now: its next fire time is the first
         after now, and firings missed while it was disabled are not caught up. A bad expression or
         time zone, or an ``end_at`` before that next fire time, raises ``ValueError`` and writes
@@ -203,6 +210,7 @@ class Schedule:
             end_at=end_at,
             enabled=enabled,
             metadata=metadata,
+            webhook=webhook,
         )
         if not await store.update_schedule(updated):
             raise ScheduleNotFound(f"no schedule {self.id!r}", schedule_id=self.id)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from repertory import InMemorySessionStore, NotificationMessage, Runtime, ScheduleNotFound
-from repertory.core.timing import firing_submission_id
+from repertory.core.timing import FiringWebhook, WebhookRecord, firing_submission_id, firing_webhook_id
 from repertory.testing import ManualClock
 from tests.time.helpers import HOUR, nap_agent, quiet_after, timed, until
 
@@ -115,6 +115,46 @@ async def test_a_firing_queued_before_a_crash_is_not_queued_again(tmp_path: Path
         await until(lambda: _advanced(rt, sched.id, ms(2026, 1, 2, 1)))
         await until(lambda: _settled(rt, h.id, 1))
         assert await _turns(rt, h.id) == [firing_submission_id(sched.id, fire_at)]
+
+
+@pytest.mark.parametrize("row_written", [False, True], ids=["before-the-webhook-row", "after-it"])
+async def test_a_firing_webhook_row_is_written_once_across_a_crash(tmp_path: Path, row_written: bool) -> None:
+    # A schedule with a FiringWebhook: the host that fires it writes each firing's delivery row
+    # after the turn and before next_at moves, under an id derived from the firing. A crash at
+    # either point leaves the firing due again; its second attempt writes exactly one row.
+    url, clock = f"sqlite:///{tmp_path / 'hook.db'}", ManualClock(ms(2026, 1, 1))
+    hook = FiringWebhook(url="http://127.0.0.1:9/hook", metadata={"assistant_id": "napper"})
+    async with await Runtime.start(url, agents=AGENTS, clock=clock) as rt:
+        h = await rt.create_session("napper")
+        sched = await h.schedule("0 1 * * *", "tick")
+        await sched.update(webhook=hook)
+        record = sched.record
+        await sched.cancel()
+    fire_at, submission_id = ms(2026, 1, 1, 1), firing_submission_id(sched.id, ms(2026, 1, 1, 1))
+    async with await Runtime.start(url, agents=AGENTS, clock=clock) as rt:
+        await timed(rt).add_schedule(record)
+        turn = await rt.host.send(h.id, record.message, "message", "enqueue", None, submission_id)
+        if row_written:
+            row = WebhookRecord(
+                delivery_id=firing_webhook_id(sched.id, fire_at),
+                session_id=h.id,
+                submission_id=submission_id,
+                run_id=turn.run_id,
+                url=hook.url,
+                metadata=dict(hook.metadata),
+            )
+            await timed(rt).add_webhook(row)
+    clock.set(ms(2026, 1, 1, 1, 30))
+    async with await Runtime.start(url, agents=AGENTS, clock=clock) as rt:
+        await until(lambda: _advanced(rt, sched.id, ms(2026, 1, 2, 1)))
+        (row,) = await timed(rt).list_webhooks(submission_id=submission_id)
+        (turn,) = await rt.store.list_turns(h.id)
+    assert (row.delivery_id, row.run_id, row.url, row.metadata) == (
+        firing_webhook_id(sched.id, fire_at),
+        turn.run_id,
+        hook.url,
+        hook.metadata,
+    )
 
 
 async def _advanced(rt: Runtime, schedule_id: str, to: int) -> bool:
