@@ -25,6 +25,8 @@ from repertory.core.store import TreeStore
 from repertory.core.tree import TurnKind
 
 __all__ = [
+    "FIRING_WEBHOOK_PREFIX",
+    "FIRING_WEBHOOK_SUFFIX",
     "FiringWebhook",
     "ScheduleRecord",
     "TimeStore",
@@ -44,9 +46,13 @@ def firing_submission_id(schedule_id: str, fire_at: int) -> str:
     return f"cron-{schedule_id}-{fire_at}"
 
 
+FIRING_WEBHOOK_PREFIX, FIRING_WEBHOOK_SUFFIX = "cron-", "-webhook"
+"""How every firing's delivery id starts and ends (``firing_webhook_id``), and no other delivery's does."""
+
+
 def firing_webhook_id(schedule_id: str, fire_at: int) -> str:
     """The delivery id of a firing's completion webhook: derived like its submission id, so it is written once."""
-    return f"{firing_submission_id(schedule_id, fire_at)}-webhook"
+    return f"{firing_submission_id(schedule_id, fire_at)}{FIRING_WEBHOOK_SUFFIX}"
 
 
 class FiringWebhook(BaseModel):
@@ -192,9 +198,13 @@ class TimeStore(Protocol):
         """A copy of the delivery, or ``None``."""
 
     async def list_webhooks(
-        self, status: WebhookStatus | None = None, submission_id: str | None = None
+        self, status: WebhookStatus | None = None, submission_id: str | None = None, *, firings: bool = False
     ) -> list[WebhookRecord]:
-        """Deliveries (in one status, of one turn), oldest first."""
+        """Deliveries (in one status, of one turn; ``firings``: only schedule firings'), oldest first.
+
+        A firing's delivery id is ``firing_webhook_id``'s (``FIRING_WEBHOOK_PREFIX`` ...
+        ``FIRING_WEBHOOK_SUFFIX``): what the HTTP server looks for, since another process wrote it.
+        """
 
     async def claim_webhook(self, delivery_id: str, attempts: int, now: int, until: int) -> bool:
         """Take the next attempt: if it is ``pending`` with ``attempts`` tries and ``due_at <= now``, count one more

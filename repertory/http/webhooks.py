@@ -114,8 +114,8 @@ class Webhooks:
             if self._secret is not None:
                 self.gw.spawn(self._poll(store))
 
-    async def _follow_pending(self, store: TimedStore) -> None:
-        for record in await store.list_webhooks(status="pending"):
+    async def _follow_pending(self, store: TimedStore, *, firings: bool = False) -> None:
+        for record in await store.list_webhooks(status="pending", firings=firings):
             if record.delivery_id not in self._following:
                 self._follow(record, None)
 
@@ -123,7 +123,7 @@ class Webhooks:
         while True:
             await asyncio.sleep(self.settings.poll)
             try:
-                await self._follow_pending(store)
+                await self._follow_pending(store, firings=True)  # runs' are promised here, or found at start
             except Exception:  # the store away for a moment: look again at the next poll
                 log.warning("looking for pending webhook deliveries failed", exc_info=True)
 

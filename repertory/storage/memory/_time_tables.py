@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import heapq
 
-from repertory.core.timing import ScheduleRecord, TimerRecord, WebhookRecord, WebhookStatus
+from repertory.core.timing import (
+    FIRING_WEBHOOK_PREFIX,
+    FIRING_WEBHOOK_SUFFIX,
+    ScheduleRecord,
+    TimerRecord,
+    WebhookRecord,
+    WebhookStatus,
+)
 from repertory.errors import CommitConflict, StoreError
 
 __all__ = ["MemoryTimeTables"]
@@ -164,10 +171,14 @@ class MemoryTimeTables:
         return None if raw is None else WebhookRecord.model_validate_json(raw)
 
     async def list_webhooks(
-        self, status: WebhookStatus | None = None, submission_id: str | None = None
+        self, status: WebhookStatus | None = None, submission_id: str | None = None, *, firings: bool = False
     ) -> list[WebhookRecord]:
-        """Oldest first, filtered."""
-        rows = [WebhookRecord.model_validate_json(raw) for raw in self._time().webhooks.values()]
+        """Oldest first, filtered (``firings``: by the delivery id's form, before any row is decoded)."""
+        found = list(self._time().webhooks.items())
+        if firings:
+            found = [(i, raw) for i, raw in found if i.startswith(FIRING_WEBHOOK_PREFIX)]
+            found = [(i, raw) for i, raw in found if i.endswith(FIRING_WEBHOOK_SUFFIX)]
+        rows = [WebhookRecord.model_validate_json(raw) for _, raw in found]
         return [
             w
             for w in rows

@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from repertory.core.timing import ScheduleRecord, TimerRecord, WebhookRecord, WebhookStatus
+from repertory.core.timing import (
+    FIRING_WEBHOOK_PREFIX,
+    FIRING_WEBHOOK_SUFFIX,
+    ScheduleRecord,
+    TimerRecord,
+    WebhookRecord,
+    WebhookStatus,
+)
 from repertory.storage.postgres.connection import PgBase
 
 __all__ = ["PgTimeTables"]
@@ -222,9 +229,9 @@ class PgTimeTables(PgBase):
         return WebhookRecord.model_validate_json(rows[0][0]) if rows else None
 
     async def list_webhooks(
-        self, status: WebhookStatus | None = None, submission_id: str | None = None
+        self, status: WebhookStatus | None = None, submission_id: str | None = None, *, firings: bool = False
     ) -> list[WebhookRecord]:
-        """Oldest first, filtered."""
+        """Oldest first, filtered (``firings``: by the delivery id's form, in SQL, so no other row is decoded)."""
         where: list[str] = []
         params: list[str] = []
         if status is not None:
@@ -233,6 +240,9 @@ class PgTimeTables(PgBase):
         if submission_id is not None:
             where.append("submission_id = %s")
             params.append(submission_id)
+        if firings:  # a prefix and a suffix with no wildcard in them: LIKE's own characters stay literal
+            where.append("delivery_id LIKE %s")
+            params.append(f"{FIRING_WEBHOOK_PREFIX}%{FIRING_WEBHOOK_SUFFIX}")
         sql = "SELECT record FROM repertory.webhooks" + (" WHERE " + " AND ".join(where) if where else "")
         rows = await self._rows("list_webhooks", sql + " ORDER BY ord", params)
         return [WebhookRecord.model_validate_json(r[0]) for r in rows]

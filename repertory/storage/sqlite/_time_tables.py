@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import sqlite3
 
-from repertory.core.timing import ScheduleRecord, TimerRecord, WebhookRecord, WebhookStatus
+from repertory.core.timing import (
+    FIRING_WEBHOOK_PREFIX,
+    FIRING_WEBHOOK_SUFFIX,
+    ScheduleRecord,
+    TimerRecord,
+    WebhookRecord,
+    WebhookStatus,
+)
 from repertory.errors import CommitConflict
 from repertory.storage.sqlite.connection import SqliteBase, db_errors
 
@@ -212,9 +219,9 @@ class SqliteTimeTables(SqliteBase):
         return None if row is None else WebhookRecord.model_validate_json(row[0])
 
     async def list_webhooks(
-        self, status: WebhookStatus | None = None, submission_id: str | None = None
+        self, status: WebhookStatus | None = None, submission_id: str | None = None, *, firings: bool = False
     ) -> list[WebhookRecord]:
-        """Oldest first, filtered."""
+        """Oldest first, filtered (``firings``: by the delivery id's form, in SQL, so no other row is decoded)."""
         where: list[str] = []
         params: list[str] = []
         if status is not None:
@@ -223,6 +230,9 @@ class SqliteTimeTables(SqliteBase):
         if submission_id is not None:
             where.append("submission_id = ?")
             params.append(submission_id)
+        if firings:  # a prefix and a suffix with no wildcard in them: LIKE's own characters stay literal
+            where.append("delivery_id LIKE ?")
+            params.append(f"{FIRING_WEBHOOK_PREFIX}%{FIRING_WEBHOOK_SUFFIX}")
         sql = "SELECT record FROM webhooks" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
         rows = await self.read("list_webhooks", lambda c: c.execute(sql, params).fetchall())
         return [WebhookRecord.model_validate_json(r[0]) for r in rows]

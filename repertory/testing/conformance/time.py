@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from repertory.core.messages import ModelMessage
-from repertory.core.timing import ScheduleRecord, TimerRecord, TimeStore, WebhookRecord
+from repertory.core.timing import ScheduleRecord, TimerRecord, TimeStore, WebhookRecord, firing_webhook_id
 from repertory.errors import CommitConflict
 from repertory.testing.conformance._looks import Conformance
 from repertory.testing.conformance.tree_records import session_record
@@ -169,6 +169,11 @@ class TimeConformance(Conformance):
         assert [w.delivery_id for w in await store.list_webhooks(status="pending")] == ["w1", "w2"]
         assert await store.list_webhooks(status="delivered") == []
         assert await store.load_webhook("nope") is None
+        firing = firing_webhook_id("sched_1%", 60_000)  # LIKE's wildcards in an id stay literal
+        await store.add_webhook(_webhook(firing, "cron-sched_1%-60000"))
+        await store.add_webhook(_webhook("cron-like-but-not-a-firing", "sub3"))
+        assert [w.delivery_id for w in await store.list_webhooks(status="pending", firings=True)] == [firing]
+        assert [w.delivery_id for w in await store.list_webhooks(firings=True, submission_id="sub1")] == []
 
     async def test_claiming_an_attempt_is_a_compare_and_set(self, store: TimeStore) -> None:
         await store.add_webhook(_webhook("w"))
