@@ -25,6 +25,7 @@ from repertory.core.store import TreeStore
 from repertory.core.tree import TurnKind
 
 __all__ = [
+    "FIRING_WEBHOOK_LIKE",
     "FIRING_WEBHOOK_PREFIX",
     "FIRING_WEBHOOK_SUFFIX",
     "FiringWebhook",
@@ -36,6 +37,7 @@ __all__ = [
     "WebhookStatus",
     "firing_submission_id",
     "firing_webhook_id",
+    "is_firing_webhook",
 ]
 
 WebhookStatus = Literal["pending", "delivered", "failed"]
@@ -48,6 +50,13 @@ def firing_submission_id(schedule_id: str, fire_at: int) -> str:
 
 FIRING_WEBHOOK_PREFIX, FIRING_WEBHOOK_SUFFIX = "cron-", "-webhook"
 """How every firing's delivery id starts and ends (``firing_webhook_id``), and no other delivery's does."""
+FIRING_WEBHOOK_LIKE = f"{FIRING_WEBHOOK_PREFIX}%{FIRING_WEBHOOK_SUFFIX}"
+"""The SQL ``LIKE`` pattern of a firing's delivery id (the prefix and suffix hold no wildcard)."""
+
+
+def is_firing_webhook(delivery_id: str) -> bool:
+    """Whether ``delivery_id`` is a schedule firing's (``firing_webhook_id``'s form)."""
+    return delivery_id.startswith(FIRING_WEBHOOK_PREFIX) and delivery_id.endswith(FIRING_WEBHOOK_SUFFIX)
 
 
 def firing_webhook_id(schedule_id: str, fire_at: int) -> str:

@@ -9,14 +9,7 @@ from __future__ import annotations
 
 import heapq
 
-from repertory.core.timing import (
-    FIRING_WEBHOOK_PREFIX,
-    FIRING_WEBHOOK_SUFFIX,
-    ScheduleRecord,
-    TimerRecord,
-    WebhookRecord,
-    WebhookStatus,
-)
+from repertory.core.timing import ScheduleRecord, TimerRecord, WebhookRecord, WebhookStatus, is_firing_webhook
 from repertory.errors import CommitConflict, StoreError
 
 __all__ = ["MemoryTimeTables"]
@@ -176,8 +169,7 @@ class MemoryTimeTables:
         """Oldest first, filtered (``firings``: by the delivery id's form, before any row is decoded)."""
         found = list(self._time().webhooks.items())
         if firings:
-            found = [(i, raw) for i, raw in found if i.startswith(FIRING_WEBHOOK_PREFIX)]
-            found = [(i, raw) for i, raw in found if i.endswith(FIRING_WEBHOOK_SUFFIX)]
+            found = [(i, raw) for i, raw in found if is_firing_webhook(i)]
         rows = [WebhookRecord.model_validate_json(raw) for _, raw in found]
         return [
             w

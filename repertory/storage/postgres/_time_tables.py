@@ -10,14 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from repertory.core.timing import (
-    FIRING_WEBHOOK_PREFIX,
-    FIRING_WEBHOOK_SUFFIX,
-    ScheduleRecord,
-    TimerRecord,
-    WebhookRecord,
-    WebhookStatus,
-)
+from repertory.core.timing import FIRING_WEBHOOK_LIKE, ScheduleRecord, TimerRecord, WebhookRecord, WebhookStatus
 from repertory.storage.postgres.connection import PgBase
 
 __all__ = ["PgTimeTables"]
@@ -240,9 +233,9 @@ class PgTimeTables(PgBase):
         if submission_id is not None:
             where.append("submission_id = %s")
             params.append(submission_id)
-        if firings:  # a prefix and a suffix with no wildcard in them: LIKE's own characters stay literal
+        if firings:
             where.append("delivery_id LIKE %s")
-            params.append(f"{FIRING_WEBHOOK_PREFIX}%{FIRING_WEBHOOK_SUFFIX}")
+            params.append(FIRING_WEBHOOK_LIKE)
         sql = "SELECT record FROM repertory.webhooks" + (" WHERE " + " AND ".join(where) if where else "")
         rows = await self._rows("list_webhooks", sql + " ORDER BY ord", params)
         return [WebhookRecord.model_validate_json(r[0]) for r in rows]

@@ -9,14 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from repertory.core.timing import (
-    FIRING_WEBHOOK_PREFIX,
-    FIRING_WEBHOOK_SUFFIX,
-    ScheduleRecord,
-    TimerRecord,
-    WebhookRecord,
-    WebhookStatus,
-)
+from repertory.core.timing import FIRING_WEBHOOK_LIKE, ScheduleRecord, TimerRecord, WebhookRecord, WebhookStatus
 from repertory.errors import CommitConflict
 from repertory.storage.sqlite.connection import SqliteBase, db_errors
 
@@ -230,9 +223,9 @@ class SqliteTimeTables(SqliteBase):
         if submission_id is not None:
             where.append("submission_id = ?")
             params.append(submission_id)
-        if firings:  # a prefix and a suffix with no wildcard in them: LIKE's own characters stay literal
+        if firings:
             where.append("delivery_id LIKE ?")
-            params.append(f"{FIRING_WEBHOOK_PREFIX}%{FIRING_WEBHOOK_SUFFIX}")
+            params.append(FIRING_WEBHOOK_LIKE)
         sql = "SELECT record FROM webhooks" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
         rows = await self.read("list_webhooks", lambda c: c.execute(sql, params).fetchall())
         return [WebhookRecord.model_validate_json(r[0]) for r in rows]
