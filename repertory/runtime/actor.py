@@ -64,7 +64,7 @@ from repertory.runtime._loop import Riding
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.events import EventBus
-from repertory.runtime.results import turn_result
+from repertory.runtime.results import OutputTypeFor, turn_result
 from repertory.runtime.services import SessionServices
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal
@@ -348,16 +348,27 @@ class SessionActor:
             # turn is back in the mailbox, first in line, and goes on from its last commit. The
             # decider waits for it to rest, as a turn's waiter does; the error it would hear
             # otherwise is about a decision that took, and a retry would only find the token used.
-            await self.wait_turn(on.submission_id)
-            held = self.take_outcome(on.submission_id)
-            if held is not None:
-                return held
-            return await turn_result(self.store, self._output_type_for, self.id, on.submission_id, None)
+            return await self.turn_outcome(on.submission_id, None, self._output_type_for)
         return result
 
     def _output_type_for(self, path: str | None, agent: str) -> type[BaseModel] | None:
         """The output type of a turn of this session (``turn_result``'s ``output_type_for``)."""
         return self._resolve_output(path) or self.session.agent.output_type
+
+    async def turn_outcome(
+        self, submission_id: str, output_type: type[BaseModel] | None, output_type_for: OutputTypeFor
+    ) -> RunResult:
+        """Wait until the turn rests and return its result (``LocalHost.turn_outcome``, a decision driven on).
+
+        The result this actor committed is held (reading the turn, its run and the session back
+        would cost three statements); a failed or cancelled turn, or one another actor finished
+        (or whose result a repeat already took), is read from the store, which says how it ended.
+        """
+        await self.wait_turn(submission_id)
+        held = self.take_outcome(submission_id)
+        if held is not None:
+            return held
+        return await turn_result(self.store, output_type_for, self.id, submission_id, output_type)
 
     async def compact(self) -> CompactionResult | None:
         """Compact the session's context now (``Session.compact()``), in mailbox order: never during a turn.

@@ -58,7 +58,6 @@ from repertory.errors import CommitConflict, RepertoryError, SessionExists, Sess
 from repertory.runtime.actor import IfBusy, SessionActor, type_path
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
-from repertory.runtime.results import turn_result
 from repertory.runtime.services import SessionServices
 from repertory.runtime.session import Session
 from repertory.runtime.timekeeper import TimeKeeper, log
@@ -467,19 +466,9 @@ class LocalHost:
         return await self.turn_outcome(session_id, turn.submission_id, output_type)
 
     async def turn_outcome(self, session_id: str, submission_id: str, output_type: type[BaseModel] | None) -> RunResult:
-        """Wait until the turn rests and return its result.
-
-        The actor that drove it holds the result it committed: reading the turn, its run and the
-        session back would cost three statements a turn. A failed or cancelled turn, or one another
-        actor finished (or a repeat asks after the first took it), is read from the store, which
-        says how it ended.
-        """
+        """Wait until the turn rests and return its result (``SessionActor.turn_outcome``)."""
         actor = await self.actor(session_id)
-        await actor.wait_turn(submission_id)
-        held = actor.take_outcome(submission_id)
-        if held is not None:
-            return held
-        return await turn_result(self.store, self.output_type_for, session_id, submission_id, output_type)
+        return await actor.turn_outcome(submission_id, output_type, self.output_type_for)
 
     async def decide(self, session_id: str, decision: Decision, principal: Principal) -> RunResult:
         """Approve, reject or resume the session's suspended run, in mailbox order."""
