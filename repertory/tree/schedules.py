@@ -38,6 +38,16 @@ def time_store(runtime: Runtime) -> TimedStore:
     return store
 
 
+def _first_fire(cron: str, tz: str, now: int, end_at: int | None) -> int:
+    """The first fire time after ``now``; ``ValueError`` for an empty or bad expression or zone, or an end before it."""
+    if not isinstance(cron, str) or not cron.strip():
+        raise ValueError("a schedule needs a cron expression such as '0 9 * * MON'")
+    first = next_fire(cron, tz, now)
+    if end_at is not None and end_at < first:
+        raise ValueError("end_at is before the schedule's next fire time: it would never fire")
+    return first
+
+
 def new_schedule(
     *,
     now: int,
@@ -59,11 +69,7 @@ def new_schedule(
     A malformed cron expression, an unknown time zone, or an ``end_at`` before the first firing
     raises ``ValueError`` saying which.
     """
-    if not isinstance(cron, str) or not cron.strip():
-        raise ValueError("a schedule needs a cron expression such as '0 9 * * MON'")
-    first = next_fire(cron, tz, now)
-    if end_at is not None and end_at < first:
-        raise ValueError("end_at is before the schedule's first fire time: it would never fire")
+    first = _first_fire(cron, tz, now, end_at)
     return ScheduleRecord(
         schedule_id=schedule_id or new_id(),
         session_id=session_id,
@@ -104,8 +110,6 @@ def changed_schedule(
     """
     changes: dict[str, Any] = {"updated_at": now}
     if cron is not None:
-        if not isinstance(cron, str) or not cron.strip():
-            raise ValueError("a schedule needs a cron expression such as '0 9 * * MON'")
         changes["cron"] = cron
     if tz is not None:
         changes["tz"] = tz
@@ -120,11 +124,8 @@ def changed_schedule(
     if not isinstance(webhook, EllipsisType):
         changes["webhook"] = webhook
     if {"cron", "tz", "end_at"} & changes.keys() or (enabled is True and not record.enabled):
-        at = next_fire(changes.get("cron", record.cron), changes.get("tz", record.tz), now)
         ends = changes.get("end_at", record.end_at)
-        if ends is not None and ends < at:
-            raise ValueError("end_at is before the schedule's next fire time: it would never fire again")
-        changes["next_at"] = at
+        changes["next_at"] = _first_fire(changes.get("cron", record.cron), changes.get("tz", record.tz), now, ends)
     return ScheduleRecord.model_validate({**record.model_dump(), **changes})
 
 
