@@ -131,12 +131,16 @@ class Webhooks:
         self._following.add(record.delivery_id)
         self.gw.spawn(self._deliver(record, wait))
 
-    def for_firings(self, url: str, *, assistant_id: str, metadata: dict[str, Any]) -> FiringWebhook:
-        """The webhook every firing of a cron gets (``FiringWebhook``); 422 without a secret or for a bad URL."""
+    def _require_secret(self) -> None:
+        """422 unless the server can sign: an unsigned POST could come from anyone."""
         if self._secret is None:
             raise HttpError(
                 f"this server has no webhook secret: start it with --webhook-secret or {SECRET_ENV}", status=422
             )
+
+    def for_firings(self, url: str, *, assistant_id: str, metadata: dict[str, Any]) -> FiringWebhook:
+        """The webhook every firing of a cron gets (``FiringWebhook``); 422 without a secret or for a bad URL."""
+        self._require_secret()
         try:
             checked = check_webhook_url(url)
         except ValueError as exc:
@@ -155,10 +159,7 @@ class Webhooks:
 
         Refused (422) when the server has no secret to sign with.
         """
-        if self._secret is None:
-            raise HttpError(
-                f"this server has no webhook secret: start it with --webhook-secret or {SECRET_ENV}", status=422
-            )
+        self._require_secret()
         record = WebhookRecord(
             delivery_id=new_id(),
             session_id=thread_id,

@@ -273,11 +273,10 @@ class SqliteTreeTables(SqliteBase):
         """
 
         def count(c: sqlite3.Connection) -> tuple[int, int, int]:
-            sql, params = session_counts_query(_DIALECT, owner)
-            if owner is not None:
-                (held,) = c.execute(_OWNED_UP_TO, (owner, _FEW_SESSIONS)).fetchone()
-                if held < _FEW_SESSIONS:
-                    sql, params = owner_counts_query(_DIALECT, owner)
+            if owner is not None and c.execute(_OWNED_UP_TO, (owner, _FEW_SESSIONS)).fetchone()[0] < _FEW_SESSIONS:
+                sql, params = owner_counts_query(_DIALECT, owner)
+            else:
+                sql, params = session_counts_query(_DIALECT, owner)
             row: tuple[int, int, int] = c.execute(sql, params).fetchone()
             return row
 
