@@ -34,7 +34,7 @@ from benchmarks.harness.cli import in_temp_folder, main_of, suite_entry
 from benchmarks.harness.report import RESULTS_DIR, Clock, Report, Row, finish, mode_of, row
 from repertory import Agent, ModelMessage, Runtime, sleep, tool
 from repertory.core.ids import new_id, new_token, now_ms
-from repertory.core.timing import TimedStore, TimerRecord
+from repertory.core.timing import TimedStore, TimerRecord, WebhookRecord
 from repertory.testing import ScriptedModel
 
 __all__ = ["NAME", "PLOTS", "REPORT", "TimersReport", "main", "measure", "run_suite"]
@@ -64,12 +64,15 @@ class TimersReport(Report):
     wake_p99_ms: float
     wake_max_ms: float
     wake_all_seconds: float
+    pending_webhooks: int = 0
+    webhook_look_all_ms: float | None = None
+    webhook_look_firings_ms: float | None = None
 
     def summarise(self) -> list[Row]:
         """Memory per armed timer, the scheduler's queries, and how late the real sessions woke."""
         per_timer = (self.rss_armed_mb - self.rss_before_mb) * 1e6 / self.timers_armed
         traced = (self.traced_armed_mb - self.traced_before_mb) * 1e6 / self.timers_armed
-        return [
+        rows = [
             row(f"RSS growth per armed timer ({self.timers_armed:,} armed)", round(per_timer, 1), "B",
                 note=f"RSS {self.rss_before_mb:.0f} -> {self.rss_armed_mb:.0f} MB; Python heap +{traced:.1f} B "
                      f"per timer; {self.tasks_armed} asyncio tasks; file {self.db_mb:.0f} MB"),
@@ -79,6 +82,13 @@ class TimersReport(Report):
                 note=f"p99 {self.wake_p99_ms:.0f} ms, max {self.wake_max_ms:.0f} ms; all woken in "
                      f"{self.wake_all_seconds:.2f} s (wake_at to the committed tool result)"),
         ]  # fmt: skip
+        if self.webhook_look_firings_ms is not None and self.webhook_look_all_ms is not None:
+            rows.append(row(
+                f"the HTTP server's look for firings' webhooks, {self.pending_webhooks:,} run deliveries pending",
+                self.webhook_look_firings_ms, "ms",
+                note=f"{self.webhook_look_all_ms:.1f} ms listing every pending delivery (list_webhooks(firings=True) "
+                     "against status='pending' alone)"))  # fmt: skip
+        return rows
 
     def render(self) -> str:
         """The summary as text."""
@@ -118,6 +128,30 @@ async def _arm_bulk(store: TimedStore, count: int, wake_at: int) -> None:
 
     for start in range(0, count, 500):  # concurrent writes, so group commit batches them
         await asyncio.gather(*(one(i) for i in range(start, min(start + 500, count))))
+
+
+async def _webhook_looks(store: TimedStore, count: int) -> tuple[float, float]:
+    """With ``count`` run deliveries pending, the HTTP server's look for firings' ones, ms: every row, firings only.
+
+    The server looks every ``WebhookSettings.poll`` for deliveries another process wrote (a cron
+    firing's, ``repertory.http.webhooks``); runs' stay pending until their run ends.
+    """
+
+    async def one(i: int) -> None:
+        await store.add_webhook(WebhookRecord(delivery_id=new_id(), session_id=f"hook-{i}", submission_id=new_id(),
+                                              run_id=new_id(), url="http://127.0.0.1:9/hook"))  # fmt: skip
+
+    for start in range(0, count, 500):
+        await asyncio.gather(*(one(i) for i in range(start, min(start + 500, count))))
+    every, firings = [], []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        await store.list_webhooks(status="pending")
+        every.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        await store.list_webhooks(status="pending", firings=True)
+        firings.append(time.perf_counter() - t0)
+    return _timed_ms(every), _timed_ms(firings)
 
 
 def _timed_ms(samples: list[float]) -> float:
@@ -177,6 +211,8 @@ async def measure_async(quick: bool, folder: Path) -> TimersReport:
         stamps = await asyncio.wait_for(asyncio.gather(*(woken(h) for h in handles)), 300)
         all_woken = (max(stamps) - due) / 1000
         lateness = sorted(s - due for s in stamps)
+        hooks = 1_000 if quick else 10_000
+        look_all, look_firings = await _webhook_looks(store, hooks)
     tracemalloc.stop()
     report = TimersReport(
         **clock.frame(),
@@ -197,6 +233,9 @@ async def measure_async(quick: bool, folder: Path) -> TimersReport:
         wake_p99_ms=float(lateness[min(len(lateness) - 1, int(len(lateness) * 0.99))]),
         wake_max_ms=float(lateness[-1]),
         wake_all_seconds=round(all_woken, 2),
+        pending_webhooks=hooks,
+        webhook_look_all_ms=round(look_all, 3),
+        webhook_look_firings_ms=round(look_firings, 3),
     )
     return finish(report, clock)
 
