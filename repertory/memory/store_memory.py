@@ -35,6 +35,7 @@ from pydantic import BaseModel, JsonValue
 from repertory.core.ids import now_ms
 from repertory.core.memory import RecalledContext
 from repertory.core.messages import ModelMessage, Role, TextPart
+from repertory.core.protocols import protocol_gap
 from repertory.core.store import MemoryRecord, MemoryStore
 from repertory.errors import ToolError
 from repertory.memory._index import Hit, ResourceIndex, normalise
@@ -78,7 +79,9 @@ class StoreMemory:
         max_working_memory_chars: int = 16_000,
     ) -> None:
         if not isinstance(store, MemoryStore):
-            raise TypeError(f"{type(store).__name__} keeps no memory tables (it is not a MemoryStore)")
+            raise TypeError(
+                f"{protocol_gap(store, MemoryStore)} (StoreMemory keeps its records in the store's memory tables)"
+            )
         if not isinstance(resource, str) or not resource or "\x00" in resource:
             raise ValueError(f"resource must be a non-empty string without NUL, got {resource!r}")
         for label, value in (("last_messages", last_messages), ("semantic_top_k", semantic_top_k)):

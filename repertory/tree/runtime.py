@@ -23,6 +23,7 @@ from pydantic import JsonValue
 from repertory.core.clock import Clock, SystemClock
 from repertory.core.ids import new_id
 from repertory.core.principal import Message, Principal, to_model_message
+from repertory.core.protocols import protocol_gap
 from repertory.core.store import DeletedRows, SessionStore, TreeStore
 from repertory.core.timing import FiringWebhook
 from repertory.core.tree import NewSession, Placement
@@ -115,7 +116,7 @@ class Runtime:
         if not isinstance(opened, TreeStore):
             if owns:
                 await opened.close()
-            raise StoreError(f"{type(opened).__name__} does not hold sessions, turns and events (a TreeStore)")
+            raise StoreError(f"{protocol_gap(opened, TreeStore)} (a runtime's store holds sessions, turns and events)")
         config = BackendConfig(
             store=opened,
             store_url=store if isinstance(store, str) else None,

@@ -5,9 +5,12 @@ asyncio mode, warnings as errors), so nothing from this repository's ``tests/`` 
 backends, probes) is in reach: only ``repertory`` and ``repertory.testing.conformance``.
 
 ``WrappedStore`` delegates every call to an ``InMemorySessionStore`` it owns but is not one, so
-nothing can recognise it by class. ``TestWithoutProbe`` gives a ``store`` fixture alone;
-``TestWithOwnProbe`` adds the probe such an author would write: counts through the inner store's
-public ``row_ids``, commit failures through the wrapper's own switch, the rest unsupported.
+nothing can recognise it by class. The protocols' members are defined on the class (generated from
+``protocol_members``), not reached through ``__getattr__`` alone: from Python 3.12 on ``isinstance``
+does not consult ``__getattr__``, and a wrapper relying on it is no ``TreeStore`` there.
+``TestWithoutProbe`` gives a ``store`` fixture alone; ``TestWithOwnProbe`` adds the probe such an
+author would write: counts through the inner store's public ``row_ids``, commit failures through
+the wrapper's own switch, the rest unsupported.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ import pytest
 import pytest_asyncio
 
 from repertory.core.history import MessageHistory
+from repertory.core.protocols import protocol_members
 from repertory.core.state import RunState, ThreadState
+from repertory.core.store import MemoryStore, TreeStore
 from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
 from repertory.errors import StoreError
 from repertory.storage import InMemorySessionStore
@@ -86,6 +91,18 @@ class WrappedStore:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.inner.close()
+
+
+def _delegate(name: str) -> Any:
+    async def call(self: WrappedStore, *args: Any, **kwargs: Any) -> Any:
+        return await getattr(self.inner, name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+for _name in {*protocol_members(TreeStore), *protocol_members(MemoryStore)} - set(vars(WrappedStore)):
+    setattr(WrappedStore, _name, _delegate(_name))
 
 
 class WrappedProbe:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from repertory.core.messages import Role
+from repertory.core.protocols import protocol_gap
 from repertory.core.store import MemoryRecord, MemoryStore
 from repertory.errors import StoreError
 from repertory.testing.conformance._looks import Conformance, Looks
@@ -56,7 +57,7 @@ class MemoryConformance(Conformance):
     """
 
     async def test_every_store_is_a_memory_store(self, store: Any) -> None:
-        assert isinstance(store, MemoryStore)
+        assert isinstance(store, MemoryStore), protocol_gap(store, MemoryStore)
 
     async def test_append_numbers_records_in_order_per_resource(self, store: MemoryStore) -> None:
         assert await store.append_memory("u1", [_rec("t1", "a"), _rec("t1", "b")]) == [1, 2]

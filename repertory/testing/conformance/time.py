@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 from repertory.core.messages import ModelMessage
+from repertory.core.protocols import protocol_gap
 from repertory.core.timing import ScheduleRecord, TimerRecord, TimeStore, WebhookRecord, firing_webhook_id
 from repertory.errors import CommitConflict
 from repertory.testing.conformance._looks import Conformance
@@ -43,7 +44,7 @@ class TimeConformance(Conformance):
     """Subclass with a ``store`` fixture (an open, empty ``TimeStore``)."""
 
     async def test_every_store_is_a_time_store(self, store: Any) -> None:
-        assert isinstance(store, TimeStore)
+        assert isinstance(store, TimeStore), protocol_gap(store, TimeStore)
 
     async def test_deleting_a_session_drops_its_timers_and_schedules(self, store: Any) -> None:
         """``delete_sessions`` (the tree's delete) takes the session's timers and schedules with it, and no others."""

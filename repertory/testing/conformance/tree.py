@@ -19,6 +19,7 @@ import pytest
 
 from repertory.core.history import MessageHistory
 from repertory.core.messages import ModelMessage
+from repertory.core.protocols import protocol_gap
 from repertory.core.state import ErrorInfo, RunState
 from repertory.core.store import TreeStore
 from repertory.core.tree import LineageKind, SessionEvent, SessionRecord, TurnRecord, TurnStatus
@@ -146,7 +147,7 @@ class TreeConformance(SessionListingConformance, TurnCommitConformance, Conforma
     # -- sessions ----------------------------------------------------------------------------------
 
     async def test_every_store_is_a_tree_store(self, store: TreeStore) -> None:
-        assert isinstance(store, TreeStore)
+        assert isinstance(store, TreeStore), protocol_gap(store, TreeStore)
 
     @pytest.mark.parametrize("kind", ["root", "spawned", "forked"])
     async def test_a_session_round_trips_every_field(self, store: TreeStore, kind: LineageKind) -> None:

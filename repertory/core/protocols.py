@@ -1,0 +1,75 @@
+"""Why an object is not an instance of a runtime-checkable protocol, in words a store's author can act on.
+
+``isinstance(store, TreeStore)`` answers yes or no. A store written outside repertory that fails it
+needs to know which members it lacks, and one reason is easy to miss: from Python 3.12 on,
+``isinstance`` looks members up with ``inspect.getattr_static``, so a wrapper that delegates to an
+inner store through ``__getattr__`` has none of them, although every call through it would work
+(on 3.11 the same wrapper passes). ``protocol_gap`` names the missing members as this Python looks
+them up, and says so when ``__getattr__`` is why.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Any
+
+__all__ = ["protocol_gap", "protocol_members"]
+
+_STATIC = sys.version_info >= (3, 12)
+_MISSING = object()
+# What ``typing`` leaves out of a protocol's members: the machinery every class or Protocol has.
+_NOT_MEMBERS = frozenset(
+    {
+        "__abstractmethods__", "__annotations__", "__dict__", "__doc__", "__init__", "__module__", "__new__",
+        "__slots__", "__subclasshook__", "__weakref__", "__class_getitem__", "__match_args__",
+        "__static_attributes__", "__firstlineno__", "__parameters__", "__orig_bases__", "__orig_class__",
+        "__protocol_attrs__", "__non_callable_proto_members__", "__type_params__", "__qualname__",
+        "__annotate__", "__annotate_func__", "__annotations_cache__", "__callable_proto_members_only__",
+        "_is_protocol", "_is_runtime_protocol",
+    }
+)  # fmt: skip
+
+
+def protocol_members(protocol: type) -> list[str]:
+    """The member names ``isinstance`` checks for ``protocol`` (its own and its protocol bases'), sorted."""
+    names: set[str] = set()
+    for base in protocol.__mro__[:-1]:  # not ``object``
+        if base.__name__ in ("Protocol", "Generic") and base.__module__ == "typing":
+            continue
+        for name in (*vars(base), *getattr(base, "__annotations__", {})):
+            if name.startswith("_abc_") or name in _NOT_MEMBERS:
+                continue
+            names.add(name)
+    return sorted(names)
+
+
+def _has(obj: object, name: str) -> bool:
+    if _STATIC:
+        return inspect.getattr_static(obj, name, _MISSING) is not _MISSING
+    return hasattr(obj, name)
+
+
+def protocol_gap(obj: Any, protocol: type) -> str | None:
+    """``None`` when ``obj`` is an instance of ``protocol``; else what it lacks, as one sentence.
+
+    The sentence names the type, the protocol and every missing member (looked up the way this
+    Python's ``isinstance`` looks them up), and adds the ``__getattr__`` explanation when the
+    members are there only through it.
+    """
+    if isinstance(obj, protocol):
+        return None
+    kind = type(obj).__name__
+    missing = [name for name in protocol_members(protocol) if not _has(obj, name)]
+    if not missing:
+        return f"{kind} is not a {protocol.__name__}"
+    said = f"{kind} is not a {protocol.__name__}: it lacks {', '.join(missing)}"
+    if _STATIC and inspect.getattr_static(type(obj), "__getattr__", _MISSING) is not _MISSING:
+        reachable = [name for name in missing if hasattr(obj, name)]
+        if reachable:
+            which = "all of them" if len(reachable) == len(missing) else ", ".join(reachable)
+            said += (
+                f" ({which} only through __getattr__, which isinstance() does not consult from Python 3.12 on: "
+                "define them on the class)"
+            )
+    return said
