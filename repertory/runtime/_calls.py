@@ -75,8 +75,11 @@ async def _invoke(tool: Tool, call: ToolCallPart, args: dict[str, Any], ctx: Too
         value = await tool.invoke(args, ctx)
     except SuspendSignal as signal:
         note = "suspended: waiting for input" + (f" ({signal.reason})" if signal.reason else "")
+        # Kept without its traceback: from Python 3.12 on a finished frame keeps its caller's, so the
+        # traceback would reach ``_run_one``'s frame, which holds this outcome: a cycle per suspension.
         return CallOutcome(
-            ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=note), signal
+            ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=note),
+            signal.with_traceback(None),
         )
     except ToolError as exc:
         return CallOutcome(error_result(call, exc.message), error_type=type(exc).__name__)
