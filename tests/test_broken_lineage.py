@@ -6,6 +6,7 @@ a reader sees when something outside it did (a hand-edited file, a restored part
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -47,7 +48,7 @@ async def test_sqlite_names_the_missing_revision(tmp_path: Path) -> None:
     history = await _three(store)
     await store.close()
     middle = history.lineage()[1]
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("DELETE FROM history_revisions WHERE id = ?", (middle.id,))
     store = await SqliteSessionStore.open(path)
     try:

@@ -12,6 +12,7 @@ slowing every tenant's page.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import sqlite3
 from collections.abc import Iterator
@@ -97,7 +98,7 @@ async def test_a_version_9_sqlite_file_migrates_its_owners_and_lists_a_tenant_by
         await _check_listing(store)
     finally:
         await store.close()
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         owners = dict(conn.execute("SELECT session_id, owner FROM sessions").fetchall())
     assert owners == {"s0": "alice", "s1": None, "s2": "bob", "s3": "alice", "s4": None, "s5": "alice", "new": "bob"}
 
@@ -118,7 +119,7 @@ async def test_sqlite_lists_a_tenant_through_the_owner_index_not_a_scan(tmp_path
         await store.close()
     listings = [q for q in seen if q.lstrip().startswith("SELECT s.record FROM sessions s")]
     assert len(listings) == 3, seen
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         for query in listings:  # as the store ran it, its parameters bound
             plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + query)]
             assert plan[0].startswith("SEARCH s USING INDEX sessions_by_owner"), plan

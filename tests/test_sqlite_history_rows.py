@@ -10,6 +10,7 @@ before the migration still reads exactly the rows written after it.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from tests.test_sqlite_migration import write_old_history
 
 
 def _rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         return conn.execute(sql, params).fetchall()
 
 

@@ -7,6 +7,7 @@ before ``SqliteSessionStore.open`` does.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,12 +24,12 @@ V2_TABLES = {"sessions", "turns", "events"}
 
 
 def tables(path: Path) -> set[str]:
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 def schema_version(path: Path) -> str:
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         row = conn.execute("SELECT value FROM repertory_meta WHERE key = 'schema_version'").fetchone()
     assert row is not None
     return str(row[0])
@@ -169,6 +170,6 @@ async def test_a_migration_that_fails_leaves_the_file_at_version_one(tmp_path: P
 
     assert schema_version(path) == "1"
     assert "sessions" not in tables(path) and "turns" not in tables(path)
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         row = conn.execute("SELECT state FROM runs WHERE run_id = 'r'").fetchone()
     assert row is not None and RunState.model_validate_json(row[0]) == run

@@ -174,8 +174,8 @@ async def _second_turn(
 async def test_a_two_step_turn_on_sqlite_costs_few_statements(
     tmp_path: Path, idempotent: bool, transactions: int, statements: int
 ) -> None:
-    store = await SqliteSessionStore.open(tmp_path / "turns.db")
-    counted = await _second_turn(store, idempotent, lambda: sqlite_counting(store))
+    async with await SqliteSessionStore.open(tmp_path / "turns.db") as store:  # the runtime does not own it
+        counted = await _second_turn(store, idempotent, lambda: sqlite_counting(store))
     shown = dict(counted.statements)
     assert counted.transactions <= transactions, shown
     assert counted.total <= statements, shown
@@ -191,9 +191,9 @@ async def test_a_two_step_turn_on_sqlite_costs_few_statements(
 async def test_a_two_step_turn_on_postgres_costs_few_statements(
     pg_server: TemporaryPostgres, monkeypatch: pytest.MonkeyPatch, idempotent: bool, transactions: int, statements: int
 ) -> None:
-    store = await PostgresSessionStore.open(pg_server.url)
-    truncate_pg(pg_server.url)
-    counted = await _second_turn(store, idempotent, lambda: pg_counting(monkeypatch))
+    async with await PostgresSessionStore.open(pg_server.url) as store:
+        truncate_pg(pg_server.url)
+        counted = await _second_turn(store, idempotent, lambda: pg_counting(monkeypatch))
     shown = dict(counted.statements)
     assert counted.transactions <= transactions, shown
     assert counted.total <= statements, shown

@@ -7,6 +7,7 @@ current store touches them before ``open`` does.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -95,7 +96,7 @@ async def test_a_failed_migration_three_leaves_the_file_at_version_two(tmp_path:
         await SqliteSessionStore.open(path)
     assert schema_version(path) == "2"
     assert "memory_messages" not in tables(path)
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         assert conn.execute("SELECT count(*) FROM events").fetchone() == (1,)
 
 

@@ -7,6 +7,7 @@ code does, and reads the finished spans back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 from collections.abc import AsyncIterator
@@ -158,7 +159,8 @@ async def test_the_tracer_is_looked_up_when_a_drive_starts_not_at_import(spans: 
         await store.close()
     assert [s.name for s in spans.all] == ["chat scripted", "invoke_agent a"]
     assert traced.state.traceparent is not None
-    rows = dict(sqlite3.connect(tmp_path / "runs.db").execute("SELECT run_id, state FROM runs").fetchall())
+    with contextlib.closing(sqlite3.connect(tmp_path / "runs.db")) as conn:
+        rows = dict(conn.execute("SELECT run_id, state FROM runs").fetchall())
     assert "traceparent" not in rows[untraced.run_id]  # an untraced run is stored as it always was
     assert json.loads(rows[traced.run_id])["traceparent"] == traced.state.traceparent
 
