@@ -1,6 +1,6 @@
 # Everything set-up needs is here: `make test` and `make demo` create .venv and install the project.
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
