@@ -12,36 +12,27 @@ from __future__ import annotations
 
 import inspect
 import sys
+import typing
 from typing import Any
 
 __all__ = ["protocol_gap", "protocol_members"]
 
 _STATIC = sys.version_info >= (3, 12)
 _MISSING = object()
-# What ``typing`` leaves out of a protocol's members: the machinery every class or Protocol has.
-_NOT_MEMBERS = frozenset(
-    {
-        "__abstractmethods__", "__annotations__", "__dict__", "__doc__", "__init__", "__module__", "__new__",
-        "__slots__", "__subclasshook__", "__weakref__", "__class_getitem__", "__match_args__",
-        "__static_attributes__", "__firstlineno__", "__parameters__", "__orig_bases__", "__orig_class__",
-        "__protocol_attrs__", "__non_callable_proto_members__", "__type_params__", "__qualname__",
-        "__annotate__", "__annotate_func__", "__annotations_cache__", "__callable_proto_members_only__",
-        "_is_protocol", "_is_runtime_protocol",
-    }
-)  # fmt: skip
 
 
 def protocol_members(protocol: type) -> list[str]:
-    """The member names ``isinstance`` checks for ``protocol`` (its own and its protocol bases'), sorted."""
-    names: set[str] = set()
-    for base in protocol.__mro__[:-1]:  # not ``object``
-        if base.__name__ in ("Protocol", "Generic") and base.__module__ == "typing":
-            continue
-        for name in (*vars(base), *getattr(base, "__annotations__", {})):
-            if name.startswith("_abc_") or name in _NOT_MEMBERS:
-                continue
-            names.add(name)
-    return sorted(names)
+    """The member names ``isinstance`` checks for ``protocol`` (its own and its protocol bases'), sorted.
+
+    ``typing``'s own list, which it names differently per version: ``get_protocol_members`` from
+    3.13, the ``__protocol_attrs__`` it caches on the class in 3.12, its helper in 3.11.
+    """
+    if sys.version_info >= (3, 13):
+        return sorted(typing.get_protocol_members(protocol))
+    untyped: Any = protocol if sys.version_info >= (3, 12) else typing  # neither name is in typeshed
+    if sys.version_info >= (3, 12):
+        return sorted(untyped.__protocol_attrs__)
+    return sorted(untyped._get_protocol_attrs(protocol))
 
 
 def _has(obj: object, name: str) -> bool:
