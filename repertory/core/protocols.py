@@ -32,7 +32,7 @@ def protocol_members(protocol: type) -> list[str]:
     untyped: Any = protocol if sys.version_info >= (3, 12) else typing  # neither name is in typeshed
     if sys.version_info >= (3, 12):
         return sorted(untyped.__protocol_attrs__)
-    return sorted(untyped._get_protocol_attrs(protocol))
+    return sorted(untyped._get_protocol_attrs(protocol))  # noqa: SLF001 - typing's own list; 3.11 has no public name
 
 
 def _has(obj: object, name: str) -> bool:
