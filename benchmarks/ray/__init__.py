@@ -25,7 +25,10 @@ is the product's own code.
    connection). Beside it: a bare Ray round trip (``host.ping``: the floor of one hop), the one-hop
    prototype (send, wait and read the reply in the host: one Ray call per turn), ``run_turn``
    timed inside the host (a turn's own work there, without the call), and ``send()`` of a turn
-   that only queues (its session busy) next to one whose turn starts at once.
+   that only queues (its session busy) next to one whose turn starts at once. Both backends also
+   time ``handle.run`` after the process idled 2 ms, as a Ray host idles between its calls: a turn
+   back to back with the last finds its code and data in the CPU's caches and costs less (0.40-0.43
+   against 0.54-0.61 ms locally on 2026-12-04), so the overhead is given both ways.
 2. Turns/s per host under load: N sessions each run T turns one after another, all N at once, three
    ways: ``handle.run`` (the product path: concurrent runs queued in batches, one Ray call per batch,
    results back on the client's event channel), the same

@@ -19,7 +19,11 @@ from repertory.core.ids import new_id
 from repertory.tree.handle import SessionHandle
 from repertory.tree.runtime import Runtime
 
-__all__ = ["load", "turn_overhead"]
+__all__ = ["IDLE_BEFORE", "load", "turn_overhead"]
+
+IDLE_BEFORE = 0.002
+"""Seconds idle before each ``run_after_idle`` turn: about one Ray round trip (1.1-1.7 ms here), the
+time a host waits between the calls of ``run_direct``."""
 
 
 async def turn_overhead(rt: Runtime, sessions: int, rounds: int) -> Overhead:
@@ -48,6 +52,14 @@ async def turn_overhead(rt: Runtime, sessions: int, rounds: int) -> Overhead:
         t0 = time.perf_counter()
         await handles[i % sessions].run(f"run {i}")
         direct.append(time.perf_counter() - t0)
+    # The same, each turn after the process idled IDLE_BEFORE seconds: what a Ray host does between
+    # its calls. A turn back to back with the last one finds its code and data in the CPU's caches.
+    after_idle: list[float] = []
+    for i in range(min(rounds, 200)):
+        await asyncio.sleep(IDLE_BEFORE)
+        t0 = time.perf_counter()
+        await handles[i % sessions].run(f"idle {i}")
+        after_idle.append(time.perf_counter() - t0)
     out = Overhead(
         backend=rt.backend,
         sessions=sessions,
@@ -56,6 +68,7 @@ async def turn_overhead(rt: Runtime, sessions: int, rounds: int) -> Overhead:
         send=dist_ms(sends),
         result=dist_ms(results),
         run_direct=dist_ms(direct),
+        run_after_idle=dist_ms(after_idle),
     )
     if rt.backend == "ray":
         host = host_of(rt)

@@ -60,6 +60,8 @@ class Overhead(Part):
     send: Dist
     result: Dist
     run_direct: Dist
+    run_after_idle: Dist | None = None
+    """``handle.run`` after the process idled ``IDLE_BEFORE`` (a host idles between its Ray calls)."""
     bare_ray_call_ping: Dist | None = None
     bare_ray_call_metadata: Dist | None = None
     one_hop_prototype_run: Dist | None = None
@@ -291,6 +293,18 @@ class RayReport(Report):
                     f"{getattr(ray_o.run, field):.2f} ms; one-hop prototype {getattr(hop, field):.2f} ms; "
                     "bare Ray call "
                     f"{getattr(ping, field):.2f} ms",
+                )
+            ray_idle, local_idle = ray_o.run_after_idle, local_o.run_after_idle
+            if ray_idle is not None and local_idle is not None:
+                add(
+                    "1. turn overhead via Ray, both after a 2 ms idle (handle.run minus local), p50",
+                    round(ray_idle.p50_ms - local_idle.p50_ms, 3),
+                    None,
+                    True,
+                    "ms",
+                    f"handle.run {ray_idle.p50_ms:.2f} ms vs local {local_idle.p50_ms:.2f} ms; a local turn back to "
+                    f"back with the last costs {local_o.run_direct.p50_ms:.2f} ms (its code and data still in the "
+                    "CPU's caches), and a Ray host's turn always follows a wait",
                 )
         if self.load is not None:
             load = self.load

@@ -82,6 +82,12 @@ def render(report: RayReport) -> str:
                 f"  bare Ray call p50: ping {ping.p50_ms:.2f} ms, metadata {meta.p50_ms:.2f} ms; one-hop prototype run "
                 f"{hop.p50_ms:.2f} / {hop.p99_ms:.2f} ms"
             )
+            lo = o.local
+            if ro.run_after_idle is not None and lo.run_after_idle is not None:
+                lines.append(
+                    f"  handle.run after a 2 ms idle p50: local {lo.run_after_idle.p50_ms:.2f} ms (back to back "
+                    f"{lo.run_direct.p50_ms:.2f}), ray {ro.run_after_idle.p50_ms:.2f} ms"
+                )
             if ro.host_run_turn is not None:
                 lines.append(
                     f"  run_turn timed inside the host p50: {ro.host_run_turn.p50_ms:.2f} ms of handle.run's "
