@@ -105,7 +105,9 @@ class EventBus:
             trusted(SessionEvent, session_id=sid, seq=last + i, submission_id=sub, type=t, data=d, at=at)
             for i, (t, d, sub, at) in enumerate(self._buffer, start=1)
         ]
-        self._buffer = []
+        # Emptied in place: a list made anew per commit lived as long as the session, which the
+        # collector promotes and scans again (issue 21).
+        self._buffer.clear()
         return events
 
     def committed(self, events: list[SessionEvent]) -> None:
@@ -126,7 +128,7 @@ class EventBus:
         Its run is driven again from its last commit (``SessionActor``), which says again what it
         does; kept, they would go out with that drive's first write, a checkpoint that never was among them.
         """
-        self._buffer = []
+        self._buffer.clear()
 
     async def stage(
         self, store: Any, type: str, data: dict[str, Any], submission_id: str | None = None

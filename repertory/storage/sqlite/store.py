@@ -44,7 +44,7 @@ from repertory.storage.history_gc import commit_pins, head_move_pins
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.queries import runs_query
 from repertory.storage.sqlite._delete import delete_sessions
-from repertory.storage.sqlite._history import INSERT_REVISIONS, history_rows, write_history
+from repertory.storage.sqlite._history import INSERT_REVISIONS, HistoryRows, history_rows, write_history
 from repertory.storage.sqlite._memory_tables import SqliteMemoryTables
 from repertory.storage.sqlite._time_tables import SqliteTimeTables
 from repertory.storage.sqlite._tree_tables import (
@@ -138,6 +138,87 @@ def run_row(run: RunState) -> tuple[str, str, str, int, int, str | None, str]:
     """The ``runs`` row of a checkpoint, as ``UPSERT_RUN`` takes it (the next write order included)."""
     token = None if run.suspended_on is None else run.suspended_on.token
     return (run.run_id, run.thread_id, run.status, run.updated_at, _next_write_seq(), token, run.model_dump_json())
+
+
+class _CommitWrite:
+    """A commit's statements with the rows they write, run by the writer inside its transaction.
+
+    An object rather than a closure: a closure over these values made a cell per value, a
+    function per statement group and a tuple of cells, each a tracked object for the cyclic
+    collector, and under group commit a write waits in its queue long enough for them to be
+    promoted to the oldest generation (issue 21). Measured under the concurrency benchmark's load
+    (3,000 sessions, 100 ms model): 378 objects promoted per turn, 50 of them cells, before; 331 after.
+    """
+
+    __slots__ = (
+        "base_revision_id",
+        "events",
+        "head_row",
+        "head_sql",
+        "history_values",
+        "pins",
+        "redeem_token",
+        "run",
+        "run_values",
+        "session",
+        "thread",
+        "turn",
+    )
+
+    def __init__(
+        self,
+        run: RunState,
+        thread: ThreadState,
+        base_revision_id: str | None,
+        redeem_token: str | None,
+        history_values: HistoryRows,
+        pins: list[tuple[str, str]],
+        run_values: tuple[Any, ...],
+        head_sql: str,
+        head_row: tuple[str | int | None, ...],
+        events: Sequence[SessionEvent],
+        turn: TurnRecord | None,
+        session: SessionRecord | None,
+    ) -> None:
+        self.run, self.thread, self.base_revision_id, self.redeem_token = run, thread, base_revision_id, redeem_token
+        self.history_values, self.pins, self.run_values = history_values, pins, run_values
+        self.head_sql, self.head_row = head_sql, head_row
+        self.events, self.turn, self.session = events, turn, session
+
+    def __call__(self, conn: sqlite3.Connection) -> None:
+        tid = self.thread.thread_id
+        if self.redeem_token is not None:
+            self.check(conn)
+        # Sharing is recorded where it is created (``history_gc``); a step that shares nothing,
+        # the usual case, writes no row more than before.
+        write_history(conn, self.history_values, tid)
+        if self.pins:
+            conn.executemany(INSERT_PIN, self.pins)
+        # The run before the head: a refused head is then read as it was stored (the guards' order).
+        if conn.execute(COMMIT_RUN, self.run_values).rowcount == 0:
+            self.refuse(conn)
+        if conn.execute(self.head_sql, self.head_row).rowcount == 0:
+            self.refuse(conn)
+        if self.events:
+            insert_events(conn, self.events)
+        if self.turn is not None:
+            write_turn(conn, self.turn)
+        if self.session is not None:
+            write_session(conn, self.session)
+
+    def check(self, conn: sqlite3.Connection) -> None:
+        """Raise the ``CommitConflict`` of the guard the stored state fails, if one does."""
+        run = self.run
+        found, head, status, token = conn.execute(GUARD_READ, (self.thread.thread_id, run.run_id)).fetchone()
+        check_stored_state(
+            run, self.thread, self.base_revision_id, head, found is not None, status, self.redeem_token, token
+        )
+
+    def refuse(self, conn: sqlite3.Connection) -> None:
+        """Raise the ``CommitConflict`` of the guard the stored state fails (a refused write's reason)."""
+        self.check(conn)
+        run_id = self.run.run_id
+        raise CommitConflict(f"commit of run {run_id!r} refused by the stored state", run_id=run_id)
 
 
 class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables, StoreAliases):
@@ -324,35 +405,11 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         else:
             head_sql, head_row = MOVE_THREAD, (thread.history_revision_id, thread.updated_at, tid, base_revision_id)
         pins = [(pinned, tid) for pinned in commit_pins(delta.revisions, history.revision_id, base_revision_id)]
-
-        def refuse(conn: sqlite3.Connection) -> None:
-            """Raise the ``CommitConflict`` of the guard the stored state fails (a refused write's reason)."""
-            found, head, status, token = conn.execute(GUARD_READ, (tid, run.run_id)).fetchone()
-            check_stored_state(run, thread, base_revision_id, head, found is not None, status, redeem_token, token)
-            raise CommitConflict(f"commit of run {run.run_id!r} refused by the stored state", run_id=run.run_id)
-
-        def apply(conn: sqlite3.Connection) -> None:
-            if redeem_token is not None:
-                found, head, status, token = conn.execute(GUARD_READ, (tid, run.run_id)).fetchone()
-                check_stored_state(run, thread, base_revision_id, head, found is not None, status, redeem_token, token)
-            # Sharing is recorded where it is created (``history_gc``); a step that shares nothing,
-            # the usual case, writes no row more than before.
-            write_history(conn, history_values, tid)
-            if pins:
-                conn.executemany(INSERT_PIN, pins)
-            # The run before the head: a refused head is then read as it was stored (the guards' order).
-            if conn.execute(COMMIT_RUN, run_values).rowcount == 0:
-                refuse(conn)
-            if conn.execute(head_sql, head_row).rowcount == 0:
-                refuse(conn)
-            if events:
-                insert_events(conn, events)
-            if turn is not None:
-                write_turn(conn, turn)
-            if session is not None:
-                write_session(conn, session)
-
-        await self._write("commit_session", apply)
+        write = _CommitWrite(
+            run, thread, base_revision_id, redeem_token, history_values, pins, run_values, head_sql, head_row,
+            events, turn, session,
+        )  # fmt: skip
+        await self._write("commit_session", write)
 
     async def move_head(self, thread_id: str, *, history: MessageHistory, base_revision_id: str | None) -> None:
         """One transaction: compare-and-set on the thread head, the revisions it lacks, the new head."""
