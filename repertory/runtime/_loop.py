@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import traceback
-from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
@@ -73,7 +73,7 @@ class Riding:
 
     turn: TurnRecord | None = None
     session: SessionRecord | None = None
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    events: Sequence[tuple[str, dict[str, Any]]] = ()
 
 
 class CommitRider(Protocol):
@@ -277,7 +277,9 @@ class Drive:
             updated_at=run.updated_at,
         )
         riding = None if self.rider is None else self.rider.ride(run)
-        fresh: list[ModelMessage] = []
+        # No empty lists held across the commit: it can wait long enough for the collector to
+        # promote every list this coroutine holds (issue 21).
+        fresh: list[ModelMessage] | None = None
         if self.memory is not None and not compaction:
             fresh = [self.history.entry(r.entry_id).message for r in reversed(self.history.walk_back(self.base))]  # type: ignore[union-attr]
         if self.outbox is not None:
@@ -304,7 +306,7 @@ class Drive:
                 extra["turn"] = riding.turn
             if riding.session is not None:
                 extra["session"] = riding.session
-        events = [] if self.outbox is None else self.outbox.take()
+        events = () if self.outbox is None else self.outbox.take()
         try:
             await self.store.commit_session(
                 run=run,

@@ -35,7 +35,7 @@ import contextlib
 import logging
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -146,11 +146,13 @@ class _TurnRider:
         error = run.error if status == "error" else None
         # The engine's own records with values it made: copied, not validated (``core.trusted``).
         turn = copied(self.turn, status=status, updated_at=now_ms(), error=error)
-        riding = Riding(turn=turn)
-        if status in _TERMINAL:
-            riding.events.append(("turn.completed", _completed(turn, status)))
-            riding.session = copied(self.actor.record, updated_at=turn.updated_at)
-        return riding
+        if status not in _TERMINAL:
+            return Riding(turn=turn)
+        return Riding(
+            turn=turn,
+            session=copied(self.actor.record, updated_at=turn.updated_at),
+            events=(("turn.completed", _completed(turn, status)),),
+        )
 
     def landed(self, riding: Riding) -> None:
         turn = riding.turn
@@ -298,7 +300,7 @@ class SessionActor:
                 output_type=type_path(output_type),
                 traceparent=current_traceparent(),  # the turn's span continues the sender's trace
             )
-            events: list[SessionEvent] = []
+            events: Sequence[SessionEvent] = ()
             mine = 0
             if not busy:
                 await self.bus.load_seq(self.store)
@@ -728,7 +730,7 @@ class SessionActor:
         """
         if landed != status:
             turn.status, turn.updated_at = status, now_ms()
-            events: list[SessionEvent] = []
+            events: Sequence[SessionEvent] = ()
             if status in _TERMINAL:
                 # The end and its event in one transaction: a crash between two writes left a finished
                 # turn without its turn.completed, and nothing re-drives a finished turn to write it.

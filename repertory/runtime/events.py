@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from repertory.core.ids import now_ms
@@ -35,13 +35,13 @@ class Outbox(Protocol):
     def emit(self, type: str, data: dict[str, Any]) -> None:
         """Publish a live-only event now, or buffer a durable one for the next commit."""
 
-    def take(self) -> list[SessionEvent]:
+    def take(self) -> Sequence[SessionEvent]:
         """Number the buffered events for the commit about to happen and hand them over."""
 
-    def committed(self, events: list[SessionEvent]) -> None:
+    def committed(self, events: Sequence[SessionEvent]) -> None:
         """The commit carrying ``events`` landed: publish them."""
 
-    def restore(self, events: list[SessionEvent]) -> None:
+    def restore(self, events: Sequence[SessionEvent]) -> None:
         """The commit failed: put the events back, unnumbered, ahead of anything newer."""
 
 
@@ -93,10 +93,10 @@ class EventBus:
             return
         self._buffer.append((type, data, self.submission_id, now_ms()))
 
-    def take(self) -> list[SessionEvent]:
-        """Number the buffer from ``last_seq + 1`` for the commit about to happen."""
+    def take(self) -> Sequence[SessionEvent]:
+        """Number the buffer from ``last_seq + 1`` for the commit about to happen (``()`` when it is empty)."""
         if not self._buffer:
-            return []
+            return ()
         if self.last_seq is None:
             raise RuntimeError("the event log position was not loaded (EventBus.load_seq) before a commit")
         # The engine's own events (their data is ``dict[str, Any]``, nothing to check): built, not validated.
@@ -110,7 +110,7 @@ class EventBus:
         self._buffer.clear()
         return events
 
-    def committed(self, events: list[SessionEvent]) -> None:
+    def committed(self, events: Sequence[SessionEvent]) -> None:
         """Advance the log and publish what just became durable."""
         if not events:
             return
@@ -118,7 +118,7 @@ class EventBus:
         for event in events:
             self._publish(event)
 
-    def restore(self, events: list[SessionEvent]) -> None:
+    def restore(self, events: Sequence[SessionEvent]) -> None:
         """Put un-committed events back in front of the buffer, without their numbers."""
         self._buffer[:0] = [(e.type, e.data, e.submission_id, e.at) for e in events]
 
@@ -132,7 +132,7 @@ class EventBus:
 
     async def stage(
         self, store: Any, type: str, data: dict[str, Any], submission_id: str | None = None
-    ) -> list[SessionEvent]:
+    ) -> Sequence[SessionEvent]:
         """Number one event (after anything still buffered) for a write the caller makes itself.
 
         The caller writes them with its own change, in one transaction, then calls ``committed``

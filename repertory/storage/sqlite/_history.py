@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,17 +55,17 @@ INSERT_REVISIONS = _INLINE_HEAD + " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 class HistoryRows:
     """A commit's history rows, serialised before the write lock is taken."""
 
-    inline: list[tuple[Any, ...]]
+    inline: Sequence[tuple[Any, ...]]
     """Revisions that carry their message (every revision of a step)."""
-    plain: list[tuple[Any, ...]]
+    plain: Sequence[tuple[Any, ...]]
     """Revisions of a commit that does not grow from its base: their messages are in ``entries``."""
-    entries: list[tuple[str, int, str]]
+    entries: Sequence[tuple[str, int, str]]
     """``history_entry_rows`` rows for ``plain``'s entries; one found stored already is marked shared."""
-    known: list[tuple[str, int, str]]
+    known: Sequence[tuple[str, int, str]]
     """Rows for ``plain``'s entries that the base's lineage names (a compaction's kept messages): never marked."""
-    namers: list[tuple[str, str]]
+    namers: Sequence[tuple[str, str]]
     """``history_entry_namers`` rows: every revision naming a ``known`` entry (``history_gc.base_namers``)."""
-    holders: list[str]
+    holders: Sequence[str]
     """Revisions that may hold ``entries``' messages inline, copied before ``entries`` go in."""
 
 
@@ -95,7 +96,9 @@ def history_rows(history: MessageHistory, delta: CommitDelta, writer: str | None
             inline.append((*row, entry.created_at, entry.message.model_dump_json()))
             holders[entry.id] = rev.id
     if not plain:  # a step: nothing below applies
-        return HistoryRows(inline, plain, entries, known, [], [])
+        # Empty tuples, not the empty lists: a commit's rows wait in the group-commit queue long
+        # enough for the collector to promote every list they hold (issue 21), and a step has five.
+        return HistoryRows(inline, (), (), (), (), ())
     held = sorted({holders[entry[0]] for entry in entries + known if entry[0] in holders})
     namers = [(eid, rid) for eid, rids in again.items() for rid in rids]
     if again:

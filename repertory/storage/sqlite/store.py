@@ -172,7 +172,7 @@ class _CommitWrite:
         base_revision_id: str | None,
         redeem_token: str | None,
         history_values: HistoryRows,
-        pins: list[tuple[str, str]],
+        pins: Sequence[tuple[str, str]],
         run_values: tuple[Any, ...],
         head_sql: str,
         head_row: tuple[str | int | None, ...],
@@ -404,7 +404,8 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
             head_sql, head_row = FIRST_HEAD, (tid, thread.history_revision_id, thread.created_at, thread.updated_at)
         else:
             head_sql, head_row = MOVE_THREAD, (thread.history_revision_id, thread.updated_at, tid, base_revision_id)
-        pins = [(pinned, tid) for pinned in commit_pins(delta.revisions, history.revision_id, base_revision_id)]
+        pinned = commit_pins(delta.revisions, history.revision_id, base_revision_id)
+        pins = [(revision_id, tid) for revision_id in pinned] if pinned else ()
         write = _CommitWrite(
             run, thread, base_revision_id, redeem_token, history_values, pins, run_values, head_sql, head_row,
             events, turn, session,
