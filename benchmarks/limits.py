@@ -25,10 +25,17 @@ opinion. Four parts:
   local, SQLite) with the cyclic garbage collector on and disabled, alternating; the collector's
   passes by generation, their time and what they collected, and the objects it tracks per
   session, by type (``gc.get_objects()`` after the sessions were created and after their turns).
+- ``promotions``: what a turn leaves the collector when turns wait (``benchmarks.concurrency``'s
+  workload: sessions x three turns against the log-normal 100 ms model, all at once). The full
+  passes cost about five visits per object promoted into the oldest generation, so the count per
+  turn is what sets their cost. At each middle pass (the one that promotes) the objects of the two
+  young generations less what the pass freed are what it promoted; the middle generation's objects,
+  counted by type at the same moment, give their kinds (empty lists apart).
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import gc
@@ -41,11 +48,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.concurrency.workload import AGENT as CONCURRENCY_AGENT
+from benchmarks.concurrency.workload import LogNormalScript
+from benchmarks.concurrency.workload import agents as concurrency_agents
 from benchmarks.harness.cli import in_temp_folder, main_of, suite_entry
 from benchmarks.harness.model import BenchModel
 from benchmarks.harness.report import RESULTS_DIR, Clock, Report, Row, finish, mode_of, row
 from benchmarks.steps.workload import run_repertory
 from benchmarks.turns.tree import drive_turns, open_tree, sqlite_url
+from repertory import Runtime
 from repertory.storage.sqlite import connection
 
 __all__ = ["NAME", "PLOTS", "REPORT", "LimitsReport", "main", "measure", "run_suite"]
@@ -106,6 +117,18 @@ class Census(BenchModel):
     top_added: dict[str, float]
 
 
+class Promotions(BenchModel):
+    """Objects promoted to the oldest generation per turn, turns waiting on a log-normal model."""
+
+    sessions: int
+    turns: int
+    median_delay_s: float
+    seconds: float
+    middle_passes: int
+    promoted_per_turn: float
+    top_kinds_per_turn: dict[str, float]
+
+
 class LimitsReport(Report):
     """``benchmarks/results/limits.json``."""
 
@@ -114,6 +137,7 @@ class LimitsReport(Report):
     step: StepSplit
     collector: list[CollectorRound]
     census: Census
+    promotions: Promotions | None = None
 
     def _slope(self, fs: str) -> tuple[float, PageCost, PageCost] | None:
         rows = sorted((p for p in self.pages if p.file_system == fs), key=lambda p: p.pages_per_commit)
@@ -210,6 +234,18 @@ class LimitsReport(Report):
                 note=f"{c.at_creation:.0f} at creation, {c.added_by_turns:.0f} added by the turns: {top}",
             )
         )
+        pr = self.promotions
+        if pr is not None:
+            kinds = ", ".join(f"{name} {n:.0f}" for name, n in list(pr.top_kinds_per_turn.items())[:8])
+            out.append(
+                row(
+                    f"objects promoted to the oldest generation per turn, {pr.sessions:,} sessions x {pr.turns} "
+                    f"turns at once, log-normal {pr.median_delay_s * 1000:.0f} ms model",
+                    round(pr.promoted_per_turn),
+                    "objects",
+                    note=f"{pr.middle_passes} middle passes in {pr.seconds:.1f} s; {kinds}",
+                )
+            )
         return out  # fmt: skip
 
 
@@ -394,6 +430,62 @@ async def _collector_round(
     ), result  # fmt: skip
 
 
+async def _promotions(folder: Path, sessions: int, turns: int, median_s: float) -> Promotions:
+    rt = await Runtime.start(
+        store=sqlite_url(str(folder), "promotions.db"), agents=concurrency_agents(LogNormalScript(median_s)),
+        idle_timeout=3600.0,
+    )  # fmt: skip
+    kinds: collections.Counter[str] = collections.Counter()
+    state = {"at_start": 0, "promoted": 0, "passes": 0}
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 1:
+            return
+        if phase == "stop":
+            state["promoted"] += state["at_start"] - info["collected"]
+            return
+        # Only the middle generation is looked into: its objects survived a pass, so they are
+        # whole (the young one may hold objects still being built).
+        middle = gc.get_objects(1)
+        state["at_start"] = len(middle) + len(gc.get_objects(0))
+        state["passes"] += 1
+        for o in middle:
+            kinds["list (empty)" if type(o) is list and not o else type(o).__qualname__] += 1
+
+    failures: dict[str, int] = {}
+    try:
+        handles = [await rt.create_session(agent=CONCURRENCY_AGENT) for _ in range(sessions)]
+        await handles[0].run("warm-up")
+
+        async def session(i: int) -> None:
+            for t in range(turns):
+                try:
+                    await handles[i].run(f"session {i} turn {t}")
+                except Exception as exc:  # measured, not asserted: counted, then reported
+                    failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
+
+        gc.collect()
+        gc.callbacks.append(watch)
+        start = time.perf_counter()
+        try:
+            await asyncio.gather(*(session(i) for i in range(sessions)))
+        finally:
+            wall = time.perf_counter() - start
+            gc.callbacks.remove(watch)
+    finally:
+        await rt.close()
+    if failures:
+        raise RuntimeError(f"turns failed: {failures}")
+    done = sessions * turns
+    sampled = sum(kinds.values()) or 1
+    scale = state["promoted"] / done / sampled  # the middle generation's mix, scaled to what was promoted
+    return Promotions(
+        sessions=sessions, turns=turns, median_delay_s=median_s, seconds=round(wall, 2),
+        middle_passes=state["passes"], promoted_per_turn=round(state["promoted"] / done, 1),
+        top_kinds_per_turn={name: round(n * scale, 1) for name, n in kinds.most_common(16)},
+    )  # fmt: skip
+
+
 async def measure_async(quick: bool, folder: Path) -> LimitsReport:
     """Every part, on files in ``folder`` (and ``/dev/shm`` for the tmpfs figures, when it exists)."""
     clock = Clock.start(NAME, mode_of(quick))
@@ -420,9 +512,11 @@ async def measure_async(quick: bool, folder: Path) -> LimitsReport:
             collector.append(done)
             census = census or counted
     assert census is not None
+    promotions = await (_promotions(folder, 100, 3, 0.002) if quick else _promotions(folder, 3_000, 3, 0.1))
     report = LimitsReport(
         benchmark=NAME, mode=clock.mode, created_at=clock.created_at, machine=clock.machine,
         pages=pages, checkpoints=checkpoints, step=step, collector=collector, census=census,
+        promotions=promotions,
     )  # fmt: skip
     return finish(report, clock)
 

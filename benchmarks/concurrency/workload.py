@@ -23,7 +23,7 @@ from repertory.core.model import ToolSpec
 from repertory.testing import ScriptedModel
 from repertory.tree.runtime import Backend
 
-__all__ = ["LogNormalScript", "measure"]
+__all__ = ["AGENT", "LogNormalScript", "agents", "measure"]
 
 AGENT = "assistant"
 LADDER = {"full": (10, 100, 1_000, 10_000), "quick": (10, 50)}
@@ -64,14 +64,15 @@ class LogNormalScript:
         return {"text": "ok", "usage": usage}
 
 
-def _agents(script: LogNormalScript) -> dict[str, Agent]:
+def agents(script: LogNormalScript) -> dict[str, Agent]:
+    """The one agent the workload runs: ``lookup`` called once a turn, each step after ``script``'s delay."""
     return {AGENT: Agent(name=AGENT, model=ScriptedModel(script), tools=[lookup], max_steps=STEPS_PER_TURN)}
 
 
 async def _one_n(backend: Backend, n: int, turns: int, script: LogNormalScript, folder: str) -> Run:
     url = f"sqlite:///{os.path.join(folder, f'{backend}-{n}.db')}"
     options: dict[str, Any] = {"hosts": 2, "keep_hosts": False} if backend == "ray" else {}
-    rt = await Runtime.start(store=url, backend=backend, agents=_agents(script), idle_timeout=3600.0, **options)
+    rt = await Runtime.start(store=url, backend=backend, agents=agents(script), idle_timeout=3600.0, **options)
     try:
         warm = await rt.create_session(agent=AGENT)
         await warm.run("warm-up")
