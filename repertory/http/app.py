@@ -11,6 +11,7 @@ malformed body is 422 with every problem spelled out, never a 500.
 import inspect
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
@@ -27,6 +28,7 @@ from repertory.http.docs import AssistantOut, responses
 from repertory.http.errors import status_for
 from repertory.http.events import event_routes
 from repertory.http.gateway import Gateway, contains
+from repertory.http.limits import DEFAULT_LIMITS, ServerLimits
 from repertory.http.runbook import RunBook
 from repertory.http.runs import run_routes
 from repertory.http.schemas import AssistantSearch
@@ -38,8 +40,6 @@ from repertory.tracing import TraceRequests
 from repertory.tree.runtime import Runtime
 
 __all__ = ["create_app"]
-
-DEFAULT_MAX_BODY_BYTES = 1 << 20
 
 
 def _version() -> str:
@@ -63,11 +63,12 @@ def create_app(
     runtime: Runtime,
     api_keys: Mapping[str, Principal] | Iterable[str] | None = None,
     *,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    max_streams_per_key: int = 16,
+    max_body_bytes: int | None = None,
+    max_streams_per_key: int | None = None,
     cors_origins: Iterable[str] | None = None,
     webhooks: WebhookSettings | None = None,
     admin_keys: Mapping[str, Principal] | Iterable[str] | None = None,
+    limits: ServerLimits | None = None,
 ) -> Any:
     """An ASGI app serving ``runtime`` as LangGraph's API (threads, runs, SSE streams, interrupts).
 
@@ -80,12 +81,15 @@ def create_app(
     ``webhooks`` sets how run webhooks are signed and retried (default: the secret from
     ``REPERTORY_WEBHOOK_SECRET``; without a secret, a run asking for a webhook is refused).
     ``admin_keys`` (same forms as ``api_keys``) see and act on every owner's threads; any other key
-    sees only the threads its owner created (``repertory.http.auth``).
+    sees only the threads its owner created (``repertory.http.auth``). ``limits`` holds every
+    bound a tenant meets (``repertory.http.limits.ServerLimits``); ``max_body_bytes`` and
+    ``max_streams_per_key``, when given, replace its two fields of those names.
     """
+    limits = _limits(limits, max_body_bytes, max_streams_per_key)
     keys = ApiKeys(api_keys, admin_keys)
     gw = Gateway(runtime)
     runs = RunBook(gw)
-    slots = StreamSlots(max_streams_per_key)
+    slots = StreamSlots(limits.max_streams_per_key)
     ui = WebUI(runtime, keys)
     hooks = runs.webhooks = Webhooks(gw, webhooks)  # -- durable time: completion webhooks
 
@@ -185,7 +189,17 @@ def create_app(
             allow_headers=["*"],
             expose_headers=["Location", "Content-Location"],
         )
-    return _traced(BodyLimit(app, max_body_bytes))
+    return _traced(BodyLimit(app, limits.max_body_bytes))
+
+
+def _limits(limits: ServerLimits | None, max_body_bytes: int | None, max_streams: int | None) -> ServerLimits:
+    """``limits`` (the defaults when ``None``) with the two older keyword arguments applied over it."""
+    chosen = limits or DEFAULT_LIMITS
+    if max_body_bytes is not None:
+        chosen = replace(chosen, max_body_bytes=max_body_bytes)
+    if max_streams is not None:
+        chosen = replace(chosen, max_streams_per_key=max_streams)
+    return chosen
 
 
 def _traced(app: Any) -> Any:
