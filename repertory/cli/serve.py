@@ -1,6 +1,6 @@
 """``repertory serve``: a runtime over HTTP, speaking LangGraph's API, so its clients work unchanged.
 
-    repertory serve --store sqlite:///runs.db --agents myapp.agents:AGENTS --api-key alice=s3cret --admin-key ops=t0p
+    repertory serve --store sqlite:///runs.db --agents myapp.agents:AGENTS --api-key alice=alice-0123456789abcdef --admin-key ops=ops-0123456789abcdef
     repertory ui --store sqlite:///runs.db --agents myapp.agents:AGENTS    # the web UI alone, at /ui
 
 The socket is bound before anything else starts, so a port in use is one ``error:`` line and exit
@@ -62,7 +62,9 @@ def _keys(specs: list[str], option: str = "--api-key") -> dict[str, Principal]:
             key, principal = parse_api_key(spec)
         except ValueError as exc:
             raise RepertoryError(f"{option}: {exc}") from None
-        keys[key] = principal
+        if keys.setdefault(key, principal) != principal:
+            # Never a silent merge of two tenants (the later name would own the earlier's threads).
+            raise RepertoryError(f"{option}: one key is given to two owners ({keys[key].id} and {principal.id})")
     return keys
 
 
@@ -280,6 +282,7 @@ def _run(
     admins = _keys(admin_key or [], "--admin-key")
     if set(keys) & set(admins):
         raise RepertoryError("a key cannot be both an --api-key and an --admin-key")
+    _check_keys(keys, admins)
     registry = load_agents(agents)  # a bad --agents fails before the port is taken
     if otlp_endpoint is not None:
         check_otlp_endpoint(otlp_endpoint)  # a bad URL or a missing otel extra fails before the port is taken
@@ -307,6 +310,16 @@ def _run(
         pass  # Ctrl-C: uvicorn already shut down gracefully and the runtime closed
     finally:
         sock.close()
+
+
+def _check_keys(keys: dict[str, Principal], admins: dict[str, Principal]) -> None:
+    """Keys long enough, one owner each, no owner both a tenant and an admin: else one ``error:`` line."""
+    from repertory.http.auth import ApiKeys
+
+    try:
+        ApiKeys(keys, admins)
+    except ValueError as exc:
+        raise RepertoryError(str(exc)) from None
 
 
 def check_otlp_endpoint(endpoint: str) -> None:

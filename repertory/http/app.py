@@ -1,7 +1,7 @@
 """``create_app``: the ASGI app that serves a runtime over the Agent Protocol, LangGraph's flavour.
 
     from repertory.http import create_app
-    app = create_app(runtime, api_keys={"s3cret": Principal.user("alice")})
+    app = create_app(runtime, api_keys={"alice-key-0123456789": Principal.user("alice")})
 
 The app does not own the runtime: whoever started it closes it (``repertory serve`` does).
 Errors are JSON ``{"detail": "..."}`` with a 4xx status for anything a client can get wrong; a
@@ -86,7 +86,7 @@ def create_app(
     ``max_streams_per_key``, when given, replace its two fields of those names.
     """
     limits = _limits(limits, max_body_bytes, max_streams_per_key)
-    keys = ApiKeys(api_keys, admin_keys)
+    keys = ApiKeys(api_keys, admin_keys, limits=limits)
     gw = Gateway(runtime)
     runs = RunBook(gw)
     slots = StreamSlots(limits.max_streams_per_key)
@@ -112,7 +112,7 @@ def create_app(
     )
 
     async def auth(request: Request) -> Caller:
-        return keys.caller(request.headers)
+        return keys.caller(request.headers, request.client.host if request.client else None)
 
     CallerDep = Annotated[Caller, Depends(auth)]
 
@@ -120,6 +120,8 @@ def create_app(
     async def repertory_error(_: Request, exc: RepertoryError) -> JSONResponse:
         status = status_for(exc)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        if status == 429 and isinstance(exc.details.get("retry_after"), int):
+            headers = {"Retry-After": str(exc.details["retry_after"])}
         return JSONResponse({"detail": str(exc) or type(exc).__name__}, status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)

@@ -12,23 +12,28 @@ Tenancy: a key's owner is the name before ``=`` (``alice=KEY`` and ``user:alice=
 id. A thread belongs to the owner whose key created it (``SessionRecord.owner``; its children and
 forks inherit it); another owner's key gets 404 for it and never sees it listed. An admin key
 (``admin_keys``) sees and may act on every thread. Without keys nobody owns anything and every
-caller sees everything (the open server of a single user).
+caller sees everything (the open server of a single user). Keys are checked at start (see
+``ApiKeys``): long enough, one owner per key, no owner both a tenant and an admin; an address that
+sends too many wrong keys is answered 429 for the rest of its minute.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from repertory.core.principal import Principal
 from repertory.core.tree import SessionRecord
 from repertory.http.errors import HttpError
+from repertory.http.limits import DEFAULT_LIMITS, ServerLimits
 
-__all__ = ["ApiKeys", "BodyLimit", "Caller", "StreamSlots", "owner_of", "parse_api_key"]
+__all__ = ["ApiKeys", "BodyLimit", "Caller", "FailedKeys", "StreamSlots", "owner_of", "parse_api_key"]
 
 _NAME = re.compile(r"^(?:(user|mod|session):)?([\w.@+-]{1,128})$")
 ASGIApp = Any
@@ -92,21 +97,41 @@ def _pairs(keys: Mapping[str, Principal] | Iterable[str] | None) -> Iterable[tup
 
 
 class ApiKeys:
-    """API key digests, the principal each one speaks for, and which of them are admin keys."""
+    """API key digests, the principal each one speaks for, and which of them are admin keys.
+
+    The keys are checked whole at construction, so a server never starts with keys that would
+    mix tenants up: a key shorter than ``limits.min_key_length``, one key given to two owners,
+    or one owner name used by both a tenant key and an admin key (the tenant would own the
+    admin's threads) is a ``ValueError`` that names the owner, never the key. One owner may hold
+    several keys (a rotation). Wrong keys are counted per client address
+    (``limits.failed_keys_per_minute``): past the bound the address is answered 429, whatever
+    key it sends, until its minute has passed.
+    """
 
     def __init__(
         self,
         keys: Mapping[str, Principal] | Iterable[str] | None,
         admin_keys: Mapping[str, Principal] | Iterable[str] | None = None,
+        *,
+        limits: ServerLimits = DEFAULT_LIMITS,
     ) -> None:
-        self._by_digest = {_digest(key): principal for key, principal in _pairs(keys)}
-        admins = {_digest(key): principal for key, principal in _pairs(admin_keys)}
+        tenants = _checked(_pairs(keys), limits.min_key_length, "--api-key")
+        admins = _checked(_pairs(admin_keys), limits.min_key_length, "--admin-key")
         # An admin key without a name speaks as the user "admin", not as a digest nobody can read.
         for digest, principal in admins.items():
             if principal.kind == "user" and (principal.id or "").startswith("key-"):
                 admins[digest] = Principal.user("admin")
+        for digest in tenants.keys() & admins.keys():
+            raise ValueError(f"the key of {owner_of(tenants[digest])!r} is also an admin key")
+        both = {owner_of(p) for p in tenants.values()} & {owner_of(p) for p in admins.values()}
+        if both:
+            raise ValueError(
+                f"owner {min(both)!r} is named by a tenant key and by an admin key: "
+                "the tenant would own the admin's threads; give them different names"
+            )
+        self._by_digest = {**tenants, **admins}
         self._admins = frozenset(admins)
-        self._by_digest.update(admins)
+        self._failures = FailedKeys(limits.failed_keys_per_minute)
 
     @property
     def enabled(self) -> bool:
@@ -118,13 +143,16 @@ class ApiKeys:
         caller = self.caller(headers)
         return caller.principal, caller.who
 
-    def caller(self, headers: Mapping[str, str]) -> Caller:
+    def caller(self, headers: Mapping[str, str], client: str | None = None) -> Caller:
         """The request's ``Caller``: principal, stream-limit name, owner and admin flag.
 
-        A missing key is 401, an unknown one 403.
+        A missing key is 401, an unknown one 403; ``client`` (the peer's address) is 429 while it
+        has sent too many unknown keys, before its key is even looked at.
         """
         if not self.enabled:
             return Caller(Principal.user(), "anonymous")
+        if client is not None:
+            self._failures.check(client)
         key = headers.get("x-api-key")
         if not key:
             scheme, _, token = headers.get("authorization", "").partition(" ")
@@ -134,8 +162,71 @@ class ApiKeys:
         digest = _digest(key)
         principal = self._by_digest.get(digest)
         if principal is None:
+            if client is not None:
+                self._failures.record(client)
             raise HttpError("the API key is not valid", status=403)
         return Caller(principal, digest[:16], owner=owner_of(principal), admin=digest in self._admins)
+
+
+def _checked(pairs: Iterable[tuple[str, Principal]], min_length: int, option: str) -> dict[str, Principal]:
+    """``{digest: principal}``, refusing short keys and a key given to two different principals."""
+    found: dict[str, Principal] = {}
+    for key, principal in pairs:
+        if len(key) < min_length:
+            raise ValueError(
+                f"{option}: the key of {owner_of(principal)!r} has {len(key)} characters; "
+                f"keys need at least {min_length} (make one with: python -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))')"
+            )
+        digest = _digest(key)
+        earlier = found.setdefault(digest, principal)
+        if earlier != principal:
+            raise ValueError(
+                f"{option}: one key is given to two owners ({owner_of(earlier)!r} and {owner_of(principal)!r})"
+            )
+    return found
+
+
+class FailedKeys:
+    """Wrong API keys per client address in fixed one-minute windows, with a bounded memory.
+
+    Behind a proxy every client shares the proxy's address, so one tenant guessing keys locks
+    out the others for the rest of the minute: such deployments put the limit in the proxy.
+    """
+
+    WINDOW_S = 60.0
+    MAX_ADDRESSES = 65_536
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute = per_minute
+        self._clock = clock
+        self._windows: dict[str, tuple[float, int]] = {}
+
+    def check(self, client: str) -> None:
+        """429 (with ``retry_after`` seconds) while ``client`` has used up its failures of this minute."""
+        start, count = self._windows.get(client, (0.0, 0))
+        left = start + self.WINDOW_S - self._clock()
+        if count >= self.per_minute and left > 0:
+            raise HttpError(
+                f"too many wrong API keys from this address; try again in {math.ceil(left)} s",
+                status=429,
+                retry_after=math.ceil(left),
+            )
+
+    def record(self, client: str) -> None:
+        """One more wrong key from ``client``."""
+        now = self._clock()
+        start, count = self._windows.get(client, (now, 0))
+        if now - start >= self.WINDOW_S:
+            start, count = now, 0
+        if client not in self._windows and len(self._windows) >= self.MAX_ADDRESSES:
+            self._forget_oldest(now)
+        self._windows[client] = (start, count + 1)
+
+    def _forget_oldest(self, now: float) -> None:
+        expired = [c for c, (start, _) in self._windows.items() if now - start >= self.WINDOW_S]
+        for client in expired or [next(iter(self._windows))]:
+            del self._windows[client]
 
 
 class StreamSlots:

@@ -68,9 +68,9 @@ async def served(tmp_path: Path) -> AsyncIterator[str]:
         "--store",
         f"sqlite:///{tmp_path / 'serve.db'}",
         "--api-key",
-        "carol=carol-secret",
+        "carol=carol-secret-0123456789",
         "--admin-key",
-        "mod:linter=linter-secret",
+        "mod:linter=linter-secret-0123456789",
         "--cors-origin",
         "http://localhost:3000",
     )
@@ -87,7 +87,7 @@ async def test_keys_principals_and_openapi(served: str) -> None:
         info = await raw.get("/info")
         assert info.status_code == 200 and info.json()["auth"] is True
         assert (await raw.get("/openapi.json")).status_code == 401
-        bearer = {"Authorization": "Bearer carol-secret"}
+        bearer = {"Authorization": "Bearer carol-secret-0123456789"}
         document = (await raw.get("/openapi.json", headers=bearer)).json()
         assert {"/threads", "/threads/{thread_id}/runs/stream", "/runs/wait", "/info"} <= set(document["paths"])
         assert (await raw.post("/threads", json={}, headers=bearer)).status_code == 200
@@ -113,19 +113,21 @@ async def test_keys_principals_and_openapi(served: str) -> None:
         with pytest.raises(PermissionDeniedError):
             await stranger.threads.search()
 
-    async with get_client(url=served, api_key="carol-secret") as carol:
+    async with get_client(url=served, api_key="carol-secret-0123456789") as carol:
         thread = await carol.threads.create()
         values = obj(await carol.runs.wait(thread["thread_id"], "assistant", input=human("hello from carol")))
         assert values["messages"][0]["additional_kwargs"]["origin"] == {"kind": "user", "id": "carol"}
-    async with get_client(url=served, api_key="linter-secret") as linter:  # an admin key: carol's thread too
+    async with get_client(url=served, api_key="linter-secret-0123456789") as linter:  # an admin key: carol's thread too
         values = obj(await linter.runs.wait(thread["thread_id"], "assistant", input=human("hello from the linter")))
         assert values["messages"][2]["additional_kwargs"]["origin"] == {"kind": "mod", "id": "linter"}
         assert obj((await linter.threads.get(thread["thread_id"]))["metadata"])["graph_id"] == "assistant"
 
 
 async def test_keys_from_the_environment_and_ctrl_c(tmp_path: Path) -> None:
-    proc, url = await _serve("--store", f"sqlite:///{tmp_path / 'stop.db'}", env={"REPERTORY_API_KEYS": "dave-secret"})
-    async with get_client(url=url, api_key="dave-secret") as client:
+    proc, url = await _serve(
+        "--store", f"sqlite:///{tmp_path / 'stop.db'}", env={"REPERTORY_API_KEYS": "dave-secret-0123456789"}
+    )
+    async with get_client(url=url, api_key="dave-secret-0123456789") as client:
         thread = await client.threads.create()
         values = obj(await client.runs.wait(thread["thread_id"], "assistant", input=human("hello")))
         origin = values["messages"][0]["additional_kwargs"]["origin"]

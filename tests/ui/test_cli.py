@@ -32,8 +32,8 @@ async def test_repertory_ui_serves_the_ui_alone(tmp_path: Path) -> None:
     environ = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = await asyncio.create_subprocess_exec(
         *(str(COMMAND), "ui", "--port", "0", "--agents", "tests.ui.agents:make_agents", "--log-level", "warning"),
-        *("--store", f"sqlite:///{tmp_path / 'ui.db'}", "--api-key", "dana=dana-secret"),
-        *("--admin-key", "ops=ops-secret"),
+        *("--store", f"sqlite:///{tmp_path / 'ui.db'}", "--api-key", "dana=dana-secret-0123456789"),
+        *("--admin-key", "ops=ops-secret-0123456789"),
         cwd=ROOT,
         env=environ,
         stdout=asyncio.subprocess.DEVNULL,
@@ -53,9 +53,9 @@ async def test_repertory_ui_serves_the_ui_alone(tmp_path: Path) -> None:
             assert (await client.get("/ui/login")).status_code == 200
             assert (await client.get("/info")).status_code == 404  # the HTTP API is not served
         async with httpx.AsyncClient(base_url=url) as client:
-            assert not await _sees(client, "dana-secret", "erin&#39;s own")  # another owner's session
+            assert not await _sees(client, "dana-secret-0123456789", "erin&#39;s own")  # another owner's session
         async with httpx.AsyncClient(base_url=url) as client:
-            assert await _sees(client, "ops-secret", "erin&#39;s own")  # the admin key sees all
+            assert await _sees(client, "ops-secret-0123456789", "erin&#39;s own")  # the admin key sees all
     finally:
         proc.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(proc.wait(), 30) == 0
