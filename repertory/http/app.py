@@ -88,7 +88,7 @@ def create_app(
     limits = _limits(limits, max_body_bytes, max_streams_per_key)
     keys = ApiKeys(api_keys, admin_keys, limits=limits)
     gw = Gateway(runtime)
-    runs = RunBook(gw)
+    runs = RunBook(gw, limits.run_book_bytes)
     slots = StreamSlots(limits.max_streams_per_key)
     ui = WebUI(runtime, keys)
     hooks = runs.webhooks = Webhooks(gw, webhooks)  # -- durable time: completion webhooks

@@ -26,16 +26,26 @@ lineage (404 otherwise). A thread that is busy cannot go back under ``multitask_
 ``interrupt``/``rollback`` cancel what runs first.
 
 What the store does not keep about a run (its request metadata, the stream modes it asked for,
-a decision still being applied) lives in a bounded in-memory book; a run it has forgotten is
-found again through the thread's turns.
+where its events begin, a decision still being applied) lives in an in-memory book bounded by
+bytes (``ServerLimits.run_book_bytes``), not by count: each run costs the JSON length of what is
+kept of its request (``metadata`` and ``kwargs``) plus ``ENTRY_OVERHEAD``, and the oldest runs are
+forgotten first. A run forgotten is found again through the thread's turns, with ``{}`` for its
+metadata and kwargs and its events read from the session's first (what ``GET .../runs/{run_id}``
+then answers). A run whose request alone is larger than the whole budget is kept slim from the
+start: its ids, stream modes, strategy, start seq and decision task, without its metadata and
+kwargs, so its routes still answer (and ``interrupt`` still finds its decision in flight); a run
+whose decision is still being applied is likewise slimmed, never dropped, when its turn to be
+forgotten comes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+import pydantic_core
 
 from repertory.core.ids import now_ms
 from repertory.core.principal import Principal
@@ -46,6 +56,7 @@ from repertory.http.convert import input_text
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
 from repertory.http.hitl import apply_decisions, parse_resume
+from repertory.http.limits import DEFAULT_LIMITS
 from repertory.http.schemas import RunCreate
 from repertory.http.views import EMPTY_CHECKPOINT, nested_wait, run_status, run_view, thread_status
 from repertory.http.webhooks import Webhooks
@@ -53,7 +64,7 @@ from repertory.runtime.actor import IfBusy
 from repertory.runtime.forks import fork_point, rewind
 from repertory.tree.handle import SessionHandle, TurnHandle
 
-__all__ = ["HttpRun", "RunBook"]
+__all__ = ["ENTRY_OVERHEAD", "HttpRun", "RunBook"]
 
 Dict = dict[str, Any]
 _IF_BUSY: dict[str, IfBusy] = {
@@ -62,6 +73,8 @@ _IF_BUSY: dict[str, IfBusy] = {
     "interrupt": "interrupt",
     "rollback": "interrupt",
 }
+ENTRY_OVERHEAD = 1024
+"""Bytes one remembered run is counted for besides its request: the record, its ids and its slot."""
 
 
 @dataclass(eq=False)
@@ -89,23 +102,63 @@ class HttpRun:
         return None if isinstance(error, RunCancelled) else error
 
 
-class RunBook:
-    """Starts, finds, waits for and cancels runs; remembers the last ``capacity`` it started."""
+def _size_of(run: HttpRun) -> int:
+    """What remembering ``run`` costs: its kept request as JSON, plus ``ENTRY_OVERHEAD``."""
+    try:
+        kept = len(pydantic_core.to_json([run.metadata, run.kwargs], fallback=str))
+    except (ValueError, RecursionError):
+        return 1 << 62  # cannot be measured: counted as larger than any budget, so kept slim
+    return kept + ENTRY_OVERHEAD
 
-    def __init__(self, gateway: Gateway, capacity: int = 10_000) -> None:
+
+def _slim(run: HttpRun) -> HttpRun:
+    """``run`` without its request's bulk (metadata and kwargs), as a run found through its turn has it."""
+    return replace(run, metadata={}, kwargs={})
+
+
+class RunBook:
+    """Starts, finds, waits for and cancels runs; remembers recent ones within ``budget_bytes``."""
+
+    def __init__(self, gateway: Gateway, budget_bytes: int = DEFAULT_LIMITS.run_book_bytes) -> None:
+        if budget_bytes < 1:
+            raise ValueError("run_book_bytes must be >= 1")
         self.gw = gateway
-        self.capacity = capacity
+        self.budget_bytes = budget_bytes
         self._runs: collections.OrderedDict[str, HttpRun] = collections.OrderedDict()
+        self._sizes: dict[str, int] = {}
+        self._held = 0
         self.webhooks: Webhooks | None = None  # set by create_app: keeps the runs' ``webhook`` promises
 
-    def _remember(self, run: HttpRun) -> None:
+    @property
+    def held_bytes(self) -> int:
+        """What the remembered runs are counted for now (at most the budget, but for slim runs still deciding)."""
+        return self._held
+
+    def _keep(self, run: HttpRun, size: int) -> None:
+        self._held += size - self._sizes.get(run.run_id, 0)
+        self._sizes[run.run_id] = size
         self._runs[run.run_id] = run
         self._runs.move_to_end(run.run_id)
-        while len(self._runs) > self.capacity:
-            oldest = next(iter(self._runs.values()))
-            if oldest.driver is not None and not oldest.driver.done():
+
+    def _remember(self, run: HttpRun) -> None:
+        size = _size_of(run)
+        if size > self.budget_bytes:
+            run, size = _slim(run), ENTRY_OVERHEAD  # the route answers from the store and this slim record
+        self._keep(run, size)
+        if self._held <= self.budget_bytes:
+            return
+        for run_id in list(self._runs):
+            if self._held <= self.budget_bytes:
                 break
-            self._runs.popitem(last=False)
+            oldest = self._runs[run_id]
+            if oldest.driver is not None and not oldest.driver.done():
+                if self._sizes[run_id] > ENTRY_OVERHEAD:
+                    # Its decision is in flight: ``driving`` must still find it, so only its bulk goes.
+                    self._keep(_slim(oldest), ENTRY_OVERHEAD)
+                    self._runs.move_to_end(run_id, last=False)
+                continue
+            del self._runs[run_id]
+            self._held -= self._sizes.pop(run_id)
 
     def driving(self, thread_id: str) -> list[HttpRun]:
         """Runs of a thread whose decisions are still being applied."""
