@@ -25,9 +25,11 @@ from repertory.core.store import TreeStore
 from repertory.core.tree import TurnKind
 
 __all__ = [
+    "FIRING_PREFIX",
     "FIRING_WEBHOOK_LIKE",
     "FIRING_WEBHOOK_PREFIX",
     "FIRING_WEBHOOK_SUFFIX",
+    "RESERVED_SESSION_PREFIXES",
     "FiringWebhook",
     "ScheduleRecord",
     "TimeStore",
@@ -38,17 +40,36 @@ __all__ = [
     "firing_submission_id",
     "firing_webhook_id",
     "is_firing_webhook",
+    "is_reserved_session_id",
 ]
 
 WebhookStatus = Literal["pending", "delivered", "failed"]
 
 
+FIRING_PREFIX = "cron-"
+"""How a firing's submission id, and a stateless firing's session id, start (``firing_submission_id``)."""
+
+RESERVED_SESSION_PREFIXES: tuple[str, ...] = (FIRING_PREFIX,)
+"""Session id prefixes only the server mints: a stateless cron's firing runs on ``cron-<schedule>-<ms>``.
+
+A client that could create a session under such an id first would receive the firing's message
+and reply (another tenant's cron), so faces that take a caller's session id refuse these
+(``is_reserved_session_id``), and the firing itself checks that a session it finds under its id
+is its own.
+"""
+
+
+def is_reserved_session_id(session_id: str) -> bool:
+    """Whether ``session_id`` has a prefix only the server mints (``RESERVED_SESSION_PREFIXES``)."""
+    return session_id.startswith(RESERVED_SESSION_PREFIXES)
+
+
 def firing_submission_id(schedule_id: str, fire_at: int) -> str:
     """The submission id of a schedule's firing at ``fire_at``: the same in every process, so it runs once."""
-    return f"cron-{schedule_id}-{fire_at}"
+    return f"{FIRING_PREFIX}{schedule_id}-{fire_at}"
 
 
-FIRING_WEBHOOK_PREFIX, FIRING_WEBHOOK_SUFFIX = "cron-", "-webhook"
+FIRING_WEBHOOK_PREFIX, FIRING_WEBHOOK_SUFFIX = FIRING_PREFIX, "-webhook"
 """How every firing's delivery id starts and ends (``firing_webhook_id``), and no other delivery's does."""
 FIRING_WEBHOOK_LIKE = f"{FIRING_WEBHOOK_PREFIX}%{FIRING_WEBHOOK_SUFFIX}"
 """The SQL ``LIKE`` pattern of a firing's delivery id (the prefix and suffix hold no wildcard)."""
@@ -182,6 +203,13 @@ class TimeStore(Protocol):
 
     async def list_schedules(self, session_id: str | None = None) -> list[ScheduleRecord]:
         """Schedules (of one session), oldest first."""
+
+    async def count_schedules(self, owner: str | None) -> int:
+        """How many schedules ``owner`` has (``None``: those of no owner), through an index on the owner.
+
+        What the HTTP server's per-owner cron quota counts, so one tenant's count never reads
+        another's rows.
+        """
 
     async def update_schedule(self, schedule: ScheduleRecord) -> bool:
         """Rewrite a schedule's fields (its id stays); whether it existed."""

@@ -115,6 +115,10 @@ class MemoryTimeTables:
         """Oldest first (insertion order is creation order)."""
         return [s for s in self._schedules() if session_id is None or s.session_id == session_id]
 
+    async def count_schedules(self, owner: str | None) -> int:
+        """The owner's schedules (a scan: this store is the reference, not the fast path)."""
+        return sum(1 for s in self._schedules() if s.owner == owner)
+
     async def update_schedule(self, schedule: ScheduleRecord) -> bool:
         """Rewrite in place."""
         tables = self._time()

@@ -97,14 +97,15 @@ class PgTimeTables(PgBase):
         """Insert; a known id conflicts (the primary key)."""
         await self._count(
             "add_schedule",
-            "INSERT INTO repertory.schedules (schedule_id, session_id, enabled, next_at, record) "
-            "VALUES (%s, %s, %s, %s, %s)",
+            "INSERT INTO repertory.schedules (schedule_id, session_id, enabled, next_at, record, owner) "
+            "VALUES (%s, %s, %s, %s, %s, %s)",
             (
                 schedule.schedule_id,
                 schedule.session_id,
                 schedule.enabled,
                 schedule.next_at,
                 schedule.model_dump_json(),
+                schedule.owner,
             ),
         )
 
@@ -126,6 +127,16 @@ class PgTimeTables(PgBase):
                 (session_id,),
             )
         return [ScheduleRecord.model_validate_json(r[0]) for r in rows]
+
+    async def count_schedules(self, owner: str | None) -> int:
+        """The owner's schedules, counted in the ``schedules_by_owner`` index (the column is written at creation)."""
+        if owner is None:
+            rows = await self._rows("count_schedules", "SELECT COUNT(*) FROM repertory.schedules WHERE owner IS NULL")
+        else:
+            rows = await self._rows(
+                "count_schedules", "SELECT COUNT(*) FROM repertory.schedules WHERE owner = %s", (owner,)
+            )
+        return int(rows[0][0])
 
     async def update_schedule(self, schedule: ScheduleRecord) -> bool:
         """Rewrite the row's fields."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 __all__ = ["CONFLICT_SQLSTATE", "TOKEN_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
 
 SCHEMA = "repertory"
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 CONFLICT_SQLSTATE = "RP001"
 TOKEN_SQLSTATE = "RP002"  # a conflict whose cause is a resume token that is no longer live
 MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
@@ -480,5 +480,14 @@ MIGRATIONS: dict[int, list[str]] = {
         # Only owned rows are rewritten: a row updated to what it holds is still a new tuple version.
         "UPDATE repertory.sessions SET owner = (record::json ->> 'owner') WHERE (record::json ->> 'owner') IS NOT NULL",
         "CREATE INDEX sessions_by_owner ON repertory.sessions (owner, ord) WHERE owner IS NOT NULL",
+    ],
+    # A tenant's crons are bounded (the HTTP server's ``max_crons_per_owner``), and counting them
+    # must not read every other tenant's schedules: the owner (fixed at creation) gets a column and
+    # an index.
+    11: [
+        "ALTER TABLE repertory.schedules ADD COLUMN owner text",
+        "UPDATE repertory.schedules SET owner = (record::json ->> 'owner') "
+        "WHERE (record::json ->> 'owner') IS NOT NULL",
+        "CREATE INDEX schedules_by_owner ON repertory.schedules (owner)",
     ],
 }

@@ -92,13 +92,16 @@ class SqliteTimeTables(SqliteBase):
             int(schedule.enabled),
             schedule.next_at,
             schedule.model_dump_json(),
+            schedule.owner,
         )
 
         def write(conn: sqlite3.Connection) -> None:
             if conn.execute("SELECT 1 FROM schedules WHERE schedule_id = ?", (schedule.schedule_id,)).fetchone():
                 raise CommitConflict(f"schedule {schedule.schedule_id!r} already exists")
             conn.execute(
-                "INSERT INTO schedules (schedule_id, session_id, enabled, next_at, record) VALUES (?, ?, ?, ?, ?)", row
+                "INSERT INTO schedules (schedule_id, session_id, enabled, next_at, record, owner) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                row,
             )
 
         await self._write("add_schedule", write)
@@ -119,6 +122,18 @@ class SqliteTimeTables(SqliteBase):
             sql, params = "SELECT record FROM schedules WHERE session_id = ? ORDER BY rowid", (session_id,)
         rows = await self.read("list_schedules", lambda c: c.execute(sql, params).fetchall())
         return [ScheduleRecord.model_validate_json(r[0]) for r in rows]
+
+    async def count_schedules(self, owner: str | None) -> int:
+        """The owner's schedules, counted in the ``schedules_by_owner`` index (the column is written at creation)."""
+        sql, params = (
+            ("SELECT COUNT(*) FROM schedules WHERE owner IS NULL", ())
+            if owner is None
+            else ("SELECT COUNT(*) FROM schedules WHERE owner = ?", (owner,))
+        )
+        self._check_open()
+        with db_errors("count_schedules"):  # a short index range: inline, like a load
+            row = self._writer.execute(sql, params).fetchone()
+        return int(row[0])
 
     async def update_schedule(self, schedule: ScheduleRecord) -> bool:
         """Rewrite the row's fields."""

@@ -14,7 +14,7 @@ from repertory.errors import StoreError
 
 __all__ = ["ROWID_SCANNED", "ROWID_TOPS", "SCHEMA_VERSION", "ensure_schema", "check_file"]
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 ROWID_SCANNED = ("events", "history_revisions", "history_entry_rows")
 """The tables an export reads by rowid, whose fallbacks ``rowid_fallbacks`` records (migration 8)."""
@@ -218,6 +218,14 @@ _MIGRATIONS: dict[int, list[str]] = {
         """UPDATE sessions SET owner = json_extract(record, '$.owner')
            WHERE json_extract(record, '$.owner') IS NOT NULL""",
         """CREATE INDEX sessions_by_owner ON sessions (owner) WHERE owner IS NOT NULL""",
+    ],
+    # A tenant's crons are bounded (the HTTP server's ``max_crons_per_owner``), and counting them
+    # must not read every other tenant's schedules: the owner (fixed at creation) gets a column and
+    # an index. A record too deep for ``json_extract`` keeps no owner rather than failing the upgrade.
+    11: [
+        """ALTER TABLE schedules ADD COLUMN owner TEXT""",
+        """UPDATE schedules SET owner = CASE WHEN json_valid(record) THEN json_extract(record, '$.owner') END""",
+        """CREATE INDEX schedules_by_owner ON schedules (owner)""",
     ],
 }
 

@@ -154,6 +154,20 @@ class TimeConformance(Conformance):
         assert not await store.delete_schedule("s")
         assert await store.list_schedules() == []
 
+    async def test_schedules_are_counted_per_owner(self, store: TimeStore) -> None:
+        """``count_schedules`` counts one owner's rows (``None``: the unowned), through updates and deletes."""
+        await store.add_schedule(_schedule("a1", 100, owner="alice"))
+        await store.add_schedule(_schedule("a2", 200, session_id=None, owner="alice"))
+        await store.add_schedule(_schedule("b1", 100, owner="bob"))
+        await store.add_schedule(_schedule("n1", 100))
+        assert [await store.count_schedules(o) for o in ("alice", "bob", None, "carol")] == [2, 1, 1, 0]
+        current = await store.load_schedule("a1")
+        assert current is not None
+        assert await store.update_schedule(current.model_copy(update={"enabled": False}))
+        assert await store.count_schedules("alice") == 2  # a disabled schedule still counts: it is kept
+        assert await store.delete_schedule("a2")
+        assert [await store.count_schedules(o) for o in ("alice", "bob", None)] == [1, 1, 1]
+
     # -- webhooks -----------------------------------------------------------------------------------
 
     async def test_webhooks_round_trip_and_filter(self, store: TimeStore) -> None:
