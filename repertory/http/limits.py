@@ -34,7 +34,8 @@ class ServerLimits:
     - ``failed_keys_per_minute``: wrong API keys one client address may send in a minute before
       it is answered 429 until the minute has passed.
     - ``min_key_length``: the shortest API key accepted at start.
-    - ``ui_session_s``: how long a web UI login lasts without use.
+    - ``ui_session_s``: how long a web UI login lasts without use; ``max_ui_sessions``: how many
+      logins the web UI keeps at once (the least recently used is logged out past it).
     """
 
     max_body_bytes: int = 1 << 20
@@ -49,6 +50,7 @@ class ServerLimits:
     failed_keys_per_minute: int = 30
     min_key_length: int = 16
     ui_session_s: int = 12 * 3600
+    max_ui_sessions: int = 10_000
 
     def __post_init__(self) -> None:
         for name in (
@@ -59,6 +61,7 @@ class ServerLimits:
             "run_book_bytes",
             "failed_keys_per_minute",
             "ui_session_s",
+            "max_ui_sessions",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
