@@ -35,6 +35,14 @@ def _fail(message: str) -> None:
     sys.exit(USAGE_ERROR)
 
 
+def _is_text(arg: str) -> bool:
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class _Commands(TyperGroup):
     """The command group: turns usage errors and repertory's faults into one line on stderr."""
 
@@ -46,6 +54,10 @@ class _Commands(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        for arg in sys.argv[1:] if args is None else args:
+            if not _is_text(arg):
+                # Bytes that are not UTF-8 reach Python as lone surrogates, which no store can hold.
+                _fail(f"argument {arg!a} is not valid UTF-8 text")
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except (RepertoryError, MissingExtra) as exc:
@@ -83,10 +95,10 @@ def _main() -> None:
 
 
 async def _export(url: str, out: Path) -> Any:
-    from repertory.storage import open_store
+    from repertory.cli._store import open_existing_store
     from repertory.storage.export import export_parquet
 
-    store = await open_store(url)
+    store = await open_existing_store(url)
     try:
         return await export_parquet(store, out)
     finally:

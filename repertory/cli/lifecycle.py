@@ -24,7 +24,7 @@ from repertory.cli.sessions import DEFAULT_STORE, StoreOption, sessions_app
 from repertory.core.store import DeletedRows, TreeStore
 from repertory.errors import RepertoryError, SessionNotFound
 from repertory.runtime.host import LocalHost
-from repertory.tree.retention import IdleTree, delete_idle_trees, idle_trees
+from repertory.tree.retention import MAX_IDLE_DAYS, IdleTree, delete_idle_trees, idle_trees
 from repertory.tree.runtime import Runtime
 
 __all__ = ["register", "retention", "sessions_delete"]
@@ -42,9 +42,9 @@ def _iso(ms: int) -> str:
 
 
 async def _with_runtime(url: str, work: Callable[[Runtime], Awaitable[_T]]) -> _T:
-    from repertory.storage.url import open_store
+    from repertory.cli._store import open_existing_store
 
-    store = await open_store(url)
+    store = await open_existing_store(url)
     try:
         if not isinstance(store, TreeStore):
             raise RepertoryError(f"{url} does not hold sessions")
@@ -92,11 +92,22 @@ def sessions_delete(
 
 
 def retention(
-    idle_days: Annotated[float, typer.Option("--idle-days", min=0, help="Delete trees idle this many days or more.")],
+    idle_days: Annotated[
+        float, typer.Option("--idle-days", min=0, max=MAX_IDLE_DAYS, help="Delete trees idle this many days or more.")
+    ],
     store: StoreOption = DEFAULT_STORE,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the trees, delete nothing.")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Confirm an --idle-days below 1 (it reaches sessions in use today).")
+    ] = False,
 ) -> None:
     """Delete whole session trees (forks included) nobody has written to for --idle-days days."""
+    if idle_days < 1 and not dry_run and not yes:
+        # --idle-days 0 is every tree in the store: a slip of the finger must not be a wipe.
+        raise RepertoryError(
+            f"--idle-days {idle_days:g} deletes trees used within the last day (0: every tree); "
+            "look with --dry-run first, then add --yes to confirm"
+        )
 
     async def main(rt: Runtime) -> tuple[list[IdleTree], DeletedRows | None]:
         found = await idle_trees(rt, idle_days=idle_days)

@@ -32,9 +32,9 @@ schedules_app = typer.Typer(
 
 
 async def _open(url: str) -> TimedStore:
-    from repertory.storage.url import open_store
+    from repertory.cli._store import open_existing_store
 
-    store = await open_store(url)
+    store = await open_existing_store(url)
     if not isinstance(store, TimedStore):
         await store.close()
         raise RepertoryError(f"{url} keeps no schedules")
@@ -123,7 +123,7 @@ def schedules_enable(schedule_id: str, store: StoreOption = DEFAULT_STORE) -> No
 
 @schedules_app.command("timers")
 def schedules_timers(
-    store: StoreOption = DEFAULT_STORE, limit: int = typer.Option(100, help="At most this many.")
+    store: StoreOption = DEFAULT_STORE, limit: int = typer.Option(100, min=1, max=1_000_000, help="At most this many.")
 ) -> None:
     """Armed timers (runs sleeping in a tool's ``sleep()``), earliest first."""
 

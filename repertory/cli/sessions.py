@@ -59,9 +59,9 @@ def load_agents(path: str) -> dict[str, Agent]:
 
 def _run(fn: Callable[[TreeStore], Awaitable[_T]], url: str) -> _T:
     async def main() -> _T:
-        from repertory.storage.url import open_store
+        from repertory.cli._store import open_existing_store
 
-        store = await open_store(url)
+        store = await open_existing_store(url)
         try:
             if not isinstance(store, TreeStore):
                 raise RepertoryError(f"{url} does not hold sessions")
@@ -90,7 +90,7 @@ async def _status(store: TreeStore, session_id: str) -> str:
 def sessions_list(
     store: StoreOption = DEFAULT_STORE,
     roots: bool = typer.Option(False, help="Only roots."),
-    limit: int = typer.Option(100, help="At most this many."),
+    limit: int = typer.Option(100, min=1, max=1_000_000, help="At most this many."),
 ) -> None:
     """Sessions, oldest first: id, agent, title, lineage and the status of the latest run."""
 

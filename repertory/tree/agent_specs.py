@@ -10,7 +10,9 @@ names recovers sessions another one created.
 from __future__ import annotations
 
 import importlib
+import traceback
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from repertory.errors import RepertoryError
@@ -33,13 +35,25 @@ def import_agents(path: str) -> dict[str, Agent]:
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
         raise RepertoryError(f"cannot import agents {path!r}: {exc}") from None
+    except Exception as exc:  # the module itself fails: say where, in one line a CLI can print
+        raise RepertoryError(f"cannot import agents {path!r}: {_where(exc)}") from exc
     if callable(obj) and not isinstance(obj, Agent):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise RepertoryError(f"cannot make agents from {path!r}: calling it raised {_where(exc)}") from exc
     if isinstance(obj, Agent):
         return {obj.name: obj}
     if isinstance(obj, dict) and obj and all(isinstance(a, Agent) for a in obj.values()):
         return dict(obj)
     raise RepertoryError(f"{path!r} is not an Agent, a dict of agents, or a function returning one")
+
+
+def _where(exc: BaseException) -> str:
+    """``TypeError: message (file.py:12)``: the error and the innermost line that raised it."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    place = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{place}"
 
 
 def resolve_agents(specs: Mapping[str, AgentSpec]) -> dict[str, Agent]:

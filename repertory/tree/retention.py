@@ -18,7 +18,7 @@ from repertory.core.ids import now_ms
 from repertory.core.store import DeletedRows
 from repertory.tree.runtime import Runtime
 
-__all__ = ["IdleTree", "delete_idle_trees", "idle_trees"]
+__all__ = ["MAX_IDLE_DAYS", "IdleTree", "delete_idle_trees", "idle_trees"]
 
 DAY_MS = 86_400_000
 
@@ -33,10 +33,14 @@ class IdleTree:
     root_exists: bool
 
 
+MAX_IDLE_DAYS = 100 * 366
+"""The longest idle time asked about: a century, so every finite answer fits the store's timestamps."""
+
+
 async def idle_trees(runtime: Runtime, *, idle_days: float, now: int | None = None) -> list[IdleTree]:
     """Trees idle for at least ``idle_days`` days, least recently active first."""
-    if idle_days < 0:
-        raise ValueError("idle_days must be >= 0")
+    if not 0 <= idle_days <= MAX_IDLE_DAYS:  # NaN fails both comparisons
+        raise ValueError(f"idle_days must be between 0 and {MAX_IDLE_DAYS}, not {idle_days}")
     store = runtime.store
     cutoff = (now if now is not None else now_ms()) - int(idle_days * DAY_MS)
     busy = {t.session_id for t in await store.list_open_turns()}

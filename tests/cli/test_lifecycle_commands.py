@@ -108,7 +108,7 @@ def test_retention_dry_run_lists_and_deletes_nothing_then_deletes(store_url: str
     assert "dry run: nothing deleted" in dry.stdout and root in dry.stdout and "session(s)" not in dry.stdout
     assert len(_ids(store_url)) == 3
 
-    real = runner.invoke(app, ["retention", "--idle-days", "0", "--store", store_url])
+    real = runner.invoke(app, ["retention", "--idle-days", "0", "--yes", "--store", store_url])
     assert real.exit_code == 0, real.output
     assert "deleted 3 session(s)" in real.stdout
     assert _ids(store_url) == []
