@@ -187,7 +187,7 @@ def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]], hooks: Webh
         end_at = None if body.end_time is None else int(body.end_time.timestamp() * 1000)
         webhook = None
         if body.webhook:
-            webhook = hooks.for_firings(
+            webhook = await hooks.for_firings(
                 body.webhook, assistant_id=body.assistant_id, metadata=dict(body.metadata or {})
             )
         try:
@@ -282,7 +282,7 @@ def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]], hooks: Webh
         if url and ("webhook" in given or body.metadata is not None):  # the cron's metadata goes with each delivery
             cron_meta = meta.get("metadata")
             run_meta = dict(cron_meta) if isinstance(cron_meta, dict) else {}
-            webhook = hooks.for_firings(url, assistant_id=schedule.record.agent, metadata=run_meta)
+            webhook = await hooks.for_firings(url, assistant_id=schedule.record.agent, metadata=run_meta)
         elif "webhook" in given:
             webhook = None
         try:

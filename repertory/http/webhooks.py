@@ -15,8 +15,17 @@ POSTs the LangGraph ``Run`` object with the thread's ``values`` to the URL:
   attempt, and a ``delivered`` row is never sent again. (A crash after the receiver answered but
   before ``delivered`` was written makes the next attempt repeat it, under the same delivery id.)
 
-Loopback URLs are allowed on purpose (the tests' receiver is on loopback); the server posts only
-where its API callers ask it to, so keep an API key on any server reachable by strangers.
+Where a webhook may go is ``repertory.http.webhook_targets``'s: a well-formed ``http(s)`` URL (422
+at the request otherwise) whose host resolves to public addresses only, checked at every delivery
+and posted to the address that was checked, redirects not followed. A cron's webhook is checked at
+the request too. Loopback and private hosts are refused unless the settings allow them
+(``WebhookSettings.allow_hosts``, ``repertory serve --allow-webhook-host 127.0.0.1``: how tests and
+development deliver to a local receiver). A refused delivery fails at once, its reason recorded
+as ``last_error``.
+
+One bad row never stops the others: a delivery whose URL, run or thread cannot be used, or that
+meets any error, is logged and marked ``failed`` (so no row stays ``pending`` forever), and the
+server's start never fails because of a row.
 """
 
 from __future__ import annotations
@@ -29,7 +38,6 @@ import logging
 import os
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -39,6 +47,14 @@ from repertory.http.convert import iso
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
 from repertory.http.views import run_view
+from repertory.http.webhook_targets import (
+    HostPolicy,
+    Resolver,
+    WebhookRefused,
+    check_webhook_url,
+    resolve_target,
+    system_resolver,
+)
 from repertory.tree.handle import TurnHandle
 
 __all__ = ["SECRET_ENV", "WebhookSettings", "Webhooks", "check_webhook_url", "signature"]
@@ -52,20 +68,15 @@ def signature(secret: bytes, timestamp: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret, timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
 
 
-def check_webhook_url(url: str) -> str:
-    """An absolute ``http(s)`` URL, or ``ValueError`` saying what is wrong with it."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"webhook must be an absolute http(s) URL, not {url!r}")
-    return url
-
-
 @dataclass(frozen=True)
 class WebhookSettings:
-    """How a server delivers webhooks: its signing secret, retries and timeout.
+    """How a server delivers webhooks: its signing secret, retries, timeout, and which private hosts it may reach.
 
     ``secret=None`` reads ``REPERTORY_WEBHOOK_SECRET``; without either, requests that ask for a
-    webhook are refused (422), since an unsigned POST could come from anyone.
+    webhook are refused (422), since an unsigned POST could come from anyone. ``allow_hosts``
+    (host names, addresses or CIDRs) and ``allow_private`` (every non-public address) lift the
+    public-address rule for tests and development (``repertory.http.webhook_targets``);
+    ``resolver`` replaces the system's DNS lookup.
     """
 
     secret: str | bytes | None = None
@@ -76,6 +87,19 @@ class WebhookSettings:
     poll: float = 1.0
     """How often the server looks for deliveries it did not promise itself (a cron firing's, written
     by whichever host fired it)."""
+    allow_hosts: tuple[str, ...] = ()
+    allow_private: bool = False
+    resolver: Resolver | None = None
+    check_timeout: float = 2.0
+    """How long a request waits to resolve a cron's webhook host; a lookup that takes longer (or
+    fails) is left to the delivery, which checks again."""
+
+    def __post_init__(self) -> None:
+        self.policy()  # a bad allowed host fails when the settings are made, not at the first delivery
+
+    def policy(self) -> HostPolicy:
+        """The hosts allowed beyond public addresses (``ValueError`` for an entry that is none)."""
+        return HostPolicy.parse(self.allow_hosts, allow_private=self.allow_private)
 
     def key(self) -> bytes | None:
         """The secret as bytes, from the settings or the environment."""
@@ -92,8 +116,11 @@ class Webhooks:
         self.gw = gw
         self.settings = settings or WebhookSettings()
         self._secret = self.settings.key()
+        self._policy = self.settings.policy()
+        self._resolver = self.settings.resolver or system_resolver
         self._client: httpx.AsyncClient | None = None
         self._following: set[str] = set()  # delivery ids this server follows now
+        self._broken: set[str] = set()  # rows that could not even be marked failed: never followed again
 
     def _store(self) -> TimedStore:
         store = self.gw.store
@@ -106,26 +133,39 @@ class Webhooks:
 
         A run's webhook is promised here (``promise``); a cron firing's is written by the host that
         fired it (``FiringWebhook``), which may be another process, so the server looks for it.
-        Two servers following one delivery send each attempt once (``claim_webhook``).
+        Two servers following one delivery send each attempt once (``claim_webhook``). Without a
+        secret nothing is followed (the rows wait, pending, for a server that can sign), and no row
+        and no store error makes the start fail: it is logged, and the poll looks again.
         """
         store = self.gw.store
-        if isinstance(store, TimedStore):
+        if not isinstance(store, TimedStore):
+            return
+        if self._secret is None:
+            log.info("no webhook secret: pending webhook deliveries are left for a server that has one")
+            return
+        try:
             await self._follow_pending(store)
-            if self._secret is not None:
-                self.gw.spawn(self._poll(store))
+        except Exception:  # a store away for a moment, or a row it cannot read: the server starts anyway
+            log.exception("looking for pending webhook deliveries at start failed; the poll looks again")
+            self.gw.spawn(self._poll(store, firings=False))  # every pending delivery, once it can be listed
+        self.gw.spawn(self._poll(store))
 
     async def _follow_pending(self, store: TimedStore, *, firings: bool = False) -> None:
         for record in await store.list_webhooks(status="pending", firings=firings):
-            if record.delivery_id not in self._following:
+            if record.delivery_id not in self._following and record.delivery_id not in self._broken:
                 self._follow(record, None)
 
-    async def _poll(self, store: TimedStore) -> None:
+    async def _poll(self, store: TimedStore, *, firings: bool = True) -> None:
+        """Every ``poll``, follow new pending firings' deliveries; ``firings=False``: every pending one, once."""
         while True:
             await asyncio.sleep(self.settings.poll)
             try:
-                await self._follow_pending(store, firings=True)  # runs' are promised here, or found at start
+                await self._follow_pending(store, firings=firings)  # runs' are promised here, or found at start
             except Exception:  # the store away for a moment: look again at the next poll
                 log.warning("looking for pending webhook deliveries failed", exc_info=True)
+                continue
+            if not firings:
+                return
 
     def _follow(self, record: WebhookRecord, wait: Any) -> None:
         self._following.add(record.delivery_id)
@@ -138,13 +178,24 @@ class Webhooks:
                 f"this server has no webhook secret: start it with --webhook-secret or {SECRET_ENV}", status=422
             )
 
-    def for_firings(self, url: str, *, assistant_id: str, metadata: dict[str, Any]) -> FiringWebhook:
-        """The webhook every firing of a cron gets (``FiringWebhook``); 422 without a secret or for a bad URL."""
-        self._require_secret()
+    async def check_target(self, url: str) -> str:
+        """``url`` if a webhook may name it, else 422: its form, and where its host leads when that is quick to tell.
+
+        The lookup is best effort (a host that does not resolve within ``check_timeout`` passes
+        here); every delivery checks the addresses again and posts only to those it checked.
+        """
         try:
-            checked = check_webhook_url(url)
-        except ValueError as exc:
+            await resolve_target(url, self._policy, self._resolver, self.settings.check_timeout)
+        except WebhookRefused as exc:
             raise HttpError(str(exc), status=422) from None
+        except (OSError, TimeoutError):
+            pass  # not resolvable now: the delivery decides
+        return url
+
+    async def for_firings(self, url: str, *, assistant_id: str, metadata: dict[str, Any]) -> FiringWebhook:
+        """The webhook every firing of a cron gets (``FiringWebhook``); 422 without a secret or for a refused URL."""
+        self._require_secret()
+        checked = await self.check_target(url)
         return FiringWebhook(url=checked, metadata={"assistant_id": assistant_id, "run_metadata": metadata})
 
     async def close(self) -> None:
@@ -157,15 +208,20 @@ class Webhooks:
                       metadata: dict[str, Any], wait: Any = None) -> WebhookRecord:  # fmt: skip
         """Record that the run's end is POSTed to ``url`` and start following it; ``wait()`` rests it.
 
-        Refused (422) when the server has no secret to sign with.
+        Refused (422) when the server has no secret to sign with or the URL is malformed; where
+        its host leads is checked when it is delivered (a refused one is recorded ``failed``).
         """
         self._require_secret()
+        try:
+            checked = check_webhook_url(url)
+        except WebhookRefused as exc:
+            raise HttpError(str(exc), status=422) from None
         record = WebhookRecord(
             delivery_id=new_id(),
             session_id=thread_id,
             submission_id=submission_id,
             run_id=run_id,
-            url=check_webhook_url(url),
+            url=checked,
             metadata={"assistant_id": assistant_id, "run_metadata": metadata},
         )
         await self._store().add_webhook(record)
@@ -188,7 +244,11 @@ class Webhooks:
         return json.dumps(body, ensure_ascii=False).encode()
 
     async def _deliver(self, record: WebhookRecord, wait: Any) -> None:
-        """Wait for the run to rest, then POST until delivered, failed, or taken by another server."""
+        """Wait for the run to rest, then POST until delivered, failed, or taken by another server.
+
+        Whatever goes wrong with this one delivery (its run gone, a row or body that cannot be
+        read, a bug) is logged and ends it ``failed``; it never reaches the other deliveries.
+        """
         try:
             if wait is not None:
                 await wait()
@@ -197,10 +257,20 @@ class Webhooks:
             await self._attempts(record.delivery_id)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("webhook delivery %s stopped", record.delivery_id)
+        except Exception as exc:
+            log.exception("webhook delivery %s failed", record.delivery_id)
+            await self._give_up(record.delivery_id, f"delivery error: {type(exc).__name__}: {exc}")
         finally:
             self._following.discard(record.delivery_id)
+
+    async def _give_up(self, delivery_id: str, reason: str) -> None:
+        """Mark a delivery ``failed`` with ``reason``; a row that cannot even be written is not followed again."""
+        at = now_ms()
+        try:
+            await self._store().finish_webhook(delivery_id, "failed", at, reason[:1000], at)
+        except Exception:
+            log.exception("webhook delivery %s could not be marked failed; this server leaves it", delivery_id)
+            self._broken.add(delivery_id)
 
     async def _attempts(self, delivery_id: str) -> None:
         store = self._store()
@@ -219,7 +289,8 @@ class Webhooks:
             attempt = current.attempts + 1
             try:
                 error = await self._post(current)
-            except HttpError as exc:  # its run or thread was deleted: there is nothing to send, ever
+            except (HttpError, WebhookRefused) as exc:  # its run or thread gone, or a refused URL: never sendable
+                log.warning("webhook %s failed: %s", delivery_id, exc)
                 at = now_ms()
                 await store.finish_webhook(delivery_id, "failed", at, str(exc), at)
                 return
@@ -235,10 +306,25 @@ class Webhooks:
             await store.finish_webhook(delivery_id, "pending", at + delay, error, at)
 
     async def _post(self, record: WebhookRecord) -> str | None:
-        """One POST; ``None`` on a 2xx answer, else why it failed."""
+        """One POST to the address its host was checked at; ``None`` on a 2xx answer, else why it failed.
+
+        ``WebhookRefused`` when the URL may not be posted to; a lookup that fails is a failed
+        attempt (retried). Each address found is tried in turn while none can be connected to.
+        """
         assert self._secret is not None
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.settings.timeout)
+            # No redirects (a 3xx could lead anywhere), no proxies from the environment, and no
+            # kept connections: one pinned to an address for one name must not carry another's.
+            self._client = httpx.AsyncClient(
+                timeout=self.settings.timeout,
+                follow_redirects=False,
+                trust_env=False,
+                limits=httpx.Limits(max_keepalive_connections=0),
+            )
+        try:
+            target = await resolve_target(record.url, self._policy, self._resolver, self.settings.timeout)
+        except (OSError, TimeoutError) as exc:
+            return f"cannot resolve the webhook host: {type(exc).__name__}: {exc}"
         body = await self._body(record)
         stamp = str(now_ms())
         headers = {
@@ -248,10 +334,18 @@ class Webhooks:
             "X-Repertory-Timestamp": stamp,
             "X-Repertory-Signature": signature(self._secret, stamp, body),
         }
-        try:
-            response = await self._client.post(record.url, content=body, headers=headers)
-        except httpx.HTTPError as exc:
-            return f"{type(exc).__name__}: {exc}"
-        if 200 <= response.status_code < 300:
-            return None
-        return f"HTTP {response.status_code}"
+        error = "no address"
+        for address in target.addresses:
+            url, pinned, extensions = target.pinned(address)
+            try:
+                response = await self._client.post(url, content=body, headers={**headers, **pinned},
+                                                   extensions=extensions)  # fmt: skip
+            except httpx.ConnectError as exc:  # the next address may answer
+                error = f"{type(exc).__name__}: {exc}"
+                continue
+            except httpx.HTTPError as exc:
+                return f"{type(exc).__name__}: {exc}"
+            if 200 <= response.status_code < 300:
+                return None
+            return f"HTTP {response.status_code}"
+        return error

@@ -29,9 +29,10 @@ class Delivery:
 
 @dataclass
 class Receiver:
-    """Answers the n-th POST with ``statuses[n]`` (200 once they run out)."""
+    """Answers the n-th POST with ``statuses[n]`` (200 once they run out) and ``headers``."""
 
     statuses: list[int] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
     got: list[Delivery] = field(default_factory=list)
     url: str = ""
     _server: asyncio.Server | None = None
@@ -63,7 +64,8 @@ class Receiver:
         status = self.statuses[len(self.got)] if len(self.got) < len(self.statuses) else 200
         delivery = Delivery(request[1] if len(request) > 1 else "", headers, body, status)
         self.got.append(delivery)
-        writer.write(f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
+        extra = "".join(f"{name}: {value}\r\n" for name, value in self.headers.items())
+        writer.write(f"HTTP/1.1 {status} X\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n".encode())
         await writer.drain()
         writer.close()
         await writer.wait_closed()

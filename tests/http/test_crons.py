@@ -29,6 +29,7 @@ from tests.time.helpers import until
 
 START = int(datetime(2026, 1, 1, 8, 59, tzinfo=UTC).timestamp() * 1000)
 SECRET = "webhook-secret-for-tests"
+LOOPBACK = ("127.0.0.1",)  # the receiver's host: allowed explicitly, as --allow-webhook-host 127.0.0.1 does
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def clock() -> ManualClock:
 @pytest.fixture(scope="module")
 def cron_server(tmp_path_factory: pytest.TempPathFactory, clock: ManualClock) -> Iterator[ServerThread]:
     path: Path = tmp_path_factory.mktemp("crons") / "crons.db"
-    settings = WebhookSettings(secret=SECRET, base_delay=0.01, max_attempts=3, poll=0.05)
+    settings = WebhookSettings(secret=SECRET, base_delay=0.01, max_attempts=3, poll=0.05, allow_hosts=LOOPBACK)
     server = ServerThread(
         f"sqlite:///{path}", runtime_options={"clock": clock, "poll_interval": 3600}, api_keys=KEYS, webhooks=settings
     ).start()
@@ -271,9 +272,11 @@ async def test_a_webhook_without_a_secret_is_refused(memory_client: LangGraphCli
 async def test_a_restarted_server_delivers_what_is_pending_and_never_repeats(tmp_path: Path,
                                                                              receiver: Receiver) -> None:  # fmt: skip
     url = f"sqlite:///{tmp_path / 'hooks.db'}"
-    settings = WebhookSettings(secret=SECRET, base_delay=0.01, max_attempts=5)
+    settings = WebhookSettings(secret=SECRET, base_delay=0.01, max_attempts=5, allow_hosts=LOOPBACK)
     receiver.statuses = [500]
-    first = ServerThread(url, webhooks=WebhookSettings(secret=SECRET, base_delay=3600, max_attempts=5)).start()
+    first = ServerThread(
+        url, webhooks=WebhookSettings(secret=SECRET, base_delay=3600, max_attempts=5, allow_hosts=LOOPBACK)
+    ).start()
     try:
         async with get_client(url=first.url, api_key=None) as c:
             thread = await c.threads.create()
