@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from repertory.core.ids import Id, now_ms
 from repertory.core.messages import ModelMessage
 from repertory.core.store import TreeStore
-from repertory.core.tree import TurnKind
+from repertory.core.tree import NewSession, SessionRecord, TurnKind
 
 __all__ = [
     "FIRING_PREFIX",
@@ -37,9 +37,11 @@ __all__ = [
     "TimerRecord",
     "WebhookRecord",
     "WebhookStatus",
+    "firing_session",
     "firing_submission_id",
     "firing_webhook_id",
     "is_firing_webhook",
+    "is_own_firing_session",
     "is_reserved_session_id",
 ]
 
@@ -97,6 +99,36 @@ class FiringWebhook(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     url: str
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+def firing_session(schedule: ScheduleRecord, fire_at: int) -> NewSession:
+    """The session a stateless schedule's firing at ``fire_at`` runs on: the firing's id, the schedule's owner.
+
+    Its metadata names the schedule, which is how a second attempt of the firing (after a crash,
+    or on another host) knows the session it finds under that id as its own
+    (``is_own_firing_session``).
+    """
+    return NewSession(
+        agent=schedule.agent,
+        session_id=firing_submission_id(schedule.schedule_id, fire_at),
+        metadata={"schedule_id": schedule.schedule_id},
+        owner=schedule.owner,
+    )
+
+
+def is_own_firing_session(session: SessionRecord, schedule: ScheduleRecord) -> bool:
+    """Whether ``session``, found under a firing's id, is one ``schedule`` made (``firing_session``).
+
+    The same schedule in its metadata, the same owner and agent: a session someone else made under
+    that id (another tenant who guessed it, before ids were reserved) is none of those, and a
+    firing never sends into it. Only the schedule's own owner could forge the metadata, and would
+    send into a session of their own.
+    """
+    return (
+        session.metadata.get("schedule_id") == schedule.schedule_id
+        and session.owner == schedule.owner
+        and session.agent == schedule.agent
+    )
 
 
 class TimerRecord(BaseModel):

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from repertory.core.timing import RESERVED_SESSION_PREFIXES, is_reserved_session_id
 from repertory.http.convert import input_text
 from repertory.http.errors import HttpError
 from repertory.http.webhooks import check_webhook_url
@@ -104,6 +105,8 @@ class ThreadCreate(_Body):
             raise ValueError("thread TTLs are not supported by repertory: sessions are kept until deleted")
         if self.thread_id is not None and "\x00" in self.thread_id:
             raise ValueError("thread_id cannot contain a NUL character")
+        if self.thread_id is not None and is_reserved_session_id(self.thread_id):  # a cron's firing would land in it
+            raise ValueError(f"thread_id cannot start with {' or '.join(RESERVED_SESSION_PREFIXES)}: the server's ids")
         return self
 
 

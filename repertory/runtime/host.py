@@ -43,8 +43,10 @@ from repertory.core.timing import (
     TimedStore,
     TimerRecord,
     WebhookRecord,
+    firing_session,
     firing_submission_id,
     firing_webhook_id,
+    is_own_firing_session,
 )
 from repertory.core.tree import (
     NewSession,
@@ -501,19 +503,25 @@ class LocalHost:
         await actor.decide(functools.partial(_wake, timer.token, now))
 
     async def _fire_schedule(self, schedule: ScheduleRecord, fire_at: int) -> None:
-        """Queue a firing's turn under its derived submission id (a second attempt finds it queued)."""
+        """Queue a firing's turn under its derived submission id (a second attempt finds it queued).
+
+        A stateless firing's session is made here under the firing's id; one found there already is
+        used only if this schedule made it (``is_own_firing_session``), else the firing is refused
+        and logged: its message and reply never land in a session someone else made.
+        """
         submission_id = firing_submission_id(schedule.schedule_id, fire_at)
         session_id = schedule.session_id
         if session_id is None:  # each firing on a session of its own, whose id is the firing's
-            session_id = submission_id
-            spec = NewSession(
-                agent=schedule.agent,
-                session_id=session_id,
-                metadata={"schedule_id": schedule.schedule_id},
-                owner=schedule.owner,
-            )
-            with contextlib.suppress(SessionExists):
+            spec = firing_session(schedule, fire_at)
+            session_id = spec.session_id
+            try:
                 await self.create_session(spec)
+            except SessionExists:
+                found = await self.store.load_session(session_id)
+                if found is None or not is_own_firing_session(found, schedule):
+                    log.warning("schedule %s fires into session %s, which it did not create: this firing is "
+                                "refused", schedule.schedule_id, session_id)  # fmt: skip
+                    return
         try:
             await self.send(session_id, schedule.message, schedule.kind, "enqueue", None, submission_id)
         except SessionNotFound:
