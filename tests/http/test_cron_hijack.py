@@ -23,6 +23,7 @@ from repertory.core.timing import firing_submission_id
 from repertory.core.tree import SessionRecord
 from repertory.testing import ManualClock
 from tests.http.conftest import ALICE, BOB, KEYS, ServerThread, human, obj, refused
+from tests.time.helpers import until
 
 START = int(datetime(2026, 1, 1, 8, 59, tzinfo=UTC).timestamp() * 1000)
 
@@ -72,9 +73,12 @@ async def test_a_thread_made_under_a_firing_id_by_another_tenant_never_gets_the_
         await store.create_session(SessionRecord(session_id=trap, agent="assistant", root_id=trap, owner="bob",
                                                  metadata={"schedule_id": cron["cron_id"]}))  # fmt: skip
     server.call_soon(clock.set, first_at)
-    async with get_client(url=server.url, api_key=ALICE) as alice, asyncio.timeout(10):
-        while (await alice.crons.search())[0]["next_run_date"] == cron["next_run_date"]:
-            await asyncio.sleep(0.01)  # the firing is passed when the cron moves on
+    async with get_client(url=server.url, api_key=ALICE) as alice:
+
+        async def moved_on() -> bool:  # the firing is passed once the cron points at the next one
+            return bool((await alice.crons.search())[0]["next_run_date"] != cron["next_run_date"])
+
+        await until(moved_on, 10)
     second_at = first_at + 3600_000
     server.call_soon(clock.set, second_at)
     run = await _thread_ready(server.url, ALICE, firing_submission_id(cron["cron_id"], second_at))
