@@ -176,7 +176,7 @@ def create_app(
         return JSONResponse(assistant_view(assistant_id, gw.agent(assistant_id), gw.started_at))
 
     app.include_router(thread_routes(gw, auth))
-    app.include_router(cron_routes(gw, auth, hooks))  # -- durable time: LangGraph's cron routes
+    app.include_router(cron_routes(gw, auth, hooks, limits))  # -- durable time: LangGraph's cron routes
     app.include_router(run_routes(gw, runs, slots, auth))
     app.mount("/ui", ui.app)  # the web UI (repertory.http.ui): its own pages, login and CSRF checks
     app.include_router(event_routes(gw, slots, auth))

@@ -16,8 +16,14 @@ on, a cron belongs to the principal whose key created it); thread crons also nee
 A cron's ``webhook`` is posted after each firing's run, as a run's is: the host that fires it
 writes the delivery (``FiringWebhook``) and the server delivers it. ``interrupt_before``/
 ``interrupt_after`` are refused with 422, as on runs.
+
+Crons are bounded per tenant (``ServerLimits``): an owner keeps at most ``max_crons_per_owner``
+(422 past it, counted through the store's index on the owner, ``TimeStore.count_schedules``),
+and two firings of one cron are at least ``min_cron_interval_s`` apart (422 naming ``schedule``
+otherwise: ``* * * * * *`` would make 86,400 threads and webhooks a day).
 """
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -34,8 +40,10 @@ from repertory.http.auth import Caller
 from repertory.http.convert import input_text, iso
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway, contains
+from repertory.http.limits import DEFAULT_LIMITS, ServerLimits
 from repertory.http.webhooks import Webhooks
-from repertory.tree.schedules import Schedule
+from repertory.runtime.cron import next_fire
+from repertory.tree.schedules import Schedule, time_store
 
 __all__ = ["CronCount", "CronCreate", "CronSearch", "CronUpdate", "cron_routes", "cron_view"]
 
@@ -163,14 +171,80 @@ def cron_view(record: ScheduleRecord) -> Dict:
     }
 
 
-def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]], hooks: Webhooks) -> APIRouter:
-    """The cron routes, bound to one gateway; ``hooks`` makes a cron's webhook (and refuses one it cannot sign)."""
+SAMPLED_FIRINGS = 100
+"""How many upcoming firings of an expression are compared when its shortest interval is checked."""
+
+
+def shortest_interval_ms(cron: str, tz: str, after_ms: int, firings: int = SAMPLED_FIRINGS) -> int | None:
+    """The shortest time between consecutive firings among the next ``firings`` after ``after_ms``.
+
+    ``None`` when it fires fewer than twice. A cron's gaps come from the sets in its fields, which
+    recur whenever the other fields match, so a short gap shows within its first firings (every
+    five-field expression is at least a minute apart; ``*/5 * * * * *`` shows 5 s at once).
+    ``ValueError`` for a bad expression or zone.
+    """
+    shortest: int | None = None
+    at = next_fire(cron, tz, after_ms)
+    for _ in range(firings - 1):
+        try:
+            following = next_fire(cron, tz, at)
+        except ValueError:  # fires no more
+            break
+        gap = following - at
+        shortest = gap if shortest is None else min(shortest, gap)
+        at = following
+    return shortest
+
+
+async def check_interval(cron: str, tz: str, now_ms: int, minimum_s: int) -> None:
+    """422 naming ``schedule`` when two firings of ``cron`` come closer than ``minimum_s`` seconds.
+
+    The firings are computed on a worker thread: a long expression costs milliseconds of CPU.
+    """
+    if minimum_s <= 0:
+        return
+    try:
+        gap = await asyncio.to_thread(shortest_interval_ms, cron, tz, now_ms)
+    except ValueError as exc:
+        raise HttpError(str(exc), status=422) from None
+    if gap is not None and gap < minimum_s * 1000:
+        raise HttpError(
+            f"schedule {cron!r} fires {gap / 1000:g} s apart; this server's shortest interval between two "
+            f"firings is {minimum_s} s",
+            status=422,
+        )
+
+
+def cron_routes(
+    gw: Gateway, auth: Callable[..., Awaitable[Caller]], hooks: Webhooks, limits: ServerLimits = DEFAULT_LIMITS
+) -> APIRouter:
+    """The cron routes, bound to one gateway; ``hooks`` makes a cron's webhook (and refuses one it cannot sign).
+
+    ``limits`` bounds each owner's crons (``max_crons_per_owner``) and how often one fires
+    (``min_cron_interval_s``).
+    """
     router = APIRouter(tags=["crons"])
     CallerDep = Annotated[Caller, Depends(auth)]
+    # Counting an owner's crons and adding one are a pair: two creations at once must not both see
+    # room for one. (Servers sharing a store each hold their own lock, so there a burst may pass
+    # the bound by at most one cron per server.)
+    creating = asyncio.Lock()
+
+    async def check_quota(owner: str | None) -> None:
+        held = await time_store(gw.runtime).count_schedules(owner)
+        if held >= limits.max_crons_per_owner:
+            raise HttpError(
+                f"{'this owner' if owner is None else repr(owner)} keeps {held} crons, the most this server allows "
+                f"(max_crons_per_owner={limits.max_crons_per_owner}): delete one first",
+                status=422,
+            )
 
     async def create(caller: Caller, thread_id: str | None, body: CronCreate) -> JSONResponse:
         principal = caller.principal
         gw.agent(body.assistant_id)
+        await check_interval(
+            body.schedule, body.timezone or "UTC", gw.runtime.clock.now_ms(), limits.min_cron_interval_s
+        )
         if thread_id is not None:
             record = await gw.record(thread_id, caller)
             if record.agent != body.assistant_id:
@@ -191,19 +265,21 @@ def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]], hooks: Webh
                 body.webhook, assistant_id=body.assistant_id, metadata=dict(body.metadata or {})
             )
         try:
-            schedule = await gw.runtime.create_schedule(
-                body.schedule,
-                input_text(body.input),
-                agent=body.assistant_id,
-                session_id=thread_id,
-                tz=body.timezone or "UTC",
-                principal=principal,
-                end_at=end_at,
-                enabled=body.enabled,
-                metadata=metadata,
-                owner=caller.owner,
-                webhook=webhook,
-            )
+            async with creating:
+                await check_quota(caller.owner)
+                schedule = await gw.runtime.create_schedule(
+                    body.schedule,
+                    input_text(body.input),
+                    agent=body.assistant_id,
+                    session_id=thread_id,
+                    tz=body.timezone or "UTC",
+                    principal=principal,
+                    end_at=end_at,
+                    enabled=body.enabled,
+                    metadata=metadata,
+                    owner=caller.owner,
+                    webhook=webhook,
+                )
         except ValueError as exc:
             raise HttpError(str(exc), status=422) from None
         return JSONResponse(cron_view(schedule.record))
@@ -285,6 +361,9 @@ def cron_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]], hooks: Webh
             webhook = await hooks.for_firings(url, assistant_id=schedule.record.agent, metadata=run_meta)
         elif "webhook" in given:
             webhook = None
+        if body.schedule is not None or body.timezone is not None:
+            cron, tz = body.schedule or schedule.record.cron, body.timezone or schedule.record.tz
+            await check_interval(cron, tz, gw.runtime.clock.now_ms(), limits.min_cron_interval_s)
         try:
             await schedule.update(
                 cron=body.schedule,
