@@ -6,7 +6,8 @@
     ├── StoreError                 a store cannot open, read or write
     │   ├── CommitConflict         a commit lost a race or disagrees with itself; nothing was written
     │   │   └── SessionExists      a new session's id is already a session's (or a thread's)
-    │   └── StoreFull              the store's disk is full; the write was rolled back whole
+    │   ├── StoreFull              the store's disk is full; the write was rolled back whole
+    │   └── RecordUnreadable       a stored row cannot be read back as its record (listings skip it)
     ├── RunNotFound                no run with that id
     ├── SessionNotFound            no session with that id
     ├── ScheduleNotFound           no schedule with that id (cancelled, or never was)
@@ -44,6 +45,7 @@ __all__ = [
     "ModelError",
     "NotSuspended",
     "OutputValidationError",
+    "RecordUnreadable",
     "RepertoryError",
     "RevisionNotFound",
     "RunCancelled",
@@ -113,6 +115,18 @@ class StoreFull(StoreError):
     often comes back (a log rotated, a temporary file removed). Unlike ``CommitConflict``, the
     stored state did not refuse the write; it was never looked at.
     """
+
+
+class RecordUnreadable(StoreError):
+    """A stored row cannot be read back as its record; the message names the table, the row and why.
+
+    Written by hand, by an older version, or cut short: whatever the cause, one such row must not
+    fail a listing or a start, so listings skip it (and log it) and only a read of that one row
+    by its id raises this. ``row_id`` is the row's id and ``reason`` the error, without either.
+    """
+
+    row_id: str
+    reason: str
 
 
 class RunNotFound(RepertoryError):

@@ -117,7 +117,7 @@ async def test_sqlite_lists_a_tenant_through_the_owner_index_not_a_scan(tmp_path
             await store.page_sessions(owner="alice", before="s3", roots_only=True, status=status)
     finally:
         await store.close()
-    listings = [q for q in seen if q.lstrip().startswith("SELECT s.record FROM sessions s")]
+    listings = [q for q in seen if q.lstrip().startswith("SELECT s.session_id, s.record FROM sessions s")]
     assert len(listings) == 3, seen
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         for query in listings:  # as the store ran it, its parameters bound
@@ -166,7 +166,7 @@ async def test_a_version_9_postgres_database_migrates_its_owners_and_lists_a_ten
     execute = psycopg.AsyncCursor.execute
 
     async def capturing(self: Any, query: Any, params: Any = None, *args: Any, **kwargs: Any) -> Any:
-        listing = isinstance(query, str) and query.startswith("SELECT s.record FROM repertory.sessions s")
+        listing = isinstance(query, str) and query.startswith("SELECT s.session_id, s.record FROM repertory.sessions s")
         if listing and "owner" in query:
             seen.append((query, params))
         return await execute(self, query, params, *args, **kwargs)

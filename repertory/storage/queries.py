@@ -10,7 +10,7 @@ __all__ = ["runs_query"]
 def runs_query(
     thread_id: str | None, statuses: Sequence[str] | None, limit: int | None, mark: str, table: str = "runs"
 ) -> tuple[str, tuple[object, ...]]:
-    """The ``list_runs`` query for either SQL backend (``mark`` is the driver's placeholder)."""
+    """The ``list_runs`` query for either SQL backend (``mark``: the driver's placeholder); rows ``(run_id, state)``."""
     where, params = [], []
     if thread_id is not None:
         where.append(f"thread_id = {mark}")
@@ -18,7 +18,7 @@ def runs_query(
     if statuses is not None:
         where.append(f"status IN ({', '.join(mark for _ in statuses) or 'NULL'})")
         params.extend(statuses)
-    sql = f"SELECT state FROM {table}" + (" WHERE " + " AND ".join(where) if where else "")
+    sql = f"SELECT run_id, state FROM {table}" + (" WHERE " + " AND ".join(where) if where else "")
     sql += " ORDER BY updated_at DESC, write_seq DESC"
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
@@ -75,7 +75,10 @@ def session_page_query(
     search: str | None,
     owner: str | None = None,
 ) -> tuple[str, tuple[object, ...]]:
-    """One keyset page of sessions, newest first: the rows before the cursor's, never an OFFSET."""
+    """One keyset page of sessions, newest first: the rows before the cursor's, never an OFFSET.
+
+    Each row is ``(session_id, record)``: the id names a row whose record cannot be read back.
+    """
     m, p, o = d.mark, d.prefix, d.order
     where: list[str] = []
     params: list[object] = []
@@ -112,7 +115,7 @@ def session_page_query(
         else:  # idle
             where.append(f"s.session_id NOT IN ({busy})")
             where.append(f"s.session_id NOT IN (SELECT thread_id FROM ({latest}) l)")
-    sql = f"SELECT s.record FROM {p}sessions s"
+    sql = f"SELECT s.session_id, s.record FROM {p}sessions s"
     sql += (" WHERE " + " AND ".join(where) if where else "") + f" ORDER BY s.{o} DESC LIMIT {int(limit)}"
     return sql, tuple(params)
 

@@ -11,8 +11,20 @@ import heapq
 
 from repertory.core.timing import ScheduleRecord, TimerRecord, WebhookRecord, WebhookStatus, is_firing_webhook
 from repertory.errors import CommitConflict, StoreError
+from repertory.storage.readback import read_record, read_records
 
 __all__ = ["MemoryTimeTables"]
+
+_DROPPABLE = ("metadata",)
+"""What a schedule or a delivery is read back without when it cannot be read (``repertory.storage.readback``)."""
+
+
+def _schedule(raw: str, schedule_id: str) -> ScheduleRecord:
+    return read_record(ScheduleRecord, raw, what="schedule", row_id=schedule_id, droppable=_DROPPABLE)
+
+
+def _webhook(raw: str, delivery_id: str) -> WebhookRecord:
+    return read_record(WebhookRecord, raw, what="webhook delivery", row_id=delivery_id, droppable=_DROPPABLE)
 
 
 class _Tables:
@@ -42,8 +54,11 @@ class MemoryTimeTables:
         if tables is None:
             return 0, 0
         counts = []
-        for table, model in ((tables.timers, TimerRecord), (tables.schedules, ScheduleRecord)):
-            gone = [k for k, raw in table.items() if model.model_validate_json(raw).session_id in doomed]
+        timers = [(k, TimerRecord.model_validate_json(raw).session_id) for k, raw in tables.timers.items()]
+        # A schedule that cannot be read back names no session: it stays, for delete_schedule.
+        schedules = [(s.schedule_id, s.session_id) for s in self._schedules()]
+        for table, owned in ((tables.timers, timers), (tables.schedules, schedules)):
+            gone = [k for k, session_id in owned if session_id in doomed]
             for key in gone:
                 del table[key]
             counts.append(len(gone))
@@ -97,7 +112,8 @@ class MemoryTimeTables:
     # -- schedules ----------------------------------------------------------------------------------
 
     def _schedules(self) -> list[ScheduleRecord]:
-        return [ScheduleRecord.model_validate_json(raw) for raw in self._time().schedules.values()]
+        # A row that cannot be read back is skipped (and logged): no listing or due query fails on it.
+        return read_records(ScheduleRecord, self._time().schedules.items(), what="schedule", droppable=_DROPPABLE)
 
     async def add_schedule(self, schedule: ScheduleRecord) -> None:
         """Insert; a known id conflicts."""
@@ -109,7 +125,7 @@ class MemoryTimeTables:
     async def load_schedule(self, schedule_id: str) -> ScheduleRecord | None:
         """A copy, or ``None``."""
         raw = self._time().schedules.get(schedule_id)
-        return None if raw is None else ScheduleRecord.model_validate_json(raw)
+        return None if raw is None else _schedule(raw, schedule_id)
 
     async def list_schedules(self, session_id: str | None = None) -> list[ScheduleRecord]:
         """Oldest first (insertion order is creation order)."""
@@ -146,7 +162,7 @@ class MemoryTimeTables:
         raw = tables.schedules.get(schedule_id)
         if raw is None:
             return False
-        schedule = ScheduleRecord.model_validate_json(raw)
+        schedule = _schedule(raw, schedule_id)
         if schedule.next_at != next_at:
             return False
         moved = schedule.model_copy(update={"next_at": to, "updated_at": updated_at})
@@ -165,7 +181,7 @@ class MemoryTimeTables:
     async def load_webhook(self, delivery_id: str) -> WebhookRecord | None:
         """A copy, or ``None``."""
         raw = self._time().webhooks.get(delivery_id)
-        return None if raw is None else WebhookRecord.model_validate_json(raw)
+        return None if raw is None else _webhook(raw, delivery_id)
 
     async def list_webhooks(
         self, status: WebhookStatus | None = None, submission_id: str | None = None, *, firings: bool = False
@@ -174,7 +190,7 @@ class MemoryTimeTables:
         found = list(self._time().webhooks.items())
         if firings:
             found = [(i, raw) for i, raw in found if is_firing_webhook(i)]
-        rows = [WebhookRecord.model_validate_json(raw) for _, raw in found]
+        rows = read_records(WebhookRecord, found, what="webhook delivery", droppable=_DROPPABLE)
         return [
             w
             for w in rows
@@ -187,7 +203,7 @@ class MemoryTimeTables:
         raw = tables.webhooks.get(delivery_id)
         if raw is None:
             return False
-        hook = WebhookRecord.model_validate_json(raw)
+        hook = _webhook(raw, delivery_id)
         if hook.status != "pending" or hook.attempts != attempts or hook.due_at > now:
             return False
         taken = hook.model_copy(update={"attempts": attempts + 1, "due_at": until})
@@ -202,7 +218,7 @@ class MemoryTimeTables:
         raw = tables.webhooks.get(delivery_id)
         if raw is None:
             return
-        hook = WebhookRecord.model_validate_json(raw)
+        hook = _webhook(raw, delivery_id)
         done = hook.model_copy(
             update={"status": status, "due_at": due_at, "last_error": last_error, "updated_at": updated_at}
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from collections.abc import Mapping, Sequence
 
 from pydantic import JsonValue
@@ -18,14 +19,32 @@ from repertory.core.tree import (
     TurnRecord,
     TurnStatus,
 )
-from repertory.errors import CommitConflict, StoreError
+from repertory.errors import CommitConflict, RecordUnreadable, StoreError
+from repertory.storage.readback import read_record, read_records
 
 __all__ = ["MemoryTreeTables"]
+
+log = logging.getLogger("repertory.storage")
 
 # What an update may change (``TreeStore.update_session`` / ``update_turn``); the rest is the row's
 # place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
 _SESSION_MUTABLE = ("title", "model", "cwd", "updated_at")
 _TURN_MUTABLE = ("status", "error", "created_at", "updated_at")
+
+
+def _session(raw: str, session_id: str) -> SessionRecord:
+    return read_record(SessionRecord, raw, what="session", row_id=session_id, droppable=("metadata",))
+
+
+def _turn(raw: str, submission_id: str) -> TurnRecord:
+    return read_record(TurnRecord, raw, what="turn", row_id=submission_id)
+
+
+def _owned_by(raw: str, session_id: str, owner: str) -> bool:
+    try:
+        return _session(raw, session_id).owner == owner
+    except RecordUnreadable:
+        return False
 
 
 class MemoryTreeTables:
@@ -82,9 +101,13 @@ class MemoryTreeTables:
             if raw is None:
                 continue
             sessions += 1
-            parent = SessionRecord.model_validate_json(raw).lineage.parent_id
-            if parent is not None and parent in self._children:
-                self._children[parent] = [c for c in self._children[parent] if c != sid]
+            try:
+                parents = [_session(raw, sid).lineage.parent_id]
+            except RecordUnreadable:  # its parent unknown: look in every list of children
+                parents = [p for p, children in self._children.items() if sid in children]
+            for parent in parents:
+                if parent is not None and parent in self._children:
+                    self._children[parent] = [c for c in self._children[parent] if c != sid]
             for submission_id in self._session_turns.pop(sid, []):
                 self._turns.pop(submission_id, None)
                 turns += 1
@@ -100,7 +123,7 @@ class MemoryTreeTables:
         raw = self._sessions.get(session_id)
         if raw is None:
             raise StoreError(f"no session {session_id!r} to amend")
-        record = SessionRecord.model_validate_json(raw)
+        record = _session(raw, session_id)
         changes: dict[str, object] = {}
         if agent is not None:
             changes["agent"] = agent
@@ -115,7 +138,7 @@ class MemoryTreeTables:
         """A copy of the session row."""
         self._tree_open()
         raw = self._sessions.get(session_id)
-        return None if raw is None else SessionRecord.model_validate_json(raw)
+        return None if raw is None else _session(raw, session_id)
 
     async def update_session(self, session: SessionRecord) -> None:
         """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
@@ -127,7 +150,7 @@ class MemoryTreeTables:
         raw = self._sessions.get(session.session_id)
         if raw is None:
             raise StoreError(f"no session {session.session_id!r} to update")
-        stored = SessionRecord.model_validate_json(raw)
+        stored = _session(raw, session.session_id)
         changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
         return stored.model_copy(update=changes).model_dump_json()
 
@@ -135,14 +158,14 @@ class MemoryTreeTables:
         """Children oldest first."""
         self._tree_open()
         # Insertion order is creation order, also within one millisecond.
-        return [SessionRecord.model_validate_json(self._sessions[c]) for c in self._children.get(parent_id, [])]
+        children = [(c, self._sessions[c]) for c in self._children.get(parent_id, [])]
+        return read_records(SessionRecord, children, what="session", droppable=("metadata",))
 
     async def list_sessions(self, *, roots_only: bool = False, limit: int | None = None) -> list[SessionRecord]:
         """Sessions oldest first (dicts keep insertion order), optionally only roots, capped."""
         self._tree_open()
         out: list[SessionRecord] = []
-        for raw in self._sessions.values():
-            record = SessionRecord.model_validate_json(raw)
+        for record in read_records(SessionRecord, self._sessions.items(), what="session", droppable=("metadata",)):
             if roots_only and record.lineage.parent_id is not None:
                 continue
             out.append(record)
@@ -161,8 +184,7 @@ class MemoryTreeTables:
             status = json.loads(raw)["status"]
             if thread_id in self._sessions and status in ("suspended", "error"):
                 out[thread_id] = status
-        for raw in self._turns.values():
-            turn = TurnRecord.model_validate_json(raw)
+        for turn in read_records(TurnRecord, self._turns.items(), what="turn"):
             if turn.status in OPEN_TURN_STATUSES:
                 out[turn.session_id] = "running"
         return out
@@ -193,7 +215,11 @@ class MemoryTreeTables:
                 break
             if status is not None and statuses.get(sid, "idle") != status:
                 continue
-            record = SessionRecord.model_validate_json(self._sessions[sid])
+            try:
+                record = _session(self._sessions[sid], sid)
+            except RecordUnreadable as exc:
+                log.warning("skipping session %r, which cannot be read back: %s", sid, exc.reason)
+                continue
             if roots_only and record.lineage.parent_id is not None:
                 continue
             if agent is not None and record.agent != agent:
@@ -211,7 +237,7 @@ class MemoryTreeTables:
         counts: dict[SessionStatus, int] = {"running": 0, "suspended": 0, "error": 0}
         for sid, status in self._statuses().items():
             raw = self._sessions.get(sid) if owner is not None else None
-            if owner is not None and (raw is None or SessionRecord.model_validate_json(raw).owner != owner):
+            if owner is not None and (raw is None or not _owned_by(raw, sid, owner)):
                 continue
             counts[status] += 1
         return counts
@@ -223,7 +249,7 @@ class MemoryTreeTables:
             raise CommitConflict(f"turn {turn.submission_id!r} already exists")
         self._write_events(self._check_events(events))
         queue = self._session_turns.setdefault(turn.session_id, [])
-        last = TurnRecord.model_validate_json(self._turns[queue[-1]]).seq if queue else 0
+        last = _turn(self._turns[queue[-1]], queue[-1]).seq if queue else 0
         stored = turn.model_copy(update={"seq": last + 1})
         self._turns[turn.submission_id] = stored.model_dump_json()
         queue.append(turn.submission_id)
@@ -248,7 +274,7 @@ class MemoryTreeTables:
         raw = self._turns.get(turn.submission_id)
         if raw is None:
             raise StoreError(f"no turn {turn.submission_id!r} to update")
-        stored = TurnRecord.model_validate_json(raw)
+        stored = _turn(raw, turn.submission_id)
         changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
         return stored.model_copy(update=changes).model_dump_json()
 
@@ -256,18 +282,19 @@ class MemoryTreeTables:
         """A copy of the turn."""
         self._tree_open()
         raw = self._turns.get(submission_id)
-        return None if raw is None else TurnRecord.model_validate_json(raw)
+        return None if raw is None else _turn(raw, submission_id)
 
     async def list_turns(self, session_id: str, statuses: Sequence[TurnStatus] | None = None) -> list[TurnRecord]:
         """Turns in queue order."""
         self._tree_open()
-        turns = [TurnRecord.model_validate_json(self._turns[t]) for t in self._session_turns.get(session_id, [])]
+        ids = self._session_turns.get(session_id, [])
+        turns = read_records(TurnRecord, ((t, self._turns[t]) for t in ids), what="turn")
         return [t for t in turns if statuses is None or t.status in statuses]
 
     async def list_open_turns(self) -> list[TurnRecord]:
         """Queued and running turns of every session."""
         self._tree_open()
-        turns = [TurnRecord.model_validate_json(raw) for raw in self._turns.values()]
+        turns = read_records(TurnRecord, self._turns.items(), what="turn")
         return sorted((t for t in turns if t.status in OPEN_TURN_STATUSES), key=lambda t: (t.session_id, t.seq))
 
     def _check_events(self, events: Sequence[SessionEvent]) -> list[tuple[str, str]]:

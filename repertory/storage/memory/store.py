@@ -30,13 +30,16 @@ from repertory.storage.history_gc import base_namers, collectable, commit_pins, 
 from repertory.storage.memory._memory_tables import MemoryMemTables
 from repertory.storage.memory._time_tables import MemoryTimeTables
 from repertory.storage.memory._tree_tables import MemoryTreeTables
+from repertory.storage.readback import read_record, read_records
 
-__all__ = ["HistoryTable", "InMemorySessionStore", "MemorySnapshot", "WriteHook", "WrittenTable"]
+__all__ = ["HistoryTable", "InMemorySessionStore", "MemorySnapshot", "RecordTable", "WriteHook", "WrittenTable"]
 
 HistoryTable = Literal["history_entries", "history_revisions"]
 """The two tables of the history graph, by the names the database stores give them."""
 
 WrittenTable = Literal["runs", "history_entries", "history_revisions"]
+RecordTable = Literal["sessions", "turns", "runs", "schedules", "webhooks"]
+"""The tables whose rows are one record's JSON (``InMemorySessionStore.replace_record``)."""
 """The tables whose writes ``InMemorySessionStore.write_hook`` sees."""
 
 WriteHook = Callable[[WrittenTable, str], None]
@@ -113,6 +116,26 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         """
         return (self._entries if table == "history_entries" else self._revisions).keys()
 
+    def replace_record(self, table: RecordTable, row_id: str, raw: str) -> None:
+        """Replace the JSON of one existing row with ``raw``, unchecked; ``KeyError`` for an unknown row.
+
+        The seam a probe uses to leave a row as a hand edit or an older version would have
+        (``repertory.testing.conformance``'s readback suite): nothing else writes a row unchecked.
+        """
+        if table == "runs":
+            updated_at, seq, thread_id, _ = self._runs[row_id]
+            self._runs[row_id] = (updated_at, seq, thread_id, raw)
+            return
+        rows = {
+            "sessions": self._sessions,
+            "turns": self._turns,
+            "schedules": self._time().schedules,
+            "webhooks": self._time().webhooks,
+        }[table]
+        if row_id not in rows:
+            raise KeyError(row_id)
+        rows[row_id] = raw
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError("store is closed")
@@ -121,16 +144,16 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         """A copy of the run's checkpoint, or ``None``."""
         self._check_open()
         row = self._runs.get(run_id)
-        return None if row is None else RunState.model_validate_json(row[3])
+        return None if row is None else read_record(RunState, row[3], what="run", row_id=run_id)
 
     async def list_runs(
         self, thread_id: str | None = None, *, statuses: Sequence[RunStatus] | None = None, limit: int | None = None
     ) -> list[RunState]:
         """Runs newest-updated first, ties broken by most recent write; optionally filtered and capped."""
         self._check_open()
-        rows = [r for r in self._runs.values() if thread_id is None or r[2] == thread_id]
-        rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
-        runs = [RunState.model_validate_json(r[3]) for r in rows]
+        rows = [(k, r) for k, r in self._runs.items() if thread_id is None or r[2] == thread_id]
+        rows.sort(key=lambda kr: (kr[1][0], kr[1][1]), reverse=True)
+        runs = read_records(RunState, ((k, r[3]) for k, r in rows), what="run")
         if statuses is not None:
             runs = [r for r in runs if r.status in statuses]
         return runs if limit is None else runs[: max(limit, 0)]

@@ -12,10 +12,23 @@ from typing import Any
 
 from repertory.core.timing import FIRING_WEBHOOK_LIKE, ScheduleRecord, TimerRecord, WebhookRecord, WebhookStatus
 from repertory.storage.postgres.connection import PgBase
+from repertory.storage.readback import read_record, read_records, sort_records
 
 __all__ = ["PgTimeTables"]
 
 _TIMER_COLUMNS = "run_id, session_id, token, wake_at, due_at"
+
+
+_DROPPABLE = ("metadata",)
+"""What a schedule or a delivery is read back without when it cannot be read (``repertory.storage.readback``)."""
+
+
+def _schedule(raw: str, schedule_id: str) -> ScheduleRecord:
+    return read_record(ScheduleRecord, raw, what="schedule", row_id=schedule_id, droppable=_DROPPABLE)
+
+
+def _webhook(raw: str, delivery_id: str) -> WebhookRecord:
+    return read_record(WebhookRecord, raw, what="webhook delivery", row_id=delivery_id, droppable=_DROPPABLE)
 
 
 def _timer(row: Sequence[Any]) -> TimerRecord:
@@ -114,19 +127,21 @@ class PgTimeTables(PgBase):
         rows = await self._rows(
             "load_schedule", "SELECT record FROM repertory.schedules WHERE schedule_id = %s", (schedule_id,)
         )
-        return ScheduleRecord.model_validate_json(rows[0][0]) if rows else None
+        return _schedule(rows[0][0], schedule_id) if rows else None
 
     async def list_schedules(self, session_id: str | None = None) -> list[ScheduleRecord]:
         """Oldest first."""
         if session_id is None:
-            rows = await self._rows("list_schedules", "SELECT record FROM repertory.schedules ORDER BY ord")
+            rows = await self._rows(
+                "list_schedules", "SELECT schedule_id, record FROM repertory.schedules ORDER BY ord"
+            )
         else:
             rows = await self._rows(
                 "list_schedules",
-                "SELECT record FROM repertory.schedules WHERE session_id = %s ORDER BY ord",
+                "SELECT schedule_id, record FROM repertory.schedules WHERE session_id = %s ORDER BY ord",
                 (session_id,),
             )
-        return [ScheduleRecord.model_validate_json(r[0]) for r in rows]
+        return read_records(ScheduleRecord, rows, what="schedule", droppable=_DROPPABLE)
 
     async def count_schedules(self, owner: str | None) -> int:
         """The owner's schedules, counted in the ``schedules_by_owner`` index (the column is written at creation)."""
@@ -166,14 +181,26 @@ class PgTimeTables(PgBase):
         )
 
     async def due_schedules(self, now: int, limit: int) -> list[ScheduleRecord]:
-        """Enabled schedules due by ``now``, earliest first."""
+        """Enabled schedules due by ``now``, earliest first.
+
+        A due row that cannot be read back is skipped, logged and taken off the due index
+        (``enabled = false`` in its column; its text stays, for ``delete_schedule``): left there,
+        such rows would come first in every bounded due query and crowd the others out.
+        """
         rows = await self._rows(
             "due_schedules",
-            "SELECT record FROM repertory.schedules WHERE enabled AND next_at IS NOT NULL AND next_at <= %s "
-            "ORDER BY next_at, schedule_id LIMIT %s",
+            "SELECT schedule_id, record FROM repertory.schedules WHERE enabled AND next_at IS NOT NULL "
+            "AND next_at <= %s ORDER BY next_at, schedule_id LIMIT %s",
             (now, max(limit, 0)),
         )
-        return [ScheduleRecord.model_validate_json(r[0]) for r in rows]
+        due, unreadable = sort_records(ScheduleRecord, rows, what="schedule", droppable=_DROPPABLE)
+        if unreadable:
+            await self._count(
+                "due_schedules",
+                "UPDATE repertory.schedules SET enabled = false WHERE schedule_id = ANY(%s)",
+                (unreadable,),
+            )
+        return due
 
     async def next_schedule_due(self) -> int | None:
         """The earliest ``next_at`` of an enabled schedule."""
@@ -198,9 +225,7 @@ class PgTimeTables(PgBase):
             row = await cur.fetchone()
             if row is None:
                 return False
-            moved = ScheduleRecord.model_validate_json(row[0]).model_copy(
-                update={"next_at": to, "updated_at": updated_at}
-            )
+            moved = _schedule(row[0], schedule_id).model_copy(update={"next_at": to, "updated_at": updated_at})
             await conn.execute(
                 "UPDATE repertory.schedules SET next_at = %s, record = %s WHERE schedule_id = %s",
                 (to, moved.model_dump_json(), schedule_id),
@@ -230,7 +255,7 @@ class PgTimeTables(PgBase):
         rows = await self._rows(
             "load_webhook", "SELECT record FROM repertory.webhooks WHERE delivery_id = %s", (delivery_id,)
         )
-        return WebhookRecord.model_validate_json(rows[0][0]) if rows else None
+        return _webhook(rows[0][0], delivery_id) if rows else None
 
     async def list_webhooks(
         self, status: WebhookStatus | None = None, submission_id: str | None = None, *, firings: bool = False
@@ -247,9 +272,9 @@ class PgTimeTables(PgBase):
         if firings:
             where.append("delivery_id LIKE %s")
             params.append(FIRING_WEBHOOK_LIKE)
-        sql = "SELECT record FROM repertory.webhooks" + (" WHERE " + " AND ".join(where) if where else "")
+        sql = "SELECT delivery_id, record FROM repertory.webhooks" + (" WHERE " + " AND ".join(where) if where else "")
         rows = await self._rows("list_webhooks", sql + " ORDER BY ord", params)
-        return [WebhookRecord.model_validate_json(r[0]) for r in rows]
+        return read_records(WebhookRecord, rows, what="webhook delivery", droppable=_DROPPABLE)
 
     async def claim_webhook(self, delivery_id: str, attempts: int, now: int, until: int) -> bool:
         """Compare-and-set on (pending, attempts, due) under the row's lock (see ``advance_schedule``)."""
@@ -262,9 +287,7 @@ class PgTimeTables(PgBase):
             row = await cur.fetchone()
             if row is None:
                 return False
-            taken = WebhookRecord.model_validate_json(row[0]).model_copy(
-                update={"attempts": attempts + 1, "due_at": until}
-            )
+            taken = _webhook(row[0], delivery_id).model_copy(update={"attempts": attempts + 1, "due_at": until})
             await conn.execute(
                 "UPDATE repertory.webhooks SET attempts = %s, due_at = %s, record = %s WHERE delivery_id = %s",
                 (taken.attempts, until, taken.model_dump_json(), delivery_id),
@@ -282,7 +305,7 @@ class PgTimeTables(PgBase):
             row = await cur.fetchone()
             if row is None:
                 return
-            done = WebhookRecord.model_validate_json(row[0]).model_copy(
+            done = _webhook(row[0], delivery_id).model_copy(
                 update={"status": status, "due_at": due_at, "last_error": last_error, "updated_at": updated_at}
             )
             await conn.execute(

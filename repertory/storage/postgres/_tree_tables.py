@@ -24,8 +24,17 @@ from repertory.errors import CommitConflict, StoreError
 from repertory.storage.postgres._delete import delete_sessions
 from repertory.storage.postgres.connection import PgBase
 from repertory.storage.queries import SqlDialect, session_counts_query, session_page_query
+from repertory.storage.readback import read_record, read_records
 
-__all__ = ["PgTreeTables", "event_arrays", "merged_session", "merged_turn", "write_session", "write_turn"]
+__all__ = [
+    "PgTreeTables",
+    "event_arrays",
+    "merged_session",
+    "merged_turn",
+    "session_of",
+    "write_session",
+    "write_turn",
+]
 
 # What an update may change (``TreeStore.update_session`` / ``update_turn``); the rest is the row's
 # place in the tree or the queue, which the store owns (a caller's stale copy must not move it).
@@ -58,15 +67,29 @@ def event_arrays(events: Sequence[SessionEvent], session_id: str) -> list[list[A
     ]
 
 
+def session_of(raw: str, session_id: str) -> SessionRecord:
+    """A stored session row's record (``repertory.storage.readback``: metadata that cannot be read is left out)."""
+    return read_record(SessionRecord, raw, what="session", row_id=session_id, droppable=("metadata",))
+
+
+def _sessions(rows: Sequence[Sequence[Any]]) -> list[SessionRecord]:
+    return read_records(SessionRecord, ((r[0], r[1]) for r in rows), what="session", droppable=("metadata",))
+
+
+def _turns(rows: Sequence[Sequence[Any]]) -> list[TurnRecord]:
+    return read_records(TurnRecord, ((r[0], r[1]) for r in rows), what="turn")
+
+
 def merged_turn(stored: str, turn: TurnRecord) -> TurnRecord:
     """The stored turn (its JSON) with ``turn``'s mutable fields: the rest is the row's place, the store's."""
-    return TurnRecord.model_validate_json(stored).model_copy(update={f: getattr(turn, f) for f in _TURN_MUTABLE})
+    changes = {f: getattr(turn, f) for f in _TURN_MUTABLE}
+    return read_record(TurnRecord, stored, what="turn", row_id=turn.submission_id).model_copy(update=changes)
 
 
 def merged_session(stored: str, session: SessionRecord) -> SessionRecord:
     """The stored session (its JSON) with ``session``'s mutable fields (title, model, cwd, updated_at)."""
     changes = {f: getattr(session, f) for f in _SESSION_MUTABLE}
-    return SessionRecord.model_validate_json(stored).model_copy(update=changes)
+    return session_of(stored, session.session_id).model_copy(update=changes)
 
 
 async def write_turn(conn: psycopg.AsyncConnection[Any], turn: TurnRecord) -> None:
@@ -163,7 +186,7 @@ class PgTreeTables(PgBase):
         async with self.connection("load_session") as conn:
             cur = await conn.execute("SELECT record FROM repertory.sessions WHERE session_id = %s", (session_id,))
             row = await cur.fetchone()
-        return None if row is None else SessionRecord.model_validate_json(row[0])
+        return None if row is None else session_of(row[0], session_id)
 
     async def update_session(self, session: SessionRecord) -> None:
         """Rewrite the session's title, model, cwd and updated_at (it must exist)."""
@@ -186,7 +209,7 @@ class PgTreeTables(PgBase):
             row = await cur.fetchone()
             if row is None:
                 raise StoreError(f"no session {session_id!r} to amend")
-            stored = SessionRecord.model_validate_json(row[0])
+            stored = session_of(row[0], session_id)
             record = SessionRecord.model_validate({**stored.model_dump(), **changes})
             await conn.execute(
                 "UPDATE repertory.sessions SET record = %s WHERE session_id = %s",
@@ -205,20 +228,20 @@ class PgTreeTables(PgBase):
         """Children oldest first."""
         async with self.connection("list_children") as conn:
             cur = await conn.execute(
-                "SELECT record FROM repertory.sessions WHERE parent_id = %s ORDER BY ord",
+                "SELECT session_id, record FROM repertory.sessions WHERE parent_id = %s ORDER BY ord",
                 (parent_id,),
             )
             rows = await cur.fetchall()
-        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+        return _sessions(rows)
 
     async def list_sessions(self, *, roots_only: bool = False, limit: int | None = None) -> list[SessionRecord]:
         """Sessions oldest first, optionally only roots, capped."""
-        sql = "SELECT record FROM repertory.sessions" + (" WHERE parent_id IS NULL" if roots_only else "")
+        sql = "SELECT session_id, record FROM repertory.sessions" + (" WHERE parent_id IS NULL" if roots_only else "")
         sql += " ORDER BY ord LIMIT %s"
         async with self.connection("list_sessions") as conn:
             cur = await conn.execute(sql, (limit,))
             rows = await cur.fetchall()
-        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+        return _sessions(rows)
 
     async def page_sessions(
         self,
@@ -245,7 +268,7 @@ class PgTreeTables(PgBase):
         async with self.connection("page_sessions") as conn:
             cur = await conn.execute(sql, params)
             rows = await cur.fetchall()
-        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+        return _sessions(rows)
 
     async def session_counts(self, *, owner: str | None = None) -> dict[SessionStatus, int]:
         """Running, suspended and error counts from the open-turn and resting-run partial indexes (of ``owner``'s)."""
@@ -329,32 +352,34 @@ class PgTreeTables(PgBase):
         async with self.connection("load_turn") as conn:
             cur = await conn.execute("SELECT record FROM repertory.turns WHERE submission_id = %s", (submission_id,))
             row = await cur.fetchone()
-        return None if row is None else TurnRecord.model_validate_json(row[0])
+        return None if row is None else read_record(TurnRecord, row[0], what="turn", row_id=submission_id)
 
     async def list_turns(self, session_id: str, statuses: Sequence[TurnStatus] | None = None) -> list[TurnRecord]:
         """Turns in queue order; with ``statuses``, only those."""
         async with self.connection("list_turns") as conn:
             if statuses is None:
                 cur = await conn.execute(
-                    "SELECT record FROM repertory.turns WHERE session_id = %s ORDER BY seq", (session_id,)
+                    "SELECT submission_id, record FROM repertory.turns WHERE session_id = %s ORDER BY seq",
+                    (session_id,),
                 )
             else:
                 cur = await conn.execute(
-                    "SELECT record FROM repertory.turns WHERE session_id = %s AND status = ANY(%s) ORDER BY seq",
+                    "SELECT submission_id, record FROM repertory.turns WHERE session_id = %s AND status = ANY(%s) "
+                    "ORDER BY seq",
                     (session_id, list(statuses)),
                 )
             rows = await cur.fetchall()
-        return [TurnRecord.model_validate_json(r[0]) for r in rows]
+        return _turns(rows)
 
     async def list_open_turns(self) -> list[TurnRecord]:
         """Queued and running turns of every session (uses the partial index)."""
         async with self.connection("list_open_turns") as conn:
             cur = await conn.execute(
-                "SELECT record FROM repertory.turns WHERE status = ANY(%s) ORDER BY session_id, seq",
+                "SELECT submission_id, record FROM repertory.turns WHERE status = ANY(%s) ORDER BY session_id, seq",
                 (list(OPEN_TURN_STATUSES),),
             )
             rows = await cur.fetchall()
-        return [TurnRecord.model_validate_json(r[0]) for r in rows]
+        return _turns(rows)
 
     async def append_events(self, events: Sequence[SessionEvent]) -> None:
         """Append gap-free events in one transaction (a repeated seq is ``CommitConflict``)."""

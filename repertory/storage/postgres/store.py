@@ -45,6 +45,7 @@ from repertory.storage.postgres.schema import (
     SCHEMA_VERSION,
 )
 from repertory.storage.queries import runs_query
+from repertory.storage.readback import read_record, read_records
 
 __all__ = ["COMMIT_SQL", "LINEAGE_SQL", "UPSERT_RUN", "PostgresSessionStore", "event_arrays", "redact"]
 
@@ -174,7 +175,7 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
         async with self.connection("load_run") as conn:
             cur = await conn.execute("SELECT state FROM repertory.runs WHERE run_id = %s", (run_id,))
             row = await cur.fetchone()
-        return None if row is None else RunState.model_validate_json(row[0])
+        return None if row is None else read_record(RunState, row[0], what="run", row_id=run_id)
 
     async def list_runs(
         self, thread_id: str | None = None, *, statuses: Sequence[RunStatus] | None = None, limit: int | None = None
@@ -184,7 +185,7 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
         async with self.connection("list_runs") as conn:
             cur = await conn.execute(sql, params)
             rows = await cur.fetchall()
-        return [RunState.model_validate_json(r[0]) for r in rows]
+        return read_records(RunState, ((r[0], r[1]) for r in rows), what="run")
 
     async def delete_run(self, run_id: str) -> None:
         """Remove the run row only."""

@@ -11,11 +11,24 @@ import sqlite3
 
 from repertory.core.timing import FIRING_WEBHOOK_LIKE, ScheduleRecord, TimerRecord, WebhookRecord, WebhookStatus
 from repertory.errors import CommitConflict
+from repertory.storage.readback import read_record, read_records, sort_records
 from repertory.storage.sqlite.connection import SqliteBase, db_errors
 
 __all__ = ["SqliteTimeTables"]
 
 _TIMER_COLUMNS = "run_id, session_id, token, wake_at, due_at"
+
+
+_DROPPABLE = ("metadata",)
+"""What a schedule or a delivery is read back without when it cannot be read (``repertory.storage.readback``)."""
+
+
+def _schedule(raw: str, schedule_id: str) -> ScheduleRecord:
+    return read_record(ScheduleRecord, raw, what="schedule", row_id=schedule_id, droppable=_DROPPABLE)
+
+
+def _webhook(raw: str, delivery_id: str) -> WebhookRecord:
+    return read_record(WebhookRecord, raw, what="webhook delivery", row_id=delivery_id, droppable=_DROPPABLE)
 
 
 def _timer(row: tuple[str, str, str, int, int]) -> TimerRecord:
@@ -111,17 +124,17 @@ class SqliteTimeTables(SqliteBase):
         self._check_open()
         with db_errors("load_schedule"):
             row = self._writer.execute("SELECT record FROM schedules WHERE schedule_id = ?", (schedule_id,)).fetchone()
-        return None if row is None else ScheduleRecord.model_validate_json(row[0])
+        return None if row is None else _schedule(row[0], schedule_id)
 
     async def list_schedules(self, session_id: str | None = None) -> list[ScheduleRecord]:
         """Oldest first."""
         params: tuple[str, ...] = ()
         if session_id is None:
-            sql = "SELECT record FROM schedules ORDER BY rowid"
+            sql = "SELECT schedule_id, record FROM schedules ORDER BY rowid"
         else:
-            sql, params = "SELECT record FROM schedules WHERE session_id = ? ORDER BY rowid", (session_id,)
+            sql, params = "SELECT schedule_id, record FROM schedules WHERE session_id = ? ORDER BY rowid", (session_id,)
         rows = await self.read("list_schedules", lambda c: c.execute(sql, params).fetchall())
-        return [ScheduleRecord.model_validate_json(r[0]) for r in rows]
+        return read_records(ScheduleRecord, rows, what="schedule", droppable=_DROPPABLE)
 
     async def count_schedules(self, owner: str | None) -> int:
         """The owner's schedules, counted in the ``schedules_by_owner`` index (the column is written at creation)."""
@@ -156,15 +169,28 @@ class SqliteTimeTables(SqliteBase):
         return bool(changed)
 
     async def due_schedules(self, now: int, limit: int) -> list[ScheduleRecord]:
-        """Enabled schedules due by ``now`` (the partial index), earliest first."""
+        """Enabled schedules due by ``now`` (the partial index), earliest first.
+
+        A due row that cannot be read back is skipped, logged and taken off the due index
+        (``enabled = 0`` in its column; its text stays as it is, for ``delete_schedule``): left
+        there, such rows would come first in every bounded due query and crowd the others out.
+        """
         self._check_open()
         with db_errors("due_schedules"):
             rows = self._writer.execute(
-                "SELECT record FROM schedules WHERE enabled = 1 AND next_at IS NOT NULL AND next_at <= ? "
+                "SELECT schedule_id, record FROM schedules WHERE enabled = 1 AND next_at IS NOT NULL AND next_at <= ? "
                 "ORDER BY next_at, schedule_id LIMIT ?",
                 (now, max(limit, 0)),
             ).fetchall()
-        return [ScheduleRecord.model_validate_json(r[0]) for r in rows]
+        due, unreadable = sort_records(ScheduleRecord, rows, what="schedule", droppable=_DROPPABLE)
+        if unreadable:
+            await self._write(
+                "due_schedules",
+                lambda conn: conn.executemany(
+                    "UPDATE schedules SET enabled = 0 WHERE schedule_id = ?", [(i,) for i in unreadable]
+                ),
+            )
+        return due
 
     async def next_schedule_due(self) -> int | None:
         """The earliest ``next_at`` of an enabled schedule."""
@@ -184,9 +210,7 @@ class SqliteTimeTables(SqliteBase):
             ).fetchone()
             if row is None:
                 return False
-            moved = ScheduleRecord.model_validate_json(row[0]).model_copy(
-                update={"next_at": to, "updated_at": updated_at}
-            )
+            moved = _schedule(row[0], schedule_id).model_copy(update={"next_at": to, "updated_at": updated_at})
             conn.execute(
                 "UPDATE schedules SET next_at = ?, record = ? WHERE schedule_id = ?",
                 (to, moved.model_dump_json(), schedule_id),
@@ -224,7 +248,7 @@ class SqliteTimeTables(SqliteBase):
         self._check_open()
         with db_errors("load_webhook"):
             row = self._writer.execute("SELECT record FROM webhooks WHERE delivery_id = ?", (delivery_id,)).fetchone()
-        return None if row is None else WebhookRecord.model_validate_json(row[0])
+        return None if row is None else _webhook(row[0], delivery_id)
 
     async def list_webhooks(
         self, status: WebhookStatus | None = None, submission_id: str | None = None, *, firings: bool = False
@@ -241,9 +265,10 @@ class SqliteTimeTables(SqliteBase):
         if firings:
             where.append("delivery_id LIKE ?")
             params.append(FIRING_WEBHOOK_LIKE)
-        sql = "SELECT record FROM webhooks" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
+        sql = "SELECT delivery_id, record FROM webhooks" + (" WHERE " + " AND ".join(where) if where else "")
+        sql += " ORDER BY rowid"
         rows = await self.read("list_webhooks", lambda c: c.execute(sql, params).fetchall())
-        return [WebhookRecord.model_validate_json(r[0]) for r in rows]
+        return read_records(WebhookRecord, rows, what="webhook delivery", droppable=_DROPPABLE)
 
     async def claim_webhook(self, delivery_id: str, attempts: int, now: int, until: int) -> bool:
         """Compare-and-set on (pending, attempts, due)."""
@@ -256,9 +281,7 @@ class SqliteTimeTables(SqliteBase):
             ).fetchone()
             if row is None:
                 return False
-            taken = WebhookRecord.model_validate_json(row[0]).model_copy(
-                update={"attempts": attempts + 1, "due_at": until}
-            )
+            taken = _webhook(row[0], delivery_id).model_copy(update={"attempts": attempts + 1, "due_at": until})
             conn.execute(
                 "UPDATE webhooks SET attempts = ?, due_at = ?, record = ? WHERE delivery_id = ?",
                 (taken.attempts, until, taken.model_dump_json(), delivery_id),
@@ -276,7 +299,7 @@ class SqliteTimeTables(SqliteBase):
             row = conn.execute("SELECT record FROM webhooks WHERE delivery_id = ?", (delivery_id,)).fetchone()
             if row is None:
                 return
-            done = WebhookRecord.model_validate_json(row[0]).model_copy(
+            done = _webhook(row[0], delivery_id).model_copy(
                 update={"status": status, "due_at": due_at, "last_error": last_error, "updated_at": updated_at}
             )
             conn.execute(

@@ -26,9 +26,20 @@ from repertory.core.tree import (
 )
 from repertory.errors import CommitConflict, StoreError
 from repertory.storage.queries import SqlDialect, owner_counts_query, session_counts_query, session_page_query
+from repertory.storage.readback import read_record, read_records
 from repertory.storage.sqlite.connection import SqliteBase, db_errors
 
-__all__ = ["INSERT_PIN", "SqliteTreeTables", "insert_events", "insert_rows", "write_session", "write_turn"]
+__all__ = [
+    "INSERT_PIN",
+    "SqliteTreeTables",
+    "insert_events",
+    "insert_rows",
+    "session_of",
+    "sessions_of",
+    "turns_of",
+    "write_session",
+    "write_turn",
+]
 
 INSERT_PIN = "INSERT OR IGNORE INTO history_pins (revision_id, thread_id) VALUES (?, ?)"
 """Where a thread's lineage joins history it did not write (``repertory.storage.history_gc``)."""
@@ -154,6 +165,21 @@ def write_session(conn: sqlite3.Connection, session: SessionRecord) -> None:
         raise StoreError(f"no session {session.session_id!r} to update")
 
 
+def session_of(raw: str, session_id: str) -> SessionRecord:
+    """A stored session row's record (``repertory.storage.readback``: metadata that cannot be read is left out)."""
+    return read_record(SessionRecord, raw, what="session", row_id=session_id, droppable=("metadata",))
+
+
+def sessions_of(rows: Sequence[Sequence[Any]]) -> list[SessionRecord]:
+    """The records of ``(session_id, record)`` rows; one that cannot be read back is skipped and logged."""
+    return read_records(SessionRecord, ((r[0], r[1]) for r in rows), what="session", droppable=("metadata",))
+
+
+def turns_of(rows: Sequence[Sequence[Any]]) -> list[TurnRecord]:
+    """The records of ``(submission_id, record)`` rows; one that cannot be read back is skipped and logged."""
+    return read_records(TurnRecord, ((r[0], r[1]) for r in rows), what="turn")
+
+
 def _event(row: Sequence[Any]) -> SessionEvent:
     return SessionEvent(
         session_id=row[0], seq=row[1], submission_id=row[2], type=row[3], at=row[4], data=json.loads(row[5])
@@ -192,7 +218,7 @@ class SqliteTreeTables(SqliteBase):
         """A copy of the session row."""
         self._check_open()
         row = self._writer.execute("SELECT record FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
-        return None if row is None else SessionRecord.model_validate_json(row[0])
+        return None if row is None else session_of(row[0], session_id)
 
     async def update_session(self, session: SessionRecord) -> None:
         """Rewrite the session's title, model, cwd and updated_at (it must exist), in one statement."""
@@ -214,7 +240,7 @@ class SqliteTreeTables(SqliteBase):
             row = conn.execute("SELECT record FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
             if row is None:
                 raise StoreError(f"no session {session_id!r} to amend")
-            stored = SessionRecord.model_validate_json(row[0])
+            stored = session_of(row[0], session_id)
             record = SessionRecord.model_validate({**stored.model_dump(), **changes})
             conn.execute("UPDATE sessions SET record = ? WHERE session_id = ?", (record.model_dump_json(), session_id))
             return record
@@ -226,18 +252,19 @@ class SqliteTreeTables(SqliteBase):
         rows = await self.read(
             "list_children",
             lambda c: c.execute(
-                "SELECT record FROM sessions WHERE parent_id = ? ORDER BY rowid", (parent_id,)
+                "SELECT session_id, record FROM sessions WHERE parent_id = ? ORDER BY rowid", (parent_id,)
             ).fetchall(),
         )
-        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+        return sessions_of(rows)
 
     async def list_sessions(self, *, roots_only: bool = False, limit: int | None = None) -> list[SessionRecord]:
         """Sessions oldest first, optionally only roots, capped."""
-        sql = "SELECT record FROM sessions" + (" WHERE parent_id IS NULL" if roots_only else "") + " ORDER BY rowid"
+        sql = "SELECT session_id, record FROM sessions" + (" WHERE parent_id IS NULL" if roots_only else "")
+        sql += " ORDER BY rowid"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         rows = await self.read("list_sessions", lambda c: c.execute(sql).fetchall())
-        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+        return sessions_of(rows)
 
     async def page_sessions(
         self,
@@ -262,7 +289,7 @@ class SqliteTreeTables(SqliteBase):
             owner=owner,
         )
         rows = await self.read("page_sessions", lambda c: c.execute(sql, params).fetchall())
-        return [SessionRecord.model_validate_json(r[0]) for r in rows]
+        return sessions_of(rows)
 
     async def session_counts(self, *, owner: str | None = None) -> dict[SessionStatus, int]:
         """Running, suspended and error counts from the open-turn and resting-run partial indexes (of ``owner``'s).
@@ -328,24 +355,27 @@ class SqliteTreeTables(SqliteBase):
         """A copy of the turn."""
         self._check_open()
         row = self._writer.execute("SELECT record FROM turns WHERE submission_id = ?", (submission_id,)).fetchone()
-        return None if row is None else TurnRecord.model_validate_json(row[0])
+        return None if row is None else read_record(TurnRecord, row[0], what="turn", row_id=submission_id)
 
     async def list_turns(self, session_id: str, statuses: Sequence[TurnStatus] | None = None) -> list[TurnRecord]:
         """Turns in queue order; with ``statuses``, only those (a small, inline query)."""
         if statuses is not None:
             self._check_open()
             marks = ", ".join("?" for _ in statuses) or "NULL"
+            sql = f"SELECT submission_id, record FROM turns WHERE session_id = ? AND status IN ({marks}) ORDER BY seq"
             with db_errors("list_turns"):
                 rows = self._writer.execute(
-                    f"SELECT record FROM turns WHERE session_id = ? AND status IN ({marks}) ORDER BY seq",
+                    sql,
                     (session_id, *statuses),
                 ).fetchall()
-            return [TurnRecord.model_validate_json(r[0]) for r in rows]
+            return turns_of(rows)
         rows = await self.read(
             "list_turns",
-            lambda c: c.execute("SELECT record FROM turns WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall(),
+            lambda c: c.execute(
+                "SELECT submission_id, record FROM turns WHERE session_id = ? ORDER BY seq", (session_id,)
+            ).fetchall(),
         )
-        return [TurnRecord.model_validate_json(r[0]) for r in rows]
+        return turns_of(rows)
 
     async def list_open_turns(self) -> list[TurnRecord]:
         """Queued and running turns of every session (uses the partial index)."""
@@ -353,10 +383,11 @@ class SqliteTreeTables(SqliteBase):
         rows = await self.read(
             "list_open_turns",
             lambda c: c.execute(
-                f"SELECT record FROM turns WHERE status IN ({marks}) ORDER BY session_id, seq", OPEN_TURN_STATUSES
+                f"SELECT submission_id, record FROM turns WHERE status IN ({marks}) ORDER BY session_id, seq",
+                OPEN_TURN_STATUSES,
             ).fetchall(),
         )
-        return [TurnRecord.model_validate_json(r[0]) for r in rows]
+        return turns_of(rows)
 
     async def append_events(self, events: Sequence[SessionEvent]) -> None:
         """Append gap-free events in one transaction."""

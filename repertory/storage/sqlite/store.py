@@ -44,6 +44,7 @@ from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES
 from repertory.storage.history_gc import commit_pins, head_move_pins
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.queries import runs_query
+from repertory.storage.readback import read_record, read_records
 from repertory.storage.sqlite._delete import delete_sessions
 from repertory.storage.sqlite._history import INSERT_REVISIONS, HistoryRows, history_rows, write_history
 from repertory.storage.sqlite._memory_tables import SqliteMemoryTables
@@ -255,7 +256,7 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         self._check_open()
         with db_errors("load_run"):
             row = self._writer.execute("SELECT state FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return None if row is None else RunState.model_validate_json(row[0])
+        return None if row is None else read_record(RunState, row[0], what="run", row_id=run_id)
 
     async def list_runs(
         self, thread_id: str | None = None, *, statuses: Sequence[RunStatus] | None = None, limit: int | None = None
@@ -268,8 +269,8 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         """
         sql, params = runs_query(thread_id, statuses, limit, "?")
 
-        def query(conn: sqlite3.Connection) -> list[str]:
-            return [r[0] for r in conn.execute(sql, params).fetchall()]
+        def query(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            return conn.execute(sql, params).fetchall()
 
         if thread_id is not None and (statuses is not None or limit is not None):
             self._check_open()
@@ -277,7 +278,7 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
                 rows = query(self._writer)
         else:
             rows = await self.read("list_runs", query)
-        return [RunState.model_validate_json(r) for r in rows]
+        return read_records(RunState, rows, what="run")
 
     async def delete_run(self, run_id: str) -> None:
         """Remove the run row only."""

@@ -23,6 +23,8 @@ plain pytest class to subclass; the subclass supplies the store with a fixture a
 - ``HeadConformance``: ``TreeStore.move_head``, the head moves no run makes (forks, rewinds).
 - ``MemoryConformance``: the long-term memory tables (``MemoryStore``).
 - ``TimeConformance``: timers, schedules and webhook deliveries (``TimeStore``).
+- ``ReadbackConformance``: a row that cannot be read back as written (too deep, a field broken,
+  no JSON) never fails a listing and stays deletable (needs a probe that writes rows by hand).
 
 The ``store`` fixture yields an open, empty store per test and closes it afterwards; some tests
 close it themselves, so closing twice must be harmless (it is part of the contract). The tests are
@@ -51,6 +53,7 @@ from repertory.testing.conformance.probe import (
     ProbeUnsupported,
     StoreProbe,
 )
+from repertory.testing.conformance.readback import ReadbackConformance
 from repertory.testing.conformance.store import StoreConformance
 from repertory.testing.conformance.time import TimeConformance
 from repertory.testing.conformance.tree import TreeConformance
@@ -64,6 +67,7 @@ __all__ = [
     "InjectedFailure",
     "MemoryConformance",
     "ProbeUnsupported",
+    "ReadbackConformance",
     "StoreConformance",
     "StoreProbe",
     "TimeConformance",

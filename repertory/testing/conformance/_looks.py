@@ -15,7 +15,7 @@ from typing import NoReturn
 import pytest
 
 from repertory.core.store import SessionStore
-from repertory.testing.conformance.probe import HistoryWrites, ProbeUnsupported, StoreProbe
+from repertory.testing.conformance.probe import HistoryWrites, ProbeUnsupported, RecordTable, StoreProbe
 
 __all__ = ["Conformance", "Looks"]
 
@@ -87,6 +87,15 @@ class Looks:
         """``probe.fail_at_commit`` around the block; the test is skipped when the probe cannot."""
         async with self._required("fail a transaction at COMMIT", lambda p: p.fail_at_commit()) as failure:
             yield failure
+
+    async def overwrite_record(self, table: RecordTable, row_id: str, raw: str) -> None:
+        """``probe.overwrite_record``; the test is skipped when the probe cannot write a row by hand."""
+        if self.probe is None:
+            _skip("overwrite a stored record", "no probe was supplied")
+        try:
+            await self.probe.overwrite_record(table, row_id, raw)
+        except ProbeUnsupported as exc:
+            _skip("overwrite a stored record", exc)
 
     async def reopen(self) -> SessionStore:
         """``probe.reopen()``; the test is skipped when the probe cannot (the data dies with the store)."""

@@ -16,6 +16,7 @@ from repertory.testing.conformance.probe import (
     HistoryWrites,
     InjectedFailure,
     ProbeUnsupported,
+    RecordTable,
 )
 
 __all__ = ["InMemoryProbe"]
@@ -63,6 +64,10 @@ class InMemoryProbe:
     def fail_at_commit(self) -> contextlib.AbstractAsyncContextManager[type[BaseException]]:
         """Unsupported: the in-memory store has no transactions to fail at commit."""
         raise ProbeUnsupported("the in-memory store has no transactions to fail at commit")
+
+    async def overwrite_record(self, table: RecordTable, row_id: str, raw: str) -> None:
+        """Through ``InMemorySessionStore.replace_record``."""
+        self.store.replace_record(table, row_id, raw)
 
     async def reopen(self) -> InMemorySessionStore:
         """Unsupported: the in-memory store's data dies with it."""

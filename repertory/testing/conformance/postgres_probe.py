@@ -16,10 +16,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
+from psycopg import sql as pgsql
 
 from repertory.errors import StoreError
 from repertory.storage.postgres.store import PostgresSessionStore
-from repertory.testing.conformance.probe import INJECTED_FAILURE, HistoryWrites
+from repertory.testing.conformance.probe import INJECTED_FAILURE, RECORD_COLUMNS, HistoryWrites, RecordTable
 
 __all__ = ["PostgresProbe"]
 
@@ -126,6 +127,18 @@ class PostgresProbe:
             yield StoreError
         finally:
             await self._execute(undo)
+
+    async def overwrite_record(self, table: RecordTable, row_id: str, raw: str) -> None:
+        """``UPDATE`` the row's JSON column (``text``, so any text goes) on a connection of the probe's own."""
+        key, column = RECORD_COLUMNS[table]
+        async with await psycopg.AsyncConnection.connect(self.store.reopen_url, autocommit=True) as conn:
+            cur = await conn.execute(
+                pgsql.SQL("UPDATE repertory.{} SET {} = %s WHERE {} = %s").format(
+                    pgsql.Identifier(table), pgsql.Identifier(column), pgsql.Identifier(key)
+                ),
+                (raw, row_id),
+            )
+            assert cur.rowcount == 1, f"no {table} row {row_id!r} to overwrite"
 
     async def reopen(self) -> PostgresSessionStore:
         """Open the same database again with the same group-commit setting; this probe then looks at it."""

@@ -16,14 +16,35 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from repertory.core.store import SessionStore
 
-__all__ = ["INJECTED_FAILURE", "HistoryWrites", "InjectedFailure", "ProbeUnsupported", "StoreProbe"]
+__all__ = [
+    "INJECTED_FAILURE",
+    "RECORD_COLUMNS",
+    "HistoryWrites",
+    "InjectedFailure",
+    "ProbeUnsupported",
+    "RecordTable",
+    "StoreProbe",
+]
 
 INJECTED_FAILURE = "injected failure"
 """Text the error of an injected failure must contain, so a test can tell it from a real one."""
+
+
+RecordTable = Literal["sessions", "turns", "runs", "schedules", "webhooks"]
+"""The tables whose rows hold a record's JSON, which ``StoreProbe.overwrite_record`` can replace."""
+
+RECORD_COLUMNS: dict[RecordTable, tuple[str, str]] = {
+    "sessions": ("session_id", "record"),
+    "turns": ("submission_id", "record"),
+    "runs": ("run_id", "state"),
+    "schedules": ("schedule_id", "record"),
+    "webhooks": ("delivery_id", "record"),
+}
+"""Each record table's key column and JSON column, the same in the SQLite and PostgreSQL schemas."""
 
 
 class ProbeUnsupported(NotImplementedError):
@@ -82,6 +103,14 @@ class StoreProbe(Protocol):
         Every statement succeeds and only the commit fails, so a store that shares one transaction
         between concurrent callers (group commit) must fail every one of them. A store without
         transactions raises ``ProbeUnsupported``.
+        """
+
+    async def overwrite_record(self, table: RecordTable, row_id: str, raw: str) -> None:
+        """Replace the stored JSON of one existing row with ``raw``, bypassing every check the store makes.
+
+        What a hand edit, a bug or an older version may have left: text nested deeper than the
+        store's parser reads, a field that no longer validates, text that is no JSON at all. The
+        readback suite writes such rows and checks that listings go on and the row stays deletable.
         """
 
     async def reopen(self) -> SessionStore:

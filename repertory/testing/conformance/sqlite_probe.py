@@ -15,7 +15,13 @@ from collections.abc import AsyncIterator
 
 from repertory.errors import StoreError
 from repertory.storage.sqlite.store import SqliteSessionStore
-from repertory.testing.conformance.probe import INJECTED_FAILURE, HistoryWrites, ProbeUnsupported
+from repertory.testing.conformance.probe import (
+    INJECTED_FAILURE,
+    RECORD_COLUMNS,
+    HistoryWrites,
+    ProbeUnsupported,
+    RecordTable,
+)
 
 __all__ = ["SqliteProbe"]
 
@@ -95,6 +101,12 @@ class SqliteProbe:
             conn.execute(f"PRAGMA foreign_keys = {'ON' if enforced else 'OFF'}")
             conn.execute("DROP TABLE IF EXISTS temp.repertory_probe_child")
             conn.execute("DROP TABLE IF EXISTS temp.repertory_probe_parent")
+
+    async def overwrite_record(self, table: RecordTable, row_id: str, raw: str) -> None:
+        """``UPDATE`` the row's JSON column on the writer connection (an unknown row is an ``AssertionError``)."""
+        key, column = RECORD_COLUMNS[table]
+        changed = self._conn.execute(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (raw, row_id)).rowcount
+        assert changed == 1, f"no {table} row {row_id!r} to overwrite"
 
     async def reopen(self) -> SqliteSessionStore:
         """Open the same file again with the same settings; this probe then looks at the new store."""
