@@ -9,6 +9,9 @@ left open) and uvicorn serves until Ctrl-C, after which the runtime closes clean
 come from ``REPERTORY_API_KEYS`` and ``REPERTORY_ADMIN_KEYS`` (whitespace-separated), which keeps
 them out of ``ps``. ``--otlp-endpoint URL`` (or ``OTEL_EXPORTER_OTLP_ENDPOINT``) exports OpenTelemetry
 spans, the server's own and, with ``--backend ray``, its session hosts' (see ``repertory.tracing``).
+A connection that has not sent a whole request head within ``--header-timeout`` (10 s) is answered
+408 and closed, one whose body has not arrived within ``--body-timeout`` (30 s) is closed, and an
+idle one is closed after ``--keep-alive`` (5 s) (``repertory.http.timeouts``).
 """
 
 from __future__ import annotations
@@ -82,10 +85,13 @@ async def _serve(
     log_level: str,
     ui_only: bool = False,
     otlp_endpoint: str | None = None,
+    timeouts: tuple[float, float, float] = (10.0, 30.0, 5.0),
 ) -> None:
     import uvicorn
 
     from repertory.http import create_app
+    from repertory.http.limits import ServerLimits
+    from repertory.http.timeouts import http_protocol
     from repertory.http.ui import ui_only_app
     from repertory.tree.agent_specs import AgentSpec
     from repertory.tree.runtime import Runtime
@@ -93,20 +99,24 @@ async def _serve(
     # On Ray each host imports the agents from their path itself (nothing about them must pickle).
     specs: dict[str, AgentSpec] = {name: agents_path for name in agents} if backend == "ray" else dict(agents)
     options = otlp_runtime_options(backend, otlp_endpoint)
+    header_s, body_s, keep_alive_s = timeouts
+    limits = ServerLimits(
+        max_body_bytes=max_body_bytes,
+        max_streams_per_key=max_streams,
+        header_timeout_s=header_s,
+        body_timeout_s=body_s,
+        keep_alive_s=keep_alive_s,
+    )
     runtime = await Runtime.start(store=store, backend="ray" if backend == "ray" else "local", agents=specs, **options)
     try:
         if ui_only:
-            app = ui_only_app(runtime, keys or None, admin_keys=admins or None)
+            app = ui_only_app(runtime, keys or None, admin_keys=admins or None, limits=limits)
         else:
-            app = create_app(
-                runtime,
-                keys or None,
-                max_body_bytes=max_body_bytes,
-                max_streams_per_key=max_streams,
-                cors_origins=cors,
-                admin_keys=admins or None,
-            )
-        config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=5, lifespan="on")
+            app = create_app(runtime, keys or None, cors_origins=cors, admin_keys=admins or None, limits=limits)
+        # The request head, body and idle timeouts (repertory.http.timeouts); uvicorn has only the last.
+        config = uvicorn.Config(
+            app, http=http_protocol(limits), log_level=log_level, timeout_graceful_shutdown=5, lifespan="on"
+        )
         server = uvicorn.Server(config)
         host, port = sock.getsockname()[:2]
         what = "repertory ui" if ui_only else "repertory serve"
@@ -143,6 +153,24 @@ OtlpEndpointOption = Annotated[
         help="Send OpenTelemetry spans to this OTLP/HTTP collector (http://localhost:4318); "
         "default: OTEL_EXPORTER_OTLP_ENDPOINT, else no export.",
     ),
+]
+
+
+HeaderTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--header-timeout",
+        min=0.1,
+        help="Seconds a connection has to send a whole request head (then 408 and closed).",
+    ),
+]
+BodyTimeoutOption = Annotated[
+    float,
+    typer.Option("--body-timeout", min=0.1, help="Seconds a request has to send its whole body (then closed)."),
+]
+KeepAliveOption = Annotated[
+    float,
+    typer.Option("--keep-alive", min=0.1, help="Seconds an idle connection is kept open between requests."),
 ]
 
 
@@ -190,6 +218,9 @@ def serve(
         ),
     ] = None,
     otlp_endpoint: OtlpEndpointOption = None,
+    header_timeout: HeaderTimeoutOption = 10.0,
+    body_timeout: BodyTimeoutOption = 30.0,
+    keep_alive: KeepAliveOption = 5.0,
 ) -> None:
     """Serve the runtime over HTTP: LangGraph's API (langgraph-sdk, agent-chat-ui) with OpenAPI at /openapi.json.
 
@@ -210,6 +241,7 @@ def serve(
         webhook_secret=webhook_secret,
         admin_key=admin_key or [],
         otlp_endpoint=otlp_endpoint,
+        timeouts=(header_timeout, body_timeout, keep_alive),
     )
 
 
@@ -237,6 +269,9 @@ def ui(
         ),
     ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn's log level.")] = "info",
+    header_timeout: HeaderTimeoutOption = 10.0,
+    body_timeout: BodyTimeoutOption = 30.0,
+    keep_alive: KeepAliveOption = 5.0,
 ) -> None:
     """Serve the web UI alone (sessions, approvals, live runs) at /ui/; `serve` has it too, beside the API."""
     _run(
@@ -252,6 +287,7 @@ def ui(
         log_level,
         ui_only=True,
         admin_key=admin_key or [],
+        timeouts=(header_timeout, body_timeout, keep_alive),
     )
 
 
@@ -271,6 +307,7 @@ def _run(
     webhook_secret: str | None = None,
     admin_key: list[str] | None = None,
     otlp_endpoint: str | None = None,
+    timeouts: tuple[float, float, float] = (10.0, 30.0, 5.0),
 ) -> None:
     """What ``serve`` and ``ui`` share: check, bind, start the runtime, serve until Ctrl-C."""
     if backend not in ("local", "ray"):
@@ -304,6 +341,7 @@ def _run(
                 log_level,
                 ui_only,
                 otlp_endpoint,
+                timeouts,
             )
         )
     except KeyboardInterrupt:

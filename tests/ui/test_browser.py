@@ -24,7 +24,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 ALICE_P = Principal.user("alice")
 
 
-async def test_login_stores_the_key_in_a_strict_http_only_cookie(page: Page, shots: Path) -> None:
+async def test_login_keeps_a_session_id_in_a_strict_http_only_cookie(page: Page, shots: Path) -> None:
     await page.goto("/ui/approvals")
     await expect(page).to_have_url(re.compile(r"/ui/login\?next=%2Fui%2Fapprovals$"))
     await page.get_by_label("API key").fill("not-a-key")
@@ -35,8 +35,9 @@ async def test_login_stores_the_key_in_a_strict_http_only_cookie(page: Page, sho
     await page.get_by_role("button", name="Log in").click()
     await expect(page).to_have_url(re.compile(r"/ui/approvals$"))
     await expect(page.get_by_role("heading", name="Approvals")).to_be_visible()
-    cookie = next(c for c in await page.context.cookies() if c["name"] == "repertory_key")
+    cookie = next(c for c in await page.context.cookies() if c["name"] == "repertory_session")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/ui"
+    assert ALICE not in cookie["value"]  # a server-side session's id, never the key
     assert await page.evaluate("document.cookie") == ""  # nothing a script can read
     await page.get_by_role("button", name="Log out").click()
     await expect(page).to_have_url(re.compile(r"/ui/login$"))

@@ -31,9 +31,11 @@ async def test_every_form_post_needs_the_pages_token_and_origin(ui_server: UiSer
         sent = await client.post(send, data={"message": "hello", "csrf": token})
         assert sent.status_code == 303
         assert len(await ui_server.runtime.store.list_turns(handle.id)) == 1
-        # Another browser (no CSRF cookie of its own) cannot reuse this one's token.
+        # The key itself is no cookie of this UI; and another login's session cannot use this one's token.
         async with httpx.AsyncClient(base_url=ui_server.url, cookies={"repertory_key": ALICE}) as stranger:
-            assert (await stranger.post(send, data={"message": "hi", "csrf": token})).status_code == 403
+            assert (await stranger.post(send, data={"message": "hi", "csrf": token})).status_code == 401
+        async with logged_in(ui_server.url) as (other_login, _):
+            assert (await other_login.post(send, data={"message": "hi", "csrf": token})).status_code == 403
 
 
 async def test_pages_need_a_login_and_login_goes_back_only_to_this_ui(ui_server: UiServer) -> None:

@@ -18,7 +18,14 @@ Routes, relative to where the app is mounted (``/ui``): ``/`` sessions, ``/sessi
 
 Tenancy (``access``): every route shows and acts on only what the logged-in key's ``Caller`` sees;
 another owner's session, its stream, its decisions and its runs are 404 as if they did not exist,
-and lists, counts, the inbox and the plots leave them out.
+and lists, counts, the inbox and the plots leave them out; a ``before=`` cursor or a fork's
+revision naming another owner's session answers what a missing one does.
+
+Bounds (``ServerLimits``): a request body is at most ``max_body_bytes`` (413, checked before a
+form is read; ``ui_only_app`` wraps the app in ``BodyLimit`` as ``create_app`` does); a live view
+holds one of its key's ``max_streams_per_key`` stream slots, shared with the API's streams (the
+one past it is refused with a ``refused`` event the page shows); logins are server-side sessions
+(``access``, ``logins``).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
@@ -43,14 +50,15 @@ from repertory.core.ids import now_ms
 from repertory.core.principal import Principal
 from repertory.core.state import RunState
 from repertory.core.tree import SessionRecord, SessionStatus
-from repertory.errors import RepertoryError, RunNotFound, SessionNotFound
-from repertory.http.auth import ApiKeys
+from repertory.errors import RepertoryError, RevisionNotFound, RunNotFound, SessionNotFound
+from repertory.http.auth import ApiKeys, BodyLimit, StreamSlots
 from repertory.http.errors import HttpError, status_for
+from repertory.http.limits import DEFAULT_LIMITS, ServerLimits
 from repertory.http.ui import plots
-from repertory.http.ui.access import CSRF_COOKIE, KEY_COOKIE, Access, Viewer
+from repertory.http.ui.access import CSRF_COOKIE, SESSION_COOKIE, Access, Viewer
 from repertory.http.ui.conversation import MessageView, accepted_input, conversation, origin_label, pretty
 from repertory.http.ui.decisions import RECORD_WAIT_S, Action, Decider, Outcome
-from repertory.http.ui.live import live_events, resume_point
+from repertory.http.ui.live import LiveResponse, live_events, refused, resume_point
 from repertory.http.ui.reads import (
     ACTIVITY_RUNS,
     inbox,
@@ -129,7 +137,10 @@ def _is_htmx(request: Request) -> bool:
 
 
 async def _form(request: Request) -> dict[str, str]:
-    """The posted form (``application/x-www-form-urlencoded``, what every form here sends)."""
+    """The posted form (``application/x-www-form-urlencoded``, what every form here sends).
+
+    Its size was checked before it is read: ``BodyLimit`` wraps every app this UI is served in.
+    """
     kind = request.headers.get("content-type", "").split(";")[0].strip()
     if kind not in ("application/x-www-form-urlencoded", ""):
         raise HttpError("forms are posted as application/x-www-form-urlencoded", status=415)
@@ -148,12 +159,28 @@ class _LoginNeeded(Exception):
     pass
 
 
-class WebUI:
-    """The web UI over one runtime; ``app`` is the ASGI app to mount (``create_app`` mounts it at ``/ui``)."""
+async def _nothing() -> None:
+    return None
 
-    def __init__(self, runtime: Runtime, keys: ApiKeys) -> None:
+
+class WebUI:
+    """The web UI over one runtime; ``app`` is the ASGI app to mount (``create_app`` mounts it at ``/ui``).
+
+    ``slots`` counts its live views against the same per-key bound as the API's streams (the one
+    ``create_app`` holds); without one the UI counts its own, ``limits.max_streams_per_key`` a key.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        keys: ApiKeys,
+        *,
+        limits: ServerLimits = DEFAULT_LIMITS,
+        slots: StreamSlots | None = None,
+    ) -> None:
         self.runtime = runtime
-        self.access = Access(keys)
+        self.access = Access(keys, limits)
+        self.slots = slots if slots is not None else StreamSlots(limits.max_streams_per_key)
         self.decider = Decider(runtime)
         self.env = _environment()
         self._background: set[asyncio.Task[Any]] = set()
@@ -209,9 +236,11 @@ class WebUI:
         return viewer
 
     async def _posted(self, request: Request) -> tuple[Viewer, dict[str, str]]:
+        """The viewer and its form; a post from nobody logged in is refused before its body is read."""
+        viewer = self._viewer(request)
         form = await _form(request)
-        self.access.check_post(request.cookies, request.headers, form.get("csrf"))
-        return self._viewer(request), form
+        self.access.check_post(request.headers, form.get("csrf"), viewer.csrf)
+        return viewer, form
 
     async def _record(self, viewer: Viewer, session_id: str) -> SessionRecord:
         """The session's record; ``SessionNotFound`` (404) when there is none or the viewer may not see it."""
@@ -249,11 +278,11 @@ class WebUI:
 
         @app.get("/static/{name}", include_in_schema=False)
         async def static(name: str) -> Response:
+            # nosniff: a browser runs these only as the type they are served as.
             if name not in _STATIC:
-                return Response("not found", status_code=404)
-            return FileResponse(
-                _HERE / "static" / name, media_type=_STATIC[name], headers={"Cache-Control": "max-age=3600"}
-            )
+                return Response("not found", status_code=404, headers={"X-Content-Type-Options": "nosniff"})
+            headers = {"Cache-Control": "max-age=3600", "X-Content-Type-Options": "nosniff"}
+            return FileResponse(_HERE / "static" / name, media_type=_STATIC[name], headers=headers)
 
         @app.get("/login")
         async def login_form(request: Request, next: str | None = None) -> Response:
@@ -265,33 +294,39 @@ class WebUI:
         @app.post("/login")
         async def login(request: Request) -> Response:
             form = await _form(request)
-            self.access.check_post(request.cookies, request.headers, form.get("csrf"))
+            self.access.check_post(request.headers, form.get("csrf"), self.access.login_token(request.cookies))
             base = request.scope.get("root_path", "")
             key = form.get("key", "").strip()
             try:
-                self.access.caller_for_key(key)
-            except HttpError:
+                session_id = self.access.log_in(key, request.client.host if request.client else None)
+            except HttpError as exc:
                 viewer = self.access.anonymous_viewer(request.cookies)
-                return self._html(
+                blocked = exc.status == 429  # too many wrong keys from this address: say so, and for how long
+                response = self._html(
                     request,
                     viewer,
                     "login.html",
-                    code=403,
+                    code=429 if blocked else 403,
                     next=form.get("next", ""),
-                    error="That key is not valid.",
+                    error=str(exc) if blocked else "That key is not valid.",
                     anonymous=True,
                 )
+                if blocked and isinstance(exc.details.get("retry_after"), int):
+                    response.headers["Retry-After"] = str(exc.details["retry_after"])
+                return response
             response = RedirectResponse(_safe_next(form.get("next"), base), status_code=303)
-            self._cookie(response, request, KEY_COOKIE, key)
+            self._cookie(response, request, SESSION_COOKIE, session_id)
+            # A new browser secret: the token this browser was shown before logging in is void now.
+            self._cookie(response, request, CSRF_COOKIE, self.access.new_browser_secret())
             return response
 
         @app.post("/logout")
         async def logout(request: Request) -> Response:
-            form = await _form(request)
-            self.access.check_post(request.cookies, request.headers, form.get("csrf"))
+            await self._posted(request)
+            self.access.log_out(request.cookies)  # the session is closed here, not only forgotten by the browser
             base = request.scope.get("root_path", "")
             response = RedirectResponse(f"{base}/login", status_code=303)
-            response.delete_cookie(KEY_COOKIE, path=base or "/", httponly=True, samesite="strict")
+            response.delete_cookie(SESSION_COOKIE, path=base or "/", httponly=True, samesite="strict")
             return response
 
         @app.get("/")
@@ -308,15 +343,19 @@ class WebUI:
             store = self.runtime.store
             limit = min(max(limit, 1), 200)
             wanted: SessionStatus | None = next((s for s in _STATUSES if s == status), None)
-            records = await store.page_sessions(
-                before=before or None,
-                limit=limit + 1,
-                roots_only=scope != "all",
-                agent=agent or None,
-                status=wanted,
-                search=q.strip() or None,
-                owner=viewer.owner,
-            )
+            records: list[SessionRecord] = []
+            # A cursor naming a session this viewer does not see pages like one naming no session
+            # (nothing before it), so the listing never tells another owner's ids from missing ones.
+            if not before or viewer.sees(await store.load_session(before)):
+                records = await store.page_sessions(
+                    before=before or None,
+                    limit=limit + 1,
+                    roots_only=scope != "all",
+                    agent=agent or None,
+                    status=wanted,
+                    search=q.strip() or None,
+                    owner=viewer.owner,
+                )
             more = len(records) > limit
             records = records[:limit]
             rows, counts = await asyncio.gather(session_rows(store, records), store.session_counts(owner=viewer.owner))
@@ -345,15 +384,16 @@ class WebUI:
             return self._html(request, viewer, "session.html", **await self._session_context(viewer, session_id))
 
         @app.get("/sessions/{session_id}/conversation")
-        async def conversation_fragment(request: Request, session_id: str) -> Response:
+        async def conversation_fragment(request: Request, session_id: str, after: str | None = None) -> Response:
+            # ``after``: the page holds the conversation up to that revision, settled; only what follows is sent.
             viewer = self._viewer(request)
-            ctx = await self._session_context(viewer, session_id)
+            ctx = await self._session_context(viewer, session_id, after=after or None)
             return self._html(request, viewer, "_conversation.html", **ctx)
 
         @app.get("/sessions/{session_id}/panel")
         async def panel_fragment(request: Request, session_id: str) -> Response:
             viewer = self._viewer(request)
-            ctx = await self._session_context(viewer, session_id)
+            ctx = await self._session_context(viewer, session_id, items=False)
             return self._html(request, viewer, "_panel.html", **ctx)
 
         @app.get("/sessions/{session_id}/live")
@@ -361,13 +401,17 @@ class WebUI:
             viewer = self._viewer(request)
             handle = await self._handle(viewer, session_id)
             start = resume_point(request.headers.get("last-event-id"), after)
-            stream = live_events(handle, self.runtime.store, start, self._items_html)
-            response = StreamingResponse(
-                stream,
-                media_type="text/event-stream",
-                headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            who = viewer.caller.who
+            try:
+                self.slots.take(who)
+            except HttpError:
+                return refused(
+                    f"Live updates are off: your key already holds {self.slots.limit} open streams (live views "
+                    "and API streams together). Close one, then reload this page."
+                )
+            return LiveResponse(
+                live_events(handle, self.runtime.store, start, self._items_html), lambda: self.slots.give_back(who)
             )
-            return response
 
         @app.post("/sessions/{session_id}/send")
         async def send(request: Request, session_id: str) -> Response:
@@ -393,10 +437,14 @@ class WebUI:
             handle = await self._handle(viewer, session_id)
             title = form.get("title", "").strip() or None
             revision = form.get("revision") or None
-            if revision is not None and self.fork_at_revision:
-                child = await handle.fork(title=title, at_revision=revision)  # type: ignore[call-arg, unused-ignore]
-            else:
-                child = await handle.fork(title=title)
+            try:
+                if revision is not None and self.fork_at_revision:
+                    child = await handle.fork(title=title, at_revision=revision)  # type: ignore[call-arg, unused-ignore]
+                else:
+                    child = await handle.fork(title=title)
+            except RevisionNotFound:
+                # One answer whether the revision is unknown or another session's (another owner's, maybe).
+                raise RevisionNotFound(f"this session has no revision {revision!r}") from None
             base = request.scope.get("root_path", "")
             target = f"{base}/sessions/{quote(child.id)}"
             if _is_htmx(request):
@@ -461,12 +509,20 @@ class WebUI:
 
     # -- page data ------------------------------------------------------------------------------------
 
-    async def _session_context(self, viewer: Viewer, session_id: str) -> dict[str, Any]:
+    async def _session_context(
+        self, viewer: Viewer, session_id: str, *, items: bool = True, after: str | None = None
+    ) -> dict[str, Any]:
+        """What a session's page (or one of its fragments) shows.
+
+        ``items=False``: without the conversation (the panel and the send form do not show it,
+        and it is the costly part). ``after``: only the conversation after that revision, when it
+        is on the session's lineage (``after`` is then in the context; else the whole).
+        """
         store = self.runtime.store
         record = await self._record(viewer, session_id)
         row, history, pending, queued, last_seq = await asyncio.gather(
             session_row(store, record),
-            thread_history(store, session_id),
+            thread_history(store, session_id) if items else _nothing(),
             inbox(store, viewer.sees, session_id),
             store.list_turns(session_id, ["queued"]),
             store.last_event_seq(session_id),
@@ -474,10 +530,15 @@ class WebUI:
         tree, cut = await session_tree(store, record.root_id, viewer.sees)
         parent = await store.load_session(record.lineage.parent_id) if record.lineage.parent_id else None
         parent = parent if viewer.sees(parent) else None
+        shown: list[MessageView] = []
+        if items:
+            after = after if history is not None and after is not None and history.reaches(after) else None
+            shown = conversation(history, row.runs, after=after) + await self._accepted_inputs(session_id)
         return {
             "record": record,
             "row": row,
-            "items": conversation(history, row.runs) + await self._accepted_inputs(session_id),
+            "items": shown,
+            "after": after,
             "pending": pending,
             "queued": queued,
             "tree": tree,
@@ -619,13 +680,18 @@ def ui_only_app(
     api_keys: Mapping[str, Principal] | Iterable[str] | None = None,
     *,
     admin_keys: Mapping[str, Principal] | Iterable[str] | None = None,
+    limits: ServerLimits | None = None,
 ) -> Any:
     """An ASGI app serving the web UI alone at ``/ui`` (what ``repertory ui`` runs), ``/`` redirecting there.
 
     ``api_keys`` and ``admin_keys`` as ``create_app`` takes them (a key sees its owner's sessions,
-    an admin key every session); the HTTP API's routes are not served.
+    an admin key every session); the HTTP API's routes are not served. ``limits`` as
+    ``create_app`` takes them: a body over ``max_body_bytes`` is 413 before it is read, and a key
+    holds at most ``max_streams_per_key`` live views.
     """
-    ui = WebUI(runtime, ApiKeys(api_keys, admin_keys))
+    limits = limits or DEFAULT_LIMITS
+    keys = ApiKeys(api_keys, admin_keys, limits=limits)
+    ui = WebUI(runtime, keys, limits=limits)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -639,4 +705,4 @@ def ui_only_app(
         return RedirectResponse("/ui/", status_code=307)
 
     app.mount("/ui", ui.app)
-    return app
+    return BodyLimit(app, limits.max_body_bytes)

@@ -125,6 +125,14 @@ class MessageView:
     boundary: bool = False
     pending: bool = False  # a running turn's input, not yet in the history (``accepted_input``)
 
+    @property
+    def open(self) -> bool:
+        """Whether this message may still change on the page: a call without its result, or waiting."""
+        return self.pending or any(
+            c.result is None or c.waiting is not None or (c.approval is not None and c.approval.state == "waiting")
+            for c in self.calls
+        )
+
 
 def accepted_input(turn: TurnRecord) -> MessageView:
     """A running turn's input, shown before its run's first commit puts it in the history.
@@ -173,13 +181,19 @@ def _view(revision_id: str, entry_id: str, created_at: int, message: ModelMessag
 
 
 def conversation(
-    history: MessageHistory | None, runs: list[RunState], *, since_revision: str | None = None
+    history: MessageHistory | None,
+    runs: list[RunState],
+    *,
+    since_revision: str | None = None,
+    after: str | None = None,
 ) -> list[MessageView]:
-    """The messages of ``history``'s lineage (after ``since_revision``, if given), calls paired up.
+    """The messages of ``history``'s lineage (after ``since_revision`` or ``after``, if given), calls paired up.
 
     ``runs`` supply approval records and what the latest run still waits for. With
-    ``since_revision`` (a live update) results whose call came earlier stand alone: the page
-    re-renders the whole conversation when the run comes to rest.
+    ``since_revision`` (a live update: what one checkpoint added) results whose call came earlier
+    stand alone. With ``after`` (the page holds every message up to that revision, settled) the
+    results of calls up to it are left out, since the page shows them with their calls: the page
+    replaces what it shows after that revision with this, and nothing before it is sent again.
     """
     if history is None:
         return []
@@ -189,9 +203,15 @@ def conversation(
     if latest is not None and latest.status == "suspended":
         waiting = {p.tool_call_id: p for p in latest.pending}
     pairs = lineage(history)
-    if since_revision is not None:
+    settled: set[str] = set()  # calls at or before ``after``: their results are on the page already
+    cut = since_revision or after
+    if cut is not None:
         ids = [rev.id for rev, _ in pairs]
-        pairs = pairs[ids.index(since_revision) + 1 :] if since_revision in ids else pairs
+        if cut in ids:
+            at = ids.index(cut) + 1
+            if after is not None:
+                settled = {p.tool_call_id for _, entry in pairs[:at] for p in entry.message.tool_calls}
+            pairs = pairs[at:]
     views: list[MessageView] = []
     calls: dict[str, CallView] = {}
     for rev, entry in pairs:
@@ -206,7 +226,7 @@ def conversation(
             owner = calls.get(part.tool_call_id)
             if owner is not None:
                 owner.result = _result(part)
-            else:
+            elif part.tool_call_id not in settled:
                 view.results.append(_result(part))
         if view.kind == "tool" and not view.results and not view.text:
             continue  # every result is shown with its call

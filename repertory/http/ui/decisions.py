@@ -41,6 +41,7 @@ Action = Literal["approve", "reject", "resume"]
 _log = logging.getLogger("repertory.http.ui")
 RECORD_WAIT_S = 10.0
 """How long a page waits for a decision to be committed before it answers anyway."""
+_GONE = "This call was already decided elsewhere; the list now shows what still waits."
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,11 @@ class Decider:
         """Decide the call ``tool_call_id`` of run ``run_id`` on ``handle``'s session (see the module docstring)."""
         key = (run_id, tool_call_id)
         if key in self._claimed:
+            # Only a call of this session is said to be in flight: another session's (another
+            # owner's, maybe) answers like any call that is not this session's to decide.
+            run = await self.store.load_run(run_id)
+            if run is None or run.thread_id != handle.id:
+                return Outcome("raced", _GONE)
             return Outcome("raced", "Someone else is deciding this call right now; the page shows what they decided.")
         # Claimed before the first await, so a second request for the call cannot slip in between.
         self._claimed.add(key)
@@ -126,7 +132,7 @@ class Decider:
         run = await self.store.load_run(run_id)
         on = run.suspended_on if run is not None and run.status == "suspended" else None
         if run is None or run.thread_id != handle.id or on is None or on.tool_call_id != tool_call_id:
-            return Outcome("raced", "This call was already decided elsewhere; the list now shows what still waits.")
+            return Outcome("raced", _GONE)
         wanted = "suspend" if action == "resume" else "approval"
         if on.kind != wanted:
             return Outcome("invalid", f"This call waits for {'an answer' if on.kind == 'suspend' else 'approval'}.")

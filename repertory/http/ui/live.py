@@ -12,7 +12,12 @@ What the page receives (each ``data`` one line of JSON):
 - ``items``: ``{"html": ...}``, the messages a checkpoint added, rendered like the page renders
   them (the page skips those it already shows, by element id);
 - ``status``: ``{"type": ..., "rest": bool}``; at rest (a turn completed, the run suspended) the
-  page reloads the conversation and its panels, so results sit with their calls again.
+  page reloads its panel and what of the conversation may have changed: the messages from the
+  first one still open (a call without its result, an approval waiting) on, so results sit with
+  their calls again (``/conversation?after=<the last settled revision>``), never the whole;
+- ``refused``: ``{"message": ...}``, the only event, when the viewer's key already holds its
+  ``max_streams_per_key`` open streams (the API's and the UI's count together): the page says so
+  and stops; the stream ends at once and asks a reconnecting client to wait a minute.
 
 A comment line every ``HEARTBEAT_S`` keeps proxies from closing an idle stream.
 """
@@ -24,16 +29,45 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from fastapi.responses import StreamingResponse
+
 from repertory.core.store import TreeStore
 from repertory.core.tree import SessionEvent
 from repertory.http.sse import EventFeed
 from repertory.http.ui.conversation import conversation
 from repertory.tree.handle import SessionHandle
 
-__all__ = ["HEARTBEAT_S", "live_events", "resume_point"]
+__all__ = ["HEARTBEAT_S", "LiveResponse", "live_events", "refused", "resume_point"]
 
 HEARTBEAT_S = 15.0
 _REST = {"turn.completed", "run.suspended"}
+
+
+_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+class LiveResponse(StreamingResponse):
+    """A live view's stream, giving its stream slot back however the response ends (even unstarted)."""
+
+    def __init__(self, body: AsyncIterator[bytes], release: Callable[[], None]) -> None:
+        super().__init__(body, media_type="text/event-stream", headers=_HEADERS)
+        self._release = release
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Stream, then give the slot back."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
+def refused(message: str) -> StreamingResponse:
+    """The stream a viewer gets past its key's stream bound: one ``refused`` event, then the end."""
+
+    async def once() -> AsyncIterator[bytes]:
+        yield b"retry: 60000\n\n" + _frame("refused", {"message": message})
+
+    return StreamingResponse(once(), media_type="text/event-stream", headers=_HEADERS)
 
 
 def resume_point(last_event_id: str | None, after: int) -> int:

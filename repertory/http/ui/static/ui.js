@@ -19,7 +19,7 @@
     // queued there while another is in flight replaces the one queued before it, so a panel reload
     // could drop the conversation reload that a turn's start had asked for (its input never showed).
     var asked = {};
-    function refresh(url, id) {
+    function refresh(url, id, merge) {
       var n = (asked[id] || 0) + 1;
       asked[id] = n;
       fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })
@@ -31,10 +31,42 @@
           holder.innerHTML = html;  // rendered and escaped by the server's templates
           var fresh = holder.querySelector("#" + id);
           if (!fresh) return;
+          if (merge && merge(target, fresh)) return;
           target.replaceWith(fresh);
           if (window.htmx) window.htmx.process(fresh);  // its forms (decisions, fork) post through htmx
         })
         .catch(function () { /* offline: the next event or a reconnect reloads it */ });
+    }
+
+    // The conversation is reloaded from its first message that may still change (a call without
+    // its result, an approval waiting, an input not yet in the history) on: the server sends what
+    // follows the last settled one, never the whole conversation again.
+    function settledUpTo() {
+      var after = "";
+      var shown = document.querySelectorAll("#conversation > article[data-revision]");
+      for (var i = 0; i < shown.length; i++) {
+        if (shown[i].hasAttribute("data-open") || !shown[i].dataset.revision) break;
+        after = shown[i].dataset.revision;
+      }
+      return after;
+    }
+    function reloadConversation() {
+      var after = settledUpTo();
+      var url = box.dataset.conversation + (after ? "?after=" + encodeURIComponent(after) : "");
+      refresh(url, "conversation", function (target, fresh) {
+        if (!after || fresh.dataset.after !== after) return false;  // not a tail: replace the whole
+        var keep = true;
+        Array.prototype.slice.call(target.children).forEach(function (node) {
+          if (node.tagName !== "ARTICLE") return;
+          if (!keep) node.remove();
+          else if (node.dataset.revision === after) keep = false;  // the tail after it is replaced
+        });
+        Array.prototype.slice.call(fresh.children).forEach(function (node) {
+          target.appendChild(node);
+          if (window.htmx) window.htmx.process(node);
+        });
+        return true;
+      });
     }
     function clearLive() {
       text.textContent = "";
@@ -73,12 +105,18 @@
       state.textContent = data.type === "turn.started" ? "Running…" : data.rest ? "At rest." : state.textContent;
       if (data.rest) {
         clearLive();
-        refresh(box.dataset.conversation, "conversation");
+        reloadConversation();
         refresh(box.dataset.panel, "panel");
       } else if (data.type === "turn.started") {
-        refresh(box.dataset.conversation, "conversation");  // shows the turn's input from its turn row
+        reloadConversation();  // shows the turn's input from its turn row
         refresh(box.dataset.panel, "panel");
       }
+    });
+    source.addEventListener("refused", function (e) {
+      // Too many streams open for this key: stop here (no reconnecting) and say why.
+      source.close();
+      box.dataset.connected = "0";
+      state.textContent = JSON.parse(e.data).message;
     });
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
