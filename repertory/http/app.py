@@ -28,6 +28,7 @@ from repertory.http.docs import AssistantOut, responses
 from repertory.http.errors import status_for
 from repertory.http.events import event_routes
 from repertory.http.gateway import Gateway, contains
+from repertory.http.json_guard import JsonGuard
 from repertory.http.limits import DEFAULT_LIMITS, ServerLimits
 from repertory.http.runbook import RunBook
 from repertory.http.runs import run_routes
@@ -191,7 +192,7 @@ def create_app(
             allow_headers=["*"],
             expose_headers=["Location", "Content-Location"],
         )
-    return _traced(BodyLimit(app, limits.max_body_bytes))
+    return _traced(BodyLimit(JsonGuard(app, limits.max_json_depth), limits.max_body_bytes))
 
 
 def _limits(limits: ServerLimits | None, max_body_bytes: int | None, max_streams: int | None) -> ServerLimits:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from repertory.core.json_limits import DEFAULT_MAX_DEPTH
+
 __all__ = ["DEFAULT_LIMITS", "ServerLimits"]
 
 
@@ -39,7 +41,7 @@ class ServerLimits:
     """
 
     max_body_bytes: int = 1 << 20
-    max_json_depth: int = 64
+    max_json_depth: int = DEFAULT_MAX_DEPTH
     max_streams_per_key: int = 16
     max_crons_per_owner: int = 100
     min_cron_interval_s: int = 60
