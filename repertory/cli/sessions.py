@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
+from repertory.core.json_limits import JsonRefused, parse_json
 from repertory.core.result import RunResult
 from repertory.core.state import RunState, Usage
 from repertory.core.store import TreeStore
@@ -73,10 +74,13 @@ def _run(fn: Callable[[TreeStore], Awaitable[_T]], url: str) -> _T:
 
 
 def _json(text: str | None, what: str) -> Any:
+    """``text`` as JSON, through the server's own guard (``core.json_limits``): refused, it is one ``error:`` line."""
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return parse_json(text, root=what)
+    except JsonRefused as exc:
+        raise RepertoryError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise RepertoryError(f"{what} is not valid JSON: {exc.msg} at column {exc.colno}") from None
 

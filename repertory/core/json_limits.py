@@ -69,15 +69,20 @@ class JsonRefused(ValueError):
 
 
 def dotted(loc: Sequence[str | int]) -> str:
-    """A path as a reader writes it: ``body.metadata.a[3].b``, an odd key quoted (``["a b"]``), a long one cut."""
+    """A path as a reader writes it: ``body.metadata.a[3].b``, an odd key quoted (``["a b"]``), a long one cut.
+
+    The first part is the root's name, shown as given (``--json[0]``).
+    """
     out = ""
     for i, part in enumerate(loc):
         if isinstance(part, int):
             out += f"[{part}]"
             continue
         shown = part if len(part) <= _KEY_SHOWN else part[:_KEY_SHOWN] + "..."
-        if _PLAIN_KEY.fullmatch(part):
-            out += shown if i == 0 else f".{shown}"
+        if i == 0:
+            out += part  # the root's name (``body``, ``--json``) as its caller gave it
+        elif _PLAIN_KEY.fullmatch(part):
+            out += f".{shown}"
         else:
             out += f"[{json.dumps(shown)}]"
     return out
