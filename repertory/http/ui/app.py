@@ -425,7 +425,7 @@ class WebUI:
                 await handle.send(text)
                 notice = "Sent; it runs after any turn already queued."
             if _is_htmx(request):
-                ctx = await self._session_context(viewer, session_id)
+                ctx = await self._session_context(viewer, session_id, items=False)
                 response = self._html(request, viewer, "_send.html", notice=notice, sent=bool(text), **ctx)
                 response.headers["HX-Trigger"] = "repertory-panel"  # the queue changed: ui.js reloads the panel
                 return response
@@ -612,7 +612,7 @@ class WebUI:
         flash = {"kind": outcome.kind, "message": outcome.message}
         ctx: dict[str, Any]
         if back == "session":
-            ctx = await self._session_context(viewer, session_id)
+            ctx = await self._session_context(viewer, session_id, items=not _is_htmx(request))
             template = "_panel.html" if _is_htmx(request) else "session.html"
         else:
             ctx = {"items": await inbox(self.runtime.store, viewer.sees), "back": "approvals"}
