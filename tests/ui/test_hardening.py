@@ -278,3 +278,45 @@ async def test_the_conversation_is_reloaded_from_its_last_settled_message_only(u
         # A revision that is not on this session's lineage: the whole conversation, said so.
         elsewhere = (await client.get(path, params={"after": "not-a-revision"})).text
         assert 'data-after=""' in elsewhere and _articles(elsewhere) == shown
+
+
+# -- finding 1 through the UI's forms: JSON values too deep to read back, or not finite --------------
+
+
+async def test_a_resume_value_or_edited_arguments_too_deep_or_not_finite_are_refused(ui_server: UiServer) -> None:
+    rt = ui_server.runtime
+    asking = await rt.create_session(agent="assistant", title="deep", principal=ALICE_P, owner="alice")
+    asked = await asking.run("ask")
+    deleting = await rt.create_session(agent="assistant", title="nan", principal=ALICE_P, owner="alice")
+    waiting = await deleting.run("delete acct-nan")
+    async with logged_in(ui_server.url) as (client, token):
+        run = await rt.store.load_run(asked.run_id)
+        assert run is not None and run.suspended_on is not None
+        resume = {
+            "csrf": token,
+            "session_id": asking.id,
+            "run_id": asked.run_id,
+            "tool_call_id": run.suspended_on.tool_call_id,
+            "action": "resume",
+            "value_json": "1",
+            "back": "session",
+        }
+        deep = await client.post("/ui/decide", data={**resume, "value": "[" * 300 + "]" * 300})
+        assert deep.status_code == 422 and "nested deeper than 64 levels" in deep.text
+        nan = await client.post("/ui/decide", data={**resume, "value": '{"x": NaN}'})
+        assert nan.status_code == 422 and "NaN is not a number JSON allows" in nan.text
+        [pending] = await deleting.pending_approvals()
+        approve = {
+            "csrf": token,
+            "session_id": deleting.id,
+            "run_id": waiting.run_id,
+            "tool_call_id": pending.tool_call_id or "",
+            "action": "approve",
+            "args": '{"account_id": Infinity}',
+        }
+        infinite = await client.post("/ui/decide", data=approve)
+        assert infinite.status_code == 422 and "Infinity is not a number JSON allows" in infinite.text
+    # Nothing was decided: both runs still wait.
+    for run_id in (asked.run_id, waiting.run_id):
+        stored = await rt.store.load_run(run_id)
+        assert stored is not None and stored.status == "suspended"

@@ -47,6 +47,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from repertory.core.ids import now_ms
+from repertory.core.json_limits import JsonRefused, parse_json
 from repertory.core.principal import Principal
 from repertory.core.state import RunState
 from repertory.core.tree import SessionRecord, SessionStatus
@@ -181,7 +182,8 @@ class WebUI:
         self.runtime = runtime
         self.access = Access(keys, limits)
         self.slots = slots if slots is not None else StreamSlots(limits.max_streams_per_key)
-        self.decider = Decider(runtime)
+        self.decider = Decider(runtime, limits.max_json_depth)
+        self.max_json_depth = limits.max_json_depth
         self.env = _environment()
         self._background: set[asyncio.Task[Any]] = set()
         fork = inspect.signature(SessionHandle.fork).parameters
@@ -568,9 +570,12 @@ class WebUI:
         value: Any = form.get("value", "")
         if chosen == "resume" and form.get("value_json"):
             try:
-                value = json.loads(str(value))
+                value = parse_json(str(value), max_depth=self.max_json_depth, root="value")
             except json.JSONDecodeError as exc:
                 outcome = Outcome("invalid", f"The value is not JSON: {exc.msg}")
+                return await self._decided(request, viewer, form, back, outcome)
+            except JsonRefused as exc:  # too deep to store and read back, or NaN/Infinity
+                outcome = Outcome("invalid", f"The value cannot be kept: {exc}")
                 return await self._decided(request, viewer, form, back, outcome)
         outcome = await self.decider.decide(
             handle,

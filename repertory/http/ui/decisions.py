@@ -27,6 +27,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from repertory.core.json_limits import DEFAULT_MAX_DEPTH, JsonRefused, parse_json
 from repertory.core.result import RunResult
 from repertory.core.state import RunState
 from repertory.core.store import TreeStore
@@ -61,21 +62,28 @@ def _recorded(run: RunState, tool_call_id: str, field: str, expected: str) -> bo
     return False
 
 
-def _json_object(text: str) -> dict[str, Any]:
+def _json_object(text: str, max_depth: int) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = parse_json(text, max_depth=max_depth, root="arguments")
     except json.JSONDecodeError as exc:
         raise ToolError(f"the arguments are not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except JsonRefused as exc:  # too deep to store and read back, or NaN/Infinity
+        raise ToolError(str(exc)) from None
     if not isinstance(value, dict):
         raise ToolError("the arguments must be a JSON object ({...})")
     return value
 
 
 class Decider:
-    """Decisions made from the UI; one in flight per call in this process."""
+    """Decisions made from the UI; one in flight per call in this process.
 
-    def __init__(self, runtime: Runtime) -> None:
+    Edited arguments are JSON no deeper than ``max_depth`` with finite numbers only
+    (``repertory.core.json_limits``), like every body the HTTP API takes.
+    """
+
+    def __init__(self, runtime: Runtime, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         self.runtime = runtime
+        self.max_depth = max_depth
         self._claimed: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -142,7 +150,7 @@ class Decider:
         args: dict[str, Any] | None = None
         if action == "approve" and args_text is not None and args_text.strip():
             try:
-                args = _json_object(args_text)
+                args = _json_object(args_text, self.max_depth)
                 if pending is not None and args == pending.args:
                     args = None  # unchanged: a plain approval
                 elif pending is not None:
