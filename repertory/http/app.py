@@ -21,7 +21,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from repertory.core.principal import Principal
-from repertory.errors import RepertoryError
+from repertory.errors import RepertoryError, RevisionNotFound
 from repertory.http.auth import ApiKeys, BodyLimit, Caller, StreamSlots
 from repertory.http.crons import cron_routes
 from repertory.http.docs import AssistantOut, responses
@@ -48,6 +48,9 @@ def _version() -> str:
         return version("repertory")
     except PackageNotFoundError:  # pragma: no cover - running from a checkout that was never installed
         return "0"
+
+
+_NO_CHECKPOINT = "no such checkpoint on this thread's lineage"
 
 
 def _readable(exc: RequestValidationError) -> str:
@@ -123,7 +126,9 @@ def create_app(
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         if status == 429 and isinstance(exc.details.get("retry_after"), int):
             headers = {"Retry-After": str(exc.details["retry_after"])}
-        return JSONResponse({"detail": str(exc) or type(exc).__name__}, status_code=status, headers=headers)
+        # One sentence whether a checkpoint id is another thread's or nobody's: ids are not probed across tenants.
+        detail = _NO_CHECKPOINT if isinstance(exc, RevisionNotFound) else str(exc) or type(exc).__name__
+        return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:

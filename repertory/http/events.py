@@ -25,7 +25,10 @@ from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
 from repertory.http.sse import HEARTBEAT_S, EventFeed, frame
 
-__all__ = ["event_routes"]
+__all__ = ["MAX_SEQ", "event_routes"]
+
+MAX_SEQ = 2**63 - 1
+"""The largest event seq a store holds (a signed 64-bit integer): ``after_seq`` above it is 422, not a 500."""
 
 
 def _after(after_seq: int | None, last_event_id: str | None) -> int:
@@ -64,7 +67,7 @@ def event_routes(gw: Gateway, slots: StreamSlots, auth: Callable[..., Awaitable[
     async def thread_events(
         thread_id: str,
         caller: CallerDep,
-        after_seq: Annotated[int | None, Query(ge=0)] = None,
+        after_seq: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
         last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     ) -> StreamingResponse:
         after = _after(after_seq, last_event_id)

@@ -9,7 +9,19 @@ principal), and state is read from the store (``Runtime.store``). It writes noth
 runtime and keeps no durable state of its own.
 
 Every thread lookup takes the caller: a thread another owner's key created is answered exactly
-as one that does not exist (404), so ids cannot be probed across tenants.
+as one that does not exist (404), so ids cannot be probed across tenants. Searches and counts read
+only the caller's own sessions, through the store's index by owner (``page_sessions(owner=)``):
+another tenant's threads cost a tenant's search nothing, and their state is never loaded for it.
+
+A client may name a new thread's id (``POST /threads``, a run with ``if_not_exists="create"``).
+Such an id is 1 to 128 of ``A-Z a-z 0-9 . _ : -`` (``check_new_thread_id``: no ``/``, ``#``, ``?``
+or space that a URL would cut or mislead; ids the server makes, ULIDs, uuids, ``cron-...``, all
+fit), and existing threads with other ids stay readable and deletable. An id that is taken by
+another owner's thread is answered exactly as an id with a prefix only the server gives
+(``cron-``): 422, "thread_id ... cannot be used", the same sentence for both, so the answer never
+says that another tenant has a thread there. (That some answer other than success is given for a
+taken id cannot be helped while ids are one namespace; it tells no more than a reserved id does.)
+The caller's own existing thread is 409 (``if_exists="raise"``) or returned (``"do_nothing"``).
 
 A thread created without an assistant (agent-chat-ui creates threads with ``{"metadata": {}}``
 and names the assistant only in the run) is a session on the first served agent marked unbound
@@ -21,6 +33,7 @@ merges them in on each run.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -31,6 +44,7 @@ from repertory.core.history import MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.state import RunState
 from repertory.core.store import DeletedRows
+from repertory.core.timing import RESERVED_SESSION_PREFIXES, is_reserved_session_id
 from repertory.core.tree import SessionRecord
 from repertory.errors import SessionExists, SessionNotFound
 from repertory.http.auth import Caller
@@ -51,9 +65,33 @@ from repertory.http.views import (
 from repertory.runtime.agent import Agent
 from repertory.tree.runtime import Runtime
 
-__all__ = ["Gateway", "Snapshot", "contains"]
+__all__ = ["NEW_THREAD_ID", "Gateway", "Snapshot", "check_new_thread_id", "contains"]
 
 Dict = dict[str, Any]
+
+NEW_THREAD_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+"""What a client-chosen thread id may be: safe in a URL path, a link and a log line as it is."""
+_PAGE = 1_000
+"""Sessions per page when a search reads an owner's sessions through the owner index."""
+
+
+def check_new_thread_id(thread_id: str) -> str:
+    """``thread_id`` if a client may give it to a new thread, else ``ValueError`` saying what an id may be."""
+    if NEW_THREAD_ID.fullmatch(thread_id) is None:
+        raise ValueError(
+            f"thread_id {thread_id[:140]!r} is not a thread id: 1 to 128 letters, digits, '.', '_', ':' or '-'"
+        )
+    return thread_id
+
+
+def _unusable(thread_id: str) -> HttpError:
+    """The one answer to a new thread id that is taken by another owner's thread or has the server's prefix."""
+    prefixes = ", ".join(repr(p) for p in RESERVED_SESSION_PREFIXES)
+    return HttpError(
+        f"thread_id {thread_id!r} cannot be used: ids in use by other threads and ids starting with "
+        f"{prefixes} (the server's) are refused; choose another",
+        status=422,
+    )
 
 
 def contains(actual: Any, wanted: Any) -> bool:
@@ -154,6 +192,13 @@ class Gateway:
         Without an assistant (``agent`` or one named in the metadata) the thread is unbound: its
         first run binds it.
         """
+        if thread_id is not None:
+            try:
+                check_new_thread_id(thread_id)
+            except ValueError as exc:
+                raise HttpError(str(exc), status=422) from None
+            if is_reserved_session_id(thread_id):  # a cron's firing would land in it (``core.timing``)
+                raise _unusable(thread_id)
         metadata = _settable(dict(metadata or {}))
         name = agent if agent is not None else self.named_agent(metadata)
         if name is None:
@@ -163,11 +208,13 @@ class Gateway:
                 agent=name, metadata=metadata, session_id=thread_id, owner=caller.owner, principal=caller.principal
             )
         except SessionExists:
-            existing = await self.store.load_session(thread_id) if thread_id is not None else None
-            if existing is not None and not caller.sees(existing):
-                # Another owner's id: refused like any taken id, without saying whose it is.
-                raise HttpError(f"thread {thread_id!r} already exists", status=409) from None
-            if existing is not None and if_exists == "do_nothing":
+            if thread_id is None:  # a fresh id that collided: nothing the client chose
+                raise
+            existing = await self.store.load_session(thread_id)
+            if existing is None or not caller.sees(existing):
+                # Another owner's: the answer a reserved id gets, never "it exists" (module docstring).
+                raise _unusable(thread_id) from None
+            if if_exists == "do_nothing":
                 return existing
             raise HttpError(f"thread {thread_id!r} already exists", status=409) from None
         return handle.record
@@ -257,11 +304,8 @@ class Gateway:
         status: str | None,
         with_status: bool,
     ) -> list[tuple[SessionRecord, ThreadStatus | None]]:
-        """The threads the caller may see that match every filter (reads every session row: O(sessions))."""
-        records = [r for r in await self.store.list_sessions() if caller.sees(r)]
-        if ids is not None:
-            wanted = set(ids)
-            records = [r for r in records if r.session_id in wanted]
+        """The threads the caller may see that match every filter: the caller's own sessions only (``visible``)."""
+        records = await self.visible(caller, ids)
         if metadata:
             records = [r for r in records if contains(thread_metadata(r), metadata)]
         rows: list[tuple[SessionRecord, ThreadStatus | None]] = [(r, None) for r in records]
@@ -277,6 +321,28 @@ class Gateway:
                     kept.append((r, s))
             rows = kept
         return rows
+
+    async def visible(self, caller: Caller, ids: list[str] | None = None) -> list[SessionRecord]:
+        """The sessions the caller may see (of ``ids`` only, when given), oldest first.
+
+        A tenant's are read through the store's index by owner, a page at a time, so another
+        tenant's sessions are never read for it; ``ids`` are looked up one by one. An admin, and
+        everyone on an open server, sees every session.
+        """
+        if ids is not None:
+            found = [await self.store.load_session(i) for i in dict.fromkeys(ids) if _plausible(i)]
+            records = [r for r in found if r is not None and caller.sees(r)]
+            records.sort(key=lambda r: r.created_at)
+            return records
+        if caller.admin or caller.owner is None:
+            return await self.store.list_sessions()
+        newest_first: list[SessionRecord] = []
+        while True:
+            before = newest_first[-1].session_id if newest_first else None
+            page = await self.store.page_sessions(owner=caller.owner, before=before, limit=_PAGE)
+            if not page:  # not ``len(page) < _PAGE``: a row the store could not read leaves a page short
+                return newest_first[::-1]
+            newest_first += page
 
     async def search(
         self,

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
-from repertory.core.timing import RESERVED_SESSION_PREFIXES, is_reserved_session_id
 from repertory.http.convert import input_text
 from repertory.http.errors import HttpError
+from repertory.http.gateway import check_new_thread_id
 from repertory.http.webhooks import check_webhook_url
 
 __all__ = [
@@ -91,11 +91,18 @@ def normalize_stream_modes(value: str | list[str] | None) -> tuple[str, ...]:
 class ThreadCreate(_Body):
     """``POST /threads``: the assistant comes from ``metadata.graph_id`` (or ``assistant_id``), else the default."""
 
-    thread_id: str | None = Field(None, min_length=1, max_length=256)
+    thread_id: str | None = None
     metadata: Metadata | None = None
     if_exists: Literal["raise", "do_nothing"] | None = None
     supersteps: list[JsonValue] | None = None
     ttl: JsonValue | None = None
+
+    @field_validator("thread_id")
+    @classmethod
+    def _safe_id(cls, value: str | None) -> str | None:
+        # A safe alphabet (``gateway.check_new_thread_id``); whether the id is free, or one of the
+        # server's, the gateway answers, in one sentence for both.
+        return None if value is None else check_new_thread_id(value)
 
     @model_validator(mode="after")
     def _served(self) -> ThreadCreate:
@@ -103,10 +110,6 @@ class ThreadCreate(_Body):
             raise ValueError("supersteps (replaying another deployment's state) are not supported by repertory")
         if self.ttl is not None:
             raise ValueError("thread TTLs are not supported by repertory: sessions are kept until deleted")
-        if self.thread_id is not None and "\x00" in self.thread_id:
-            raise ValueError("thread_id cannot contain a NUL character")
-        if self.thread_id is not None and is_reserved_session_id(self.thread_id):  # a cron's firing would land in it
-            raise ValueError(f"thread_id cannot start with {' or '.join(RESERVED_SESSION_PREFIXES)}: the server's ids")
         return self
 
 
@@ -115,7 +118,7 @@ class ThreadSearch(_Body):
 
     metadata: Metadata | None = None
     values: Metadata | None = None
-    ids: list[str] | None = None
+    ids: list[str] | None = Field(None, max_length=1000)
     status: ThreadStatusFilter | None = None
     limit: int = Field(10, ge=1, le=1000)
     offset: int = Field(0, ge=0)

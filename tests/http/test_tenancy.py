@@ -110,9 +110,10 @@ async def test_a_copy_inherits_the_owner_and_streams_follow_the_rule(
 async def test_a_taken_id_is_refused_without_saying_whose(client: LangGraphClient, bob: LangGraphClient) -> None:
     tid = str(uuid.uuid4())
     await client.threads.create(thread_id=tid)
+    # 422, the answer a reserved id gets (http.gateway): never "it exists", never whose.
     status, detail = await refused(bob.threads.create(thread_id=tid))
-    assert status == 409 and "alice" not in detail
+    assert status == 422 and "alice" not in detail and "exists" not in detail
     status, _ = await refused(bob.threads.create(thread_id=tid, if_exists="do_nothing"))
-    assert status == 409  # not alice's thread handed to bob
+    assert status == 422  # not alice's thread handed to bob
     status, _ = await refused(bob.runs.wait(tid, "assistant", input=human("hello"), if_not_exists="create"))
-    assert status == 409
+    assert status == 422
