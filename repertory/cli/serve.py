@@ -12,6 +12,11 @@ spans, the server's own and, with ``--backend ray``, its session hosts' (see ``r
 A connection that has not sent a whole request head within ``--header-timeout`` (10 s) is answered
 408 and closed, one whose body has not arrived within ``--body-timeout`` (30 s) is closed, and an
 idle one is closed after ``--keep-alive`` (5 s) (``repertory.http.timeouts``).
+Webhooks are posted to public addresses only; ``--allow-webhook-host HOST_OR_CIDR`` (repeatable)
+names the others a server may reach: ``--allow-webhook-host 127.0.0.1`` is how tests and
+development deliver to a receiver on loopback (``repertory.http.webhook_targets``). Each owner
+keeps at most ``--max-crons-per-owner`` (100) crons, each firing at most once every
+``--min-cron-interval`` (60) seconds.
 """
 
 from __future__ import annotations
@@ -86,6 +91,9 @@ async def _serve(
     ui_only: bool = False,
     otlp_endpoint: str | None = None,
     timeouts: tuple[float, float, float] = (10.0, 30.0, 5.0),
+    *,
+    webhook_hosts: tuple[str, ...] = (),
+    crons: tuple[int, int] = (100, 60),
 ) -> None:
     import uvicorn
 
@@ -93,6 +101,7 @@ async def _serve(
     from repertory.http.limits import ServerLimits
     from repertory.http.timeouts import http_protocol
     from repertory.http.ui import ui_only_app
+    from repertory.http.webhooks import WebhookSettings
     from repertory.tree.agent_specs import AgentSpec
     from repertory.tree.runtime import Runtime
 
@@ -106,13 +115,18 @@ async def _serve(
         header_timeout_s=header_s,
         body_timeout_s=body_s,
         keep_alive_s=keep_alive_s,
+        max_crons_per_owner=crons[0],
+        min_cron_interval_s=crons[1],
     )
     runtime = await Runtime.start(store=store, backend="ray" if backend == "ray" else "local", agents=specs, **options)
     try:
         if ui_only:
             app = ui_only_app(runtime, keys or None, admin_keys=admins or None, limits=limits)
         else:
-            app = create_app(runtime, keys or None, cors_origins=cors, admin_keys=admins or None, limits=limits)
+            hooks = WebhookSettings(allow_hosts=webhook_hosts)
+            app = create_app(
+                runtime, keys or None, cors_origins=cors, admin_keys=admins or None, limits=limits, webhooks=hooks
+            )
         # The request head, body and idle timeouts (repertory.http.timeouts); uvicorn has only the last.
         config = uvicorn.Config(
             app, http=http_protocol(limits), log_level=log_level, timeout_graceful_shutdown=5, lifespan="on"
@@ -221,6 +235,21 @@ def serve(
     header_timeout: HeaderTimeoutOption = 10.0,
     body_timeout: BodyTimeoutOption = 30.0,
     keep_alive: KeepAliveOption = 5.0,
+    allow_webhook_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-webhook-host",
+            help="A host name, address or CIDR webhooks may be posted to although it is not public "
+            "(loopback, private, link-local); repeat for more. Tests and development: --allow-webhook-host 127.0.0.1.",
+        ),
+    ] = None,
+    min_cron_interval: Annotated[
+        int,
+        typer.Option("--min-cron-interval", min=0, help="Shortest time between two firings of a cron, in seconds."),
+    ] = 60,
+    max_crons_per_owner: Annotated[
+        int, typer.Option("--max-crons-per-owner", min=1, help="Most crons one owner (key) may keep.")
+    ] = 100,
 ) -> None:
     """Serve the runtime over HTTP: LangGraph's API (langgraph-sdk, agent-chat-ui) with OpenAPI at /openapi.json.
 
@@ -242,6 +271,8 @@ def serve(
         admin_key=admin_key or [],
         otlp_endpoint=otlp_endpoint,
         timeouts=(header_timeout, body_timeout, keep_alive),
+        webhook_hosts=allow_webhook_host or [],
+        crons=(max_crons_per_owner, min_cron_interval),
     )
 
 
@@ -308,6 +339,8 @@ def _run(
     admin_key: list[str] | None = None,
     otlp_endpoint: str | None = None,
     timeouts: tuple[float, float, float] = (10.0, 30.0, 5.0),
+    webhook_hosts: list[str] | None = None,
+    crons: tuple[int, int] = (100, 60),
 ) -> None:
     """What ``serve`` and ``ui`` share: check, bind, start the runtime, serve until Ctrl-C."""
     if backend not in ("local", "ray"):
@@ -320,6 +353,7 @@ def _run(
     if set(keys) & set(admins):
         raise RepertoryError("a key cannot be both an --api-key and an --admin-key")
     _check_keys(keys, admins)
+    allowed = _webhook_hosts(webhook_hosts or [])
     registry = load_agents(agents)  # a bad --agents fails before the port is taken
     if otlp_endpoint is not None:
         check_otlp_endpoint(otlp_endpoint)  # a bad URL or a missing otel extra fails before the port is taken
@@ -342,12 +376,25 @@ def _run(
                 ui_only,
                 otlp_endpoint,
                 timeouts,
+                webhook_hosts=allowed,
+                crons=crons,
             )
         )
     except KeyboardInterrupt:
         pass  # Ctrl-C: uvicorn already shut down gracefully and the runtime closed
     finally:
         sock.close()
+
+
+def _webhook_hosts(hosts: list[str]) -> tuple[str, ...]:
+    """The ``--allow-webhook-host`` values, each a host name, address or CIDR: else one ``error:`` line."""
+    from repertory.http.webhook_targets import HostPolicy
+
+    try:
+        HostPolicy.parse(hosts)
+    except ValueError as exc:
+        raise RepertoryError(f"--allow-webhook-host: {exc}") from None
+    return tuple(hosts)
 
 
 def _check_keys(keys: dict[str, Principal], admins: dict[str, Principal]) -> None:
