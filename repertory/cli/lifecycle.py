@@ -22,7 +22,7 @@ from rich.table import Table
 
 from repertory.cli.sessions import DEFAULT_STORE, StoreOption, sessions_app
 from repertory.core.store import DeletedRows, TreeStore
-from repertory.errors import RepertoryError, SessionNotFound
+from repertory.errors import RecordUnreadable, RepertoryError, SessionNotFound
 from repertory.runtime.host import LocalHost
 from repertory.tree.retention import MAX_IDLE_DAYS, IdleTree, delete_idle_trees, idle_trees
 from repertory.tree.runtime import Runtime
@@ -74,7 +74,12 @@ def sessions_delete(
     """Delete a session with what it spawned: runs, turns, events, memory records; forks survive unless --forks."""
 
     async def main(rt: Runtime) -> DeletedRows:
-        record = await rt.store.load_session(session_id)
+        try:
+            record = await rt.store.load_session(session_id)
+        except RecordUnreadable as exc:  # no tree to walk: with --force, its rows go by id alone
+            if not force:
+                raise RepertoryError(f"{exc}; pass --force to delete its rows by id (sessions it made stay)") from None
+            return await rt.store.delete_sessions([session_id])
         if record is None:
             raise SessionNotFound(f"no session {session_id!r}")
         if not force:

@@ -118,12 +118,13 @@ def _failed_fields(error: Exception) -> set[str]:
 
 
 def _short(error: Exception) -> str:
-    """An error's first line, cut: a nested value's validation error repeats its path hundreds of times."""
-    text = str(error).strip().splitlines()
-    first = text[0] if text else type(error).__name__
-    if isinstance(error, ValidationError) and len(text) > 1:
-        first = f"{first}: {text[-1].strip()}"
-    return first[:300]
+    """What went wrong, in one short line: a nested value's validation error repeats its path hundreds of times."""
+    if isinstance(error, ValidationError) and error.errors():
+        problem = error.errors()[0]
+        where = ".".join(str(p) for p in problem.get("loc", ())[:3])
+        return f"{where}: {problem.get('msg', 'invalid')}"[:300]
+    lines = str(error).strip().splitlines()
+    return (lines[0] if lines else type(error).__name__)[:300]
 
 
 def _unreadable(what: str, row_id: str, error: Exception) -> RecordUnreadable:
