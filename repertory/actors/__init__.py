@@ -12,6 +12,15 @@ require("repertory.actors", "ray")
 from repertory.actors.bootstrap import start_ray_backend, start_ray_client  # noqa: E402
 from repertory.actors.client import RayHostClient  # noqa: E402
 from repertory.actors.host import SessionHost, shared_host_index  # noqa: E402
+from repertory.actors.options import RayOptions  # noqa: E402
 from repertory.actors.supervisor import Supervisor  # noqa: E402
 
-__all__ = ["RayHostClient", "SessionHost", "Supervisor", "shared_host_index", "start_ray_backend", "start_ray_client"]
+__all__ = [
+    "RayHostClient",
+    "RayOptions",
+    "SessionHost",
+    "Supervisor",
+    "shared_host_index",
+    "start_ray_backend",
+    "start_ray_client",
+]

@@ -14,8 +14,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from repertory.core.messages import ModelMessage
-from repertory.core.tree import NewSession, SessionEvent, SessionRecord, TurnKind, TurnRecord
-from repertory.runtime.actor import IfBusy
+from repertory.core.tree import IfBusy, NewSession, SessionEvent, SessionRecord, TurnKind, TurnRecord
 from repertory.runtime.host import LocalHost
 from repertory.tree.delegation import ChildSessions
 

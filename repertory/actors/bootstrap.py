@@ -18,13 +18,14 @@ import ray
 
 from repertory.actors.client import VERSION, RayHostClient
 from repertory.actors.host import deployment_namespace, host_actor_class
+from repertory.actors.options import RayOptions
 from repertory.actors.supervisor import Supervisor, shared_host_name
+from repertory.core.memory import MemoryFactory
 from repertory.core.store import TreeStore
 from repertory.errors import StoreError
 from repertory.runtime.agent import Agent
-from repertory.runtime.host import MemoryFactory
+from repertory.runtime.backend import SessionBackend
 from repertory.tree.agent_specs import AgentSpec
-from repertory.tree.backend import SessionBackend
 from repertory.tree.backends import BackendConfig
 
 __all__ = ["start_ray_backend", "start_ray_client", "store_url_for_hosts"]
@@ -125,9 +126,12 @@ async def start_ray_client(
 async def start_ray_backend(config: BackendConfig) -> SessionBackend:
     """The ``ray`` backend: a ``RayHostClient`` to this store's hosts, started or joined (``start_ray_client``).
 
-    Hosts keep time on their own wall clocks (each host's scheduler wakes the timers of the
-    sessions it owns), so a ``clock`` is refused: it could not be shared with their processes.
+    Its own options (``config.options``) are ``RayOptions``: an instance, or a mapping of its fields
+    (an unknown one is a ``TypeError`` naming it). Hosts keep time on their own wall clocks (each
+    host's scheduler wakes the timers of the sessions it owns), so a ``clock`` is refused: it could
+    not be shared with their processes.
     """
+    options = RayOptions.of(config.options)
     if config.clock is not None:
         raise ValueError("clock= is for backend='local': Ray hosts keep the wall clock")
     return await start_ray_client(
@@ -136,11 +140,11 @@ async def start_ray_backend(config: BackendConfig) -> SessionBackend:
         agents=config.agents,
         agent_specs=config.agent_specs,
         memory=config.memory,
-        address=config.address,
-        hosts=config.hosts,
+        address=options.address,
+        hosts=options.hosts,
         idle_timeout=config.idle_timeout,
-        max_in_flight=config.max_in_flight,
-        host_options=config.host_options,
-        ray_init=config.ray_init,
-        keep_hosts=config.keep_hosts,
+        max_in_flight=options.max_in_flight,
+        host_options=options.host_options,
+        ray_init=options.ray_init,
+        keep_hosts=options.keep_hosts,
     )

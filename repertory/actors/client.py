@@ -1,6 +1,6 @@
 """``RayHostClient``: the Ray backend's ``SessionBackend``, behind the same ``Runtime`` and handles as the local one.
 
-It implements ``repertory.tree.backend.SessionBackend`` (the one statement of the interface;
+It implements ``repertory.runtime.backend.SessionBackend`` (the one statement of the interface;
 ``SessionHost`` is its remote half and mirrors those methods). The client keeps its own store
 connection for reads (handles read runs, turns and history directly) and sends everything that
 changes a session to the host that owns it. It caches host handles, bounds the calls it keeps in
@@ -46,6 +46,7 @@ from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
 from repertory.core.store import DeletedRows, TreeStore
 from repertory.core.tree import (
+    IfBusy,
     NewSession,
     Placement,
     SessionEvent,
@@ -55,7 +56,6 @@ from repertory.core.tree import (
     TurnRecord,
 )
 from repertory.errors import SessionExists, SessionNotFound
-from repertory.runtime.actor import IfBusy
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.host import lookup_agent, resolve_output_type
@@ -162,7 +162,7 @@ class RayHostClient:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    # -- the SessionBackend operations (repertory.tree.backend) -------------------------------------
+    # -- the SessionBackend operations (repertory.runtime.backend) ----------------------------------
 
     def agent(self, name: str) -> Agent:
         """The registered agent called ``name``."""

@@ -13,7 +13,7 @@ one multiplexed stream per client connection (``_channels.py``), which shares th
 loop with control calls (see ``host_actor_class``).
 
 The control methods are the remote half of ``RayHostClient``: each mirrors the
-``repertory.tree.backend.SessionBackend`` method of its name (where a retry needs it, with the
+``repertory.runtime.backend.SessionBackend`` method of its name (where a retry needs it, with the
 client-chosen id as one more argument) and hands it to the ``LocalHost`` inside.
 """
 
@@ -34,12 +34,14 @@ from repertory.actors._runs import RunItem
 from repertory.actors._tree import HostTree
 from repertory.actors._wire import decode_request, encode_result
 from repertory.core.decisions import Decision
+from repertory.core.memory import MemoryFactory
 from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
 from repertory.core.store import TreeStore
 from repertory.core.tree import (
+    IfBusy,
     NewSession,
     SessionMetadata,
     SessionRecord,
@@ -47,10 +49,9 @@ from repertory.core.tree import (
     TurnRecord,
 )
 from repertory.errors import CommitConflict, SessionExists, StoreError
-from repertory.runtime.actor import IfBusy
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.gc_tuning import tune_gc
-from repertory.runtime.host import LocalHost, MemoryFactory
+from repertory.runtime.host import LocalHost
 from repertory.tracing import configure_from_env, under_traceparent
 from repertory.tree.agent_specs import AgentSpec, resolve_agents
 from repertory.tree.delegation import TreeServices

@@ -15,8 +15,8 @@ from typing import Any
 import ray
 
 from repertory.actors.host import host_actor_class, shared_host_index
+from repertory.core.memory import MemoryFactory
 from repertory.core.tree import NewSession, SessionRecord
-from repertory.runtime.host import MemoryFactory
 from repertory.tree.agent_specs import AgentSpec
 
 __all__ = ["Supervisor", "dedicated_host_name", "shared_host_name"]

@@ -11,13 +11,16 @@ history is appended to the memory after each commit.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, JsonValue
 
 from repertory.core.messages import ModelMessage, Origin, TextPart
+from repertory.core.store import TreeStore
+from repertory.core.tree import SessionRecord
 
-__all__ = ["Memory", "RecalledContext", "fold_context", "MEMORY_HEADER"]
+__all__ = ["Memory", "MemoryFactory", "RecalledContext", "fold_context", "MEMORY_HEADER"]
 
 MEMORY_HEADER = "[Recalled from memory: context for this conversation, not said in it]"
 
@@ -51,6 +54,14 @@ class Memory(Protocol):
 
     async def append(self, *, thread_id: str, messages: list[ModelMessage]) -> None:
         """Remember messages just committed to ``thread_id``, oldest first."""
+
+
+MemoryFactory = Callable[[SessionRecord, TreeStore], Memory | None]
+"""Gives a session its long-term memory when its host activates it (``Runtime.start(memory=...)``).
+
+Called with the session's record and the host's store, on whichever host activates the session (on
+a backend with several processes it travels to each of them, so it must pickle); ``None``: no memory.
+"""
 
 
 def _line(message: ModelMessage) -> str:

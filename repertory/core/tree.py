@@ -20,6 +20,7 @@ from repertory.core.state import ErrorInfo
 
 __all__ = [
     "EventType",
+    "IfBusy",
     "Lineage",
     "LineageKind",
     "NewSession",
@@ -38,6 +39,8 @@ LineageKind = Literal["root", "spawned", "forked"]
 Placement = Literal["shared", "dedicated"]
 SessionStatus = Literal["idle", "running", "suspended", "error"]
 TurnKind = Literal["message", "notification"]
+IfBusy = Literal["enqueue", "reject", "interrupt"]
+"""What a turn sent to a busy session does: wait behind the running one, be refused, or cancel it."""
 TurnStatus = Literal["queued", "running", "suspended", "done", "error", "cancelled"]
 OPEN_TURN_STATUSES: tuple[TurnStatus, ...] = ("queued", "running")
 EventType = Literal[

@@ -49,7 +49,7 @@ import pydantic_core
 
 from repertory.core.ids import now_ms
 from repertory.core.principal import Principal
-from repertory.core.tree import SessionRecord, TurnRecord, TurnStatus
+from repertory.core.tree import IfBusy, SessionRecord, TurnRecord, TurnStatus
 from repertory.errors import CommitConflict, RunCancelled, SessionBusy
 from repertory.http.auth import Caller
 from repertory.http.convert import input_text
@@ -60,7 +60,6 @@ from repertory.http.limits import DEFAULT_LIMITS
 from repertory.http.schemas import RunCreate
 from repertory.http.views import EMPTY_CHECKPOINT, nested_wait, run_status, run_view, thread_status
 from repertory.http.webhooks import Webhooks
-from repertory.runtime.actor import IfBusy
 from repertory.runtime.forks import fork_point, rewind
 from repertory.tree.handle import SessionHandle, TurnHandle
 

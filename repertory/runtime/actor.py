@@ -50,6 +50,7 @@ from repertory.core.state import ErrorInfo, RunState, SuspendReason, ThreadState
 from repertory.core.store import TreeStore
 from repertory.core.tree import (
     OPEN_TURN_STATUSES,
+    IfBusy,
     SessionEvent,
     SessionRecord,
     SessionStatus,
@@ -71,9 +72,8 @@ from repertory.runtime.signals import AbortSignal
 from repertory.runtime.timekeeper import TimerArm
 from repertory.tracing import current_traceparent, in_caller_context, tracing_on, turn_span
 
-__all__ = ["IfBusy", "SessionActor"]
+__all__ = ["SessionActor"]
 
-IfBusy = Literal["enqueue", "reject", "interrupt"]
 _TERMINAL: tuple[TurnStatus, ...] = ("done", "error", "cancelled")
 _log = logging.getLogger(__name__)
 _REDRIVE_FIRST_S = 0.5

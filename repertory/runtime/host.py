@@ -10,10 +10,10 @@ Time: when the store keeps time (every built-in store does, ``TimedStore``), the
 ``TimeKeeper`` task that wakes the timers and fires the schedules of the sessions it owns; timers
 are armed by its actors' drives through ``_TimerRows``, and an overdue timer fires at start.
 
-``LocalHost`` is one implementation of ``repertory.tree.backend.SessionBackend``, the one written
-statement of what a backend does (it conforms structurally: the engine cannot import the tree
-package above it, and mypy checks the fit where ``repertory.tree.local`` returns it). A Ray
-``SessionHost`` runs one of these in its process.
+``LocalHost`` is the reference implementation of ``SessionBackend`` (``repertory.runtime.backend``,
+the one written statement of what a backend does) and declares it: it subclasses the protocol, so
+mypy checks each method against the protocol's signature here, where it is written, and a method
+the host lacked would make it abstract. A Ray ``SessionHost`` runs one of these in its process.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pydantic import BaseModel, JsonValue
 from repertory.core.clock import Clock, SystemClock
 from repertory.core.decisions import Approve, Decision, Reject, Resume
 from repertory.core.ids import now_ms
-from repertory.core.memory import Memory
+from repertory.core.memory import MemoryFactory
 from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal
 from repertory.core.result import RunResult
@@ -49,6 +49,7 @@ from repertory.core.timing import (
     is_own_firing_session,
 )
 from repertory.core.tree import (
+    IfBusy,
     NewSession,
     SessionEvent,
     SessionMetadata,
@@ -57,17 +58,15 @@ from repertory.core.tree import (
     TurnRecord,
 )
 from repertory.errors import CommitConflict, RepertoryError, SessionExists, SessionNotFound, StoreError
-from repertory.runtime.actor import IfBusy, SessionActor, type_path
+from repertory.runtime.actor import SessionActor, type_path
 from repertory.runtime.agent import Agent
+from repertory.runtime.backend import SessionBackend, Submission
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.services import SessionServices
 from repertory.runtime.session import Session
 from repertory.runtime.timekeeper import TimeKeeper, log
 
-__all__ = ["LocalHost", "MemoryFactory", "lookup_agent", "resolve_output_type"]
-
-MemoryFactory = Callable[[SessionRecord, TreeStore], Memory | None]
-"""Gives a session its long-term memory when it is activated (``Runtime.start(memory=...)``)."""
+__all__ = ["LocalHost", "lookup_agent", "resolve_output_type"]
 
 
 def lookup_agent(agents: dict[str, Agent], name: str) -> Agent:
@@ -125,8 +124,8 @@ class _Abandoned(Exception):
     """The caller that was activating a session was cancelled before it finished."""
 
 
-class LocalHost:
-    """Owns the ``SessionActor``s of this process: the local ``SessionBackend``."""
+class LocalHost(SessionBackend):
+    """Owns the ``SessionActor``s of this process: the local ``SessionBackend``, and its reference implementation."""
 
     def __init__(
         self,
@@ -149,7 +148,7 @@ class LocalHost:
             )
         self._timer_rows = _TimerRows(store, self.timekeeper)
         self.memory = memory
-        self.agents = dict(agents)
+        self._agents = dict(agents)
         self.idle_timeout = idle_timeout
         self._actors: dict[str, SessionActor] = {}
         self._activating: dict[str, asyncio.Future[SessionActor]] = {}
@@ -164,6 +163,11 @@ class LocalHost:
         # The session tree its sessions' tools reach (agent_tool): set by whoever builds the host
         # (repertory.tree.local, a Ray SessionHost) before ``start``, which may re-drive delegations.
         self.services: SessionServices | None = None
+
+    @property
+    def agents(self) -> dict[str, Agent]:
+        """The agents this host runs, by name: the live mapping (a Ray host registers more into it)."""
+        return self._agents
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -293,7 +297,7 @@ class LocalHost:
         self.activations += 1
         return actor
 
-    # -- the SessionBackend operations (repertory.tree.backend) -------------------------------------
+    # -- the SessionBackend operations (repertory.runtime.backend) ----------------------------------
 
     async def create_session(self, spec: NewSession) -> SessionRecord:
         """Persist a new session (and its thread, at ``spec.head`` for a fork).
@@ -351,7 +355,7 @@ class LocalHost:
         finally:
             self.release(ids)
 
-    async def send_many(self, batch: list[tuple[str, ModelMessage, TurnKind, str]]) -> list[TurnRecord]:
+    async def send_many(self, batch: list[Submission]) -> list[TurnRecord]:
         """Queue ``(session_id, message, kind, submission_id)`` turns, each enqueued behind any running one."""
         return [await self.send(sid, msg, kind, "enqueue", None, sub) for sid, msg, kind, sub in batch]
 

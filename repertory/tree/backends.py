@@ -12,27 +12,33 @@ from three places, the first that knows a name wins:
 So the session tree never imports a backend it does not run: the Ray backend is a string in
 pyproject.toml, imported only when asked for, and a missing ``ray`` is an ``ImportError`` that
 names the extra to install rather than a failure to import ``repertory``.
+
+Each backend owns its options: ``BackendConfig`` carries what every backend takes, and the rest
+(``Runtime.start(backend_options=...)`` or the keywords ``Runtime.start`` does not know) arrives
+as given in ``BackendConfig.options``, for the factory to validate into its own options type
+(``repertory.actors.RayOptions`` for ``ray``) and to refuse what it does not know by name.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, cast
 
 from repertory.core.clock import Clock
+from repertory.core.memory import MemoryFactory
 from repertory.core.store import TreeStore
 from repertory.runtime.agent import Agent
-from repertory.runtime.host import MemoryFactory
+from repertory.runtime.backend import SessionBackend
 from repertory.tree.agent_specs import AgentSpec
-from repertory.tree.backend import SessionBackend
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "BackendConfig",
     "BackendFactory",
+    "BackendOptions",
     "backend_names",
     "load_backend",
     "register_backend",
@@ -42,15 +48,22 @@ __all__ = [
 ENTRY_POINT_GROUP = "repertory.backends"
 
 
+BackendOptions = Mapping[str, Any] | object
+"""A backend's own options as ``Runtime.start`` hands them over: a mapping of keyword options (the
+keywords ``Runtime.start`` does not know, merged with a ``backend_options`` mapping), or the options
+object of the backend's own type that ``backend_options`` gave (``repertory.actors.RayOptions``)."""
+
+
 @dataclass(frozen=True)
 class BackendConfig:
-    """What ``Runtime.start`` hands a backend factory: the open store, the agents, and its options.
+    """What ``Runtime.start`` hands a backend factory: the open store, the agents, and what every backend takes.
 
     ``store_url`` is the URL the store was opened from (``None`` for a store object: a backend
     whose hosts open the store themselves derives one). ``agents`` are resolved; ``agent_specs``
     are as given, so a backend in other processes can send a ``module:attr`` path instead of a
-    pickled agent. The remaining fields are ``Runtime.start``'s options for a distributed backend
-    (see its docstring); a backend rejects an option it has no use for.
+    pickled agent. ``options`` are the backend's own (``BackendOptions``): an empty mapping when
+    none were given; the factory validates them into its own type and refuses, naming them, the
+    ones it does not know (``TypeError``), as a function refuses an unexpected keyword.
     """
 
     store: TreeStore
@@ -59,18 +72,13 @@ class BackendConfig:
     agent_specs: dict[str, AgentSpec]
     idle_timeout: float
     memory: MemoryFactory | None = None
-    address: str | None = None
-    hosts: int = 2
-    max_in_flight: int = 256
-    host_options: dict[str, Any] | None = None
-    ray_init: dict[str, Any] | None = None
-    keep_hosts: bool | None = None
     # Durable time: the clock timers and schedules run on (``None``: the wall clock), and how often
     # a host's scheduler looks at the store for rows other processes armed.
     clock: Clock | None = None
     poll_interval: float = 5.0
     # False: this process neither re-drives open turns nor wakes timers (``Runtime.start(recover=...)``).
     recover: bool = True
+    options: BackendOptions = field(default_factory=dict)
 
 
 BackendFactory = Callable[[BackendConfig], Awaitable[SessionBackend]]

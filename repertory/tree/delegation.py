@@ -32,9 +32,17 @@ from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal, to_model_message
 from repertory.core.state import Delegation
 from repertory.core.store import TreeStore
-from repertory.core.tree import Lineage, NewSession, SessionEvent, SessionRecord, TurnKind, TurnRecord, TurnStatus
+from repertory.core.tree import (
+    IfBusy,
+    Lineage,
+    NewSession,
+    SessionEvent,
+    SessionRecord,
+    TurnKind,
+    TurnRecord,
+    TurnStatus,
+)
 from repertory.errors import RepertoryError, SessionExists, ToolError
-from repertory.runtime.actor import IfBusy
 from repertory.runtime.output import parse_output
 from repertory.runtime.tools import Tool, ToolContext
 

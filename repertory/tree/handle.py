@@ -19,9 +19,8 @@ from repertory.core.history import MessageHistory
 from repertory.core.principal import Message, NotificationMessage, Principal, to_model_message
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason, Usage
-from repertory.core.tree import Lineage, NewSession, SessionEvent, SessionMetadata, SessionRecord, TurnStatus
+from repertory.core.tree import IfBusy, Lineage, NewSession, SessionEvent, SessionMetadata, SessionRecord, TurnStatus
 from repertory.errors import RepertoryError, RunSuspended
-from repertory.runtime.actor import IfBusy
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.forks import FORK_REASON, fork_point, pair_open_calls
 from repertory.runtime.results import turn_result

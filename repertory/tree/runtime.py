@@ -7,8 +7,8 @@
 Starting a runtime finishes every turn a previous process left queued or running; closing it
 stops work without cancelling anything, so the next start picks up exactly where this one stopped.
 The runtime reads the store itself and sends every change through its ``SessionBackend``
-(``repertory.tree.backend``), found by name in ``repertory.tree.backends``: nothing here knows
-which backend it runs on.
+(``repertory.runtime.backend``), found by name in ``repertory.tree.backends``: nothing here knows
+which backend it runs on, nor any backend's own options (it hands them over untouched).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pydantic import JsonValue
 
 from repertory.core.clock import Clock, SystemClock
 from repertory.core.ids import new_id
+from repertory.core.memory import MemoryFactory
 from repertory.core.principal import Message, Principal, to_model_message
 from repertory.core.protocols import protocol_gap
 from repertory.core.store import DeletedRows, SessionStore, TreeStore
@@ -29,10 +30,9 @@ from repertory.core.timing import FiringWebhook
 from repertory.core.tree import NewSession, Placement
 from repertory.errors import ScheduleNotFound, SessionNotFound, StoreError
 from repertory.runtime.agent import Agent
-from repertory.runtime.host import MemoryFactory
+from repertory.runtime.backend import SessionBackend, Submission
 from repertory.tree.agent_specs import AgentSpec, resolve_agents
-from repertory.tree.backend import SessionBackend, Submission
-from repertory.tree.backends import BackendConfig, load_backend
+from repertory.tree.backends import BackendConfig, BackendOptions, load_backend
 from repertory.tree.handle import SessionHandle, TurnHandle
 from repertory.tree.schedules import Schedule, new_schedule, time_store
 
@@ -40,6 +40,23 @@ __all__ = ["Backend", "Runtime"]
 
 Backend = str
 """The name of a backend: ``"local"``, ``"ray"``, or any name ``repertory.tree.backends`` knows."""
+
+
+def _backend_options(given: BackendOptions | None, keywords: dict[str, Any]) -> BackendOptions:
+    """The backend's options as ``start`` received them: one mapping, or the options object alone."""
+    if given is None:
+        return keywords
+    if isinstance(given, Mapping):
+        twice = sorted(set(given) & set(keywords))
+        if twice:
+            raise TypeError(f"backend option(s) given twice, as keywords and in backend_options: {', '.join(twice)}")
+        return {**given, **keywords}
+    if keywords:
+        raise TypeError(
+            f"keyword option(s) {', '.join(sorted(keywords))} beside backend_options={type(given).__name__}(...):"
+            " give the backend's options one way"
+        )
+    return given
 
 
 class Runtime:
@@ -64,16 +81,12 @@ class Runtime:
         agents: Mapping[str, AgentSpec] | None = None,
         *,
         idle_timeout: float = 300.0,
-        address: str | None = None,
-        hosts: int = 2,
-        max_in_flight: int = 256,
-        host_options: dict[str, Any] | None = None,
-        ray_init: dict[str, Any] | None = None,
-        keep_hosts: bool | None = None,
         memory: MemoryFactory | None = None,
         clock: Clock | None = None,
         poll_interval: float = 5.0,
         recover: bool = True,
+        backend_options: BackendOptions | None = None,
+        **options: Any,
     ) -> Runtime:
         """Open the store (a URL or an open store), start the backend, and finish open turns.
 
@@ -81,28 +94,33 @@ class Runtime:
         ``ValueError`` listing the known ones, and a backend whose extra is not installed raises
         ``ImportError`` naming it (``pip install 'repertory[ray]'``), both before the store opens.
         ``idle_timeout`` is how long an idle session stays in memory before it is passivated.
-        ``backend="ray"``: ``address=None`` starts a local Ray instance (stopped again by
-        ``close()``), an address joins a cluster (whose detached hosts outlive this runtime);
-        ``hosts`` shared session hosts are found or created, ``max_in_flight`` bounds the calls this
-        client pipelines, ``host_options`` are Ray actor options for the hosts (resources).
-        ``keep_hosts`` (default: keep them when joining a cluster) leaves the detached hosts running
-        at ``close()``. ``memory(session_record, store)`` gives a session its long-term memory when
-        it is activated (e.g. ``lambda r, s: StoreMemory(s, resource=r.root_id)``); on Ray it is
-        pickled to every host. ``recover=False`` (local backend) starts without finishing open
-        turns or waking timers: for a second process on the same store that reads while another
-        process runs the fleet (two processes re-driving one turn would run it twice over). A
-        decision it makes drives that run on here, to its rest, so it decides only for sessions
-        the other process does not hold: decide the fleet's approvals in the process that runs
-        them (its HTTP API or web UI, ``repertory.http``), as the README says. On Ray the
-        hosts recover, never the client, so it changes nothing there. ``agents`` maps names to
-        agents or ``module:attr`` paths (see ``repertory.tree.agent_specs``: on Ray a path is
-        imported by each host itself).
+
+        Options of the backend's own: ``backend_options`` (its options object, such as
+        ``repertory.actors.RayOptions``, or a mapping) and any keyword not named here
+        (``Runtime.start(backend="ray", address=None, hosts=4)``) go to the backend as given, which
+        validates them and refuses, naming them, those it does not know (``TypeError``): the
+        ``local`` backend takes none, the ``ray`` backend's are ``RayOptions``' fields. A keyword
+        and a ``backend_options`` mapping may not name one option twice; keywords beside an
+        options object are refused (give one or the other).
+
+        ``memory(session_record, store)`` gives a session its long-term memory when it is
+        activated (e.g. ``lambda r, s: StoreMemory(s, resource=r.root_id)``); a backend of several
+        processes pickles it to each. ``recover=False`` starts without finishing open turns or
+        waking timers: for a second process on the same store that reads while another process
+        runs the fleet (two processes re-driving one turn would run it twice over). A decision it
+        makes drives that run on here, to its rest, so it decides only for sessions the other
+        process does not hold: decide the fleet's approvals in the process that runs them (its
+        HTTP API or web UI, ``repertory.http``), as the README says. A backend whose hosts recover
+        by themselves (Ray's) is not changed by it. ``agents`` maps names to agents or
+        ``module:attr`` paths (see ``repertory.tree.agent_specs``: on Ray a path is imported by
+        each host itself).
         """
         if not agents:
             raise ValueError("a runtime needs at least one agent: agents={'name': Agent(...)}")
         if idle_timeout <= 0:
             raise ValueError("idle_timeout must be > 0 seconds")
         factory = load_backend(backend)
+        given = _backend_options(backend_options, options)
         specs = dict(agents)
         resolved = resolve_agents(specs)
         owns = isinstance(store, str)
@@ -124,15 +142,10 @@ class Runtime:
             agent_specs=specs,
             idle_timeout=idle_timeout,
             memory=memory,
-            address=address,
-            hosts=hosts,
-            max_in_flight=max_in_flight,
-            host_options=host_options,
-            ray_init=ray_init,
-            keep_hosts=keep_hosts,
             clock=clock,
             poll_interval=poll_interval,
             recover=recover,
+            options=given,
         )
         try:
             host = await factory(config)

@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 
 from repertory import Agent, InMemorySessionStore, ModelMessage, Principal, RunResult, Runtime, ToolContext, tool
+from repertory.actors import RayOptions
 from repertory.actors.client import RayHostClient
 from repertory.core.decisions import Approve, Decision, Reject
+from repertory.runtime.backend import SessionBackend
 from repertory.runtime.host import LocalHost
 from repertory.testing import ScriptedModel, Step
 from repertory.tree import backends
-from repertory.tree.backend import SessionBackend
 from repertory.tree.backends import BackendConfig, backend_names, load_backend, register_backend, unregister_backend
 from repertory.tree.local import start_local_backend
 from tests.handles.helpers import within
@@ -157,3 +158,51 @@ def test_a_third_party_backend_that_cannot_import_says_so(monkeypatch: pytest.Mo
     monkeypatch.setattr(backends, "entry_points", lambda group: [broken])
     with pytest.raises(ImportError, match=r"backend 'broken' cannot be imported.*install the package that provides it"):
         load_backend("broken")
+
+
+# -- each backend owns its options ------------------------------------------------------------------
+
+
+async def test_the_local_backend_refuses_every_option_by_name(tmp_path: Path) -> None:
+    store = InMemorySessionStore()
+    with pytest.raises(TypeError, match=r"backend 'local' takes no backend options, got: address, hosts"):
+        await Runtime.start(store=store, agents={"ops": _agent()}, hosts=2, address="ray://x:10001")
+    with pytest.raises(TypeError, match=r"backend 'local' takes no backend options, got: keep_hosts"):
+        await Runtime.start(store=store, agents={"ops": _agent()}, backend_options={"keep_hosts": True})
+    with pytest.raises(TypeError, match=r"backend_options=RayOptions\(\.\.\.\)"):
+        await Runtime.start(store=store, agents={"ops": _agent()}, backend_options=RayOptions(hosts=1))
+    async with await Runtime.start(store=store, agents={"ops": _agent()}, backend_options={}) as rt:
+        assert rt.backend == "local"
+
+
+async def test_ray_options_are_validated_by_the_ray_backend_before_ray_starts() -> None:
+    store = InMemorySessionStore()
+    with pytest.raises(TypeError, match=r"got unknown option\(s\): hostz; its options are: address, hosts"):
+        await Runtime.start(store=store, backend="ray", agents={"ops": _agent()}, hostz=1)
+    with pytest.raises(ValueError, match="hosts"):  # pydantic's ValidationError is a ValueError naming the field
+        await Runtime.start(store=store, backend="ray", agents={"ops": _agent()}, hosts=0)
+    with pytest.raises(TypeError, match=r"given twice, as keywords and in backend_options: hosts"):
+        await Runtime.start(store=store, backend="ray", agents={"ops": _agent()}, backend_options={"hosts": 1}, hosts=2)
+    with pytest.raises(TypeError, match=r"keyword option\(s\) hosts beside backend_options=RayOptions"):
+        await Runtime.start(store=store, backend="ray", agents={"ops": _agent()}, backend_options=RayOptions(), hosts=2)
+
+
+async def test_a_backend_receives_its_options_as_given(recording: str) -> None:
+    given = RayOptions(hosts=3)  # any object: the runtime hands it over without reading it
+    async with await Runtime.start(
+        store=InMemorySessionStore(), backend=recording, agents={"ops": _agent()}, backend_options=given
+    ) as rt:
+        assert isinstance(rt.host, RecordingHost) and rt.host.config.options is given
+    merged = {"region": "eu"}
+    async with await Runtime.start(
+        store=InMemorySessionStore(), backend=recording, agents={"ops": _agent()}, backend_options=merged, tier=2
+    ) as rt:
+        assert isinstance(rt.host, RecordingHost) and rt.host.config.options == {"region": "eu", "tier": 2}
+
+
+def test_ray_options_from_a_mapping_or_an_instance() -> None:
+    options = RayOptions.of({"address": None, "hosts": 4, "keep_hosts": False, "host_options": {"num_cpus": 1}})
+    assert options == RayOptions(hosts=4, keep_hosts=False, host_options={"num_cpus": 1})
+    assert RayOptions.of(options) is options and RayOptions.of({}) == RayOptions()
+    with pytest.raises(TypeError, match="not list"):
+        RayOptions.of([("hosts", 1)])

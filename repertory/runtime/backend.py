@@ -1,13 +1,17 @@
 """``SessionBackend``: the one typed seam between the session tree and whatever hosts its sessions.
 
-``Runtime``, ``SessionHandle`` and ``TurnHandle`` read the store themselves and send everything
-that changes a session through this protocol, and only through it: these methods are all they
-call, so a backend that implements them runs the whole handle API. Two do:
-``repertory.runtime.host.LocalHost`` (the actors live in this process) and the Ray backend's
-``RayHostClient`` (they live in Ray ``SessionHost`` processes), which this package never imports:
-a backend is found by name through ``repertory.tree.backends``.
+``Runtime``, ``SessionHandle`` and ``TurnHandle`` (``repertory.tree``) read the store themselves
+and send everything that changes a session through this protocol, and only through it: these
+methods are all they call, so a backend that implements them runs the whole handle API.
 
-Rules every backend keeps (the handle suite in ``tests/handles`` runs on each):
+It lives in the engine, beside its reference implementation: ``repertory.runtime.host.LocalHost``
+(the actors live in this process) subclasses it, so mypy checks every method's signature where the
+implementation is written, and the Ray backend's ``RayHostClient`` (the actors live in Ray
+``SessionHost`` processes) conforms to it structurally. The tree names it; it never imports a
+backend: a backend is found by name through ``repertory.tree.backends``.
+
+Rules every backend keeps (``repertory.testing.conformance.BackendConformance`` checks them; the
+built-in backends run it in ``tests/handles``):
 
 - ``send`` returns once the turn is durable; a caller-chosen ``submission_id`` makes it idempotent.
 - ``create_session`` writes ``spec.session_id`` or raises ``SessionExists``; it never returns
@@ -33,8 +37,15 @@ from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
 from repertory.core.store import DeletedRows
-from repertory.core.tree import NewSession, SessionEvent, SessionMetadata, SessionRecord, TurnKind, TurnRecord
-from repertory.runtime.actor import IfBusy
+from repertory.core.tree import (
+    IfBusy,
+    NewSession,
+    SessionEvent,
+    SessionMetadata,
+    SessionRecord,
+    TurnKind,
+    TurnRecord,
+)
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
 
