@@ -181,7 +181,11 @@ class MemoryTreeTables:
                 latest[thread_id] = (updated_at, seq, raw)
         out: dict[str, SessionStatus] = {}
         for thread_id, (_, _, raw) in latest.items():
-            status = json.loads(raw)["status"]
+            try:
+                status = json.loads(raw)["status"]
+            except (ValueError, KeyError, TypeError, RecursionError):
+                log.warning("skipping the latest run of thread %r, which cannot be read back", thread_id)
+                continue
             if thread_id in self._sessions and status in ("suspended", "error"):
                 out[thread_id] = status
         for turn in read_records(TurnRecord, self._turns.items(), what="turn"):

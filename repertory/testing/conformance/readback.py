@@ -151,6 +151,11 @@ class ReadbackConformance(Conformance):
             await store.load_turn("bad-1")
         assert [r.run_id for r in await store.list_runs()] == ["run-good"]
         assert await store.list_runs("bad", limit=1) == []
+        # Status listings answer too (whether "bad" reads running, from its turn's status column, or
+        # idle, its turn unread, is the store's: the contract is that nothing fails).
+        assert (await store.session_counts())["running"] >= 1
+        idle = {r.session_id for r in await store.page_sessions(status="idle")}
+        assert {"late", "child"} <= idle and "good" not in idle
         with pytest.raises(RecordUnreadable):
             await store.load_run("run-bad")
         good = await store.load_run("run-good")
