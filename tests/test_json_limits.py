@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from repertory.core.json_limits import DEFAULT_MAX_DEPTH, JsonRefused, check_json, dotted, parse_json
+from repertory.core.json_limits import DEFAULT_MAX_DEPTH, MAX_SAFE_DEPTH, JsonRefused, check_json, dotted, parse_json
 
 
 def _refused(text: str | bytes, **kw: object) -> JsonRefused:
@@ -105,3 +105,11 @@ def test_the_refusal_pickles_and_is_a_value_error() -> None:
     assert isinstance(again, JsonRefused) and isinstance(again, ValueError)
     assert (again.loc, again.reason, str(again)) == (refused.loc, refused.reason, str(refused))
     assert dotted(("body", "x" * 50, 0, "a b")) == "body." + "x" * 40 + '...[0]["a b"]'
+
+
+def test_a_server_cannot_be_set_to_accept_what_its_stores_could_not_read_back() -> None:
+    from repertory.http.limits import ServerLimits
+
+    assert ServerLimits(max_json_depth=MAX_SAFE_DEPTH).max_json_depth == MAX_SAFE_DEPTH
+    with pytest.raises(ValueError, match="max_json_depth must be <= 128"):
+        ServerLimits(max_json_depth=MAX_SAFE_DEPTH + 1)

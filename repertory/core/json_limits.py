@@ -26,10 +26,13 @@ from typing import Any
 
 from pydantic import JsonValue
 
-__all__ = ["DEFAULT_MAX_DEPTH", "JsonRefused", "check_json", "dotted", "parse_json"]
+__all__ = ["DEFAULT_MAX_DEPTH", "MAX_SAFE_DEPTH", "JsonRefused", "check_json", "dotted", "parse_json"]
 
 DEFAULT_MAX_DEPTH = 64
 """The deepest nesting of arrays and objects accepted by default: far below what a store reads back."""
+MAX_SAFE_DEPTH = 128
+"""The deepest limit a server may be configured with: a value sits a few levels down in its record,
+and pydantic reads a record's JSON only to about 200 levels (``repertory.storage.readback``)."""
 
 Loc = tuple[str | int, ...]
 

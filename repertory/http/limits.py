@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from repertory.core.json_limits import DEFAULT_MAX_DEPTH
+from repertory.core.json_limits import DEFAULT_MAX_DEPTH, MAX_SAFE_DEPTH
 
 __all__ = ["DEFAULT_LIMITS", "ServerLimits"]
 
@@ -23,7 +23,8 @@ class ServerLimits:
     - ``max_body_bytes``: the largest request body of any route (413 above it), the web UI's
       forms included, checked before the body is read whole.
     - ``max_json_depth``: the deepest nesting of arrays and objects a JSON body (or a CLI
-      ``--json`` value) may have, well below what the stores can read back (422 above it).
+      ``--json`` value) may have, well below what the stores can read back (422 above it; at
+      most ``MAX_SAFE_DEPTH``, 128).
       Non-finite numbers (``NaN``, ``Infinity``) are refused everywhere, whatever the depth.
     - ``max_streams_per_key``: open streams per key, of every kind (run streams, event streams,
       the web UI's live views) against one count (429 above it).
@@ -73,6 +74,8 @@ class ServerLimits:
         for name in ("header_timeout_s", "body_timeout_s", "keep_alive_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0")
+        if self.max_json_depth > MAX_SAFE_DEPTH:  # deeper, a value could be stored that no read gets back
+            raise ValueError(f"max_json_depth must be <= {MAX_SAFE_DEPTH}")
 
 
 DEFAULT_LIMITS = ServerLimits()
