@@ -1,6 +1,7 @@
 """``repertory serve``: a runtime over HTTP, speaking LangGraph's API, so its clients work unchanged.
 
-    repertory serve --store sqlite:///runs.db --agents myapp.agents:AGENTS --api-key alice=alice-0123456789abcdef --admin-key ops=ops-0123456789abcdef
+    repertory serve --store sqlite:///runs.db --agents myapp.agents:AGENTS \
+        --api-key alice=$ALICE_KEY --admin-key ops=$OPS_KEY
     repertory ui --store sqlite:///runs.db --agents myapp.agents:AGENTS    # the web UI alone, at /ui
 
 The socket is bound before anything else starts, so a port in use is one ``error:`` line and exit

@@ -233,8 +233,12 @@ class TimeStore(Protocol):
     async def load_schedule(self, schedule_id: str) -> ScheduleRecord | None:
         """A copy of the schedule, or ``None``."""
 
-    async def list_schedules(self, session_id: str | None = None) -> list[ScheduleRecord]:
-        """Schedules (of one session), oldest first."""
+    async def list_schedules(self, session_id: str | None = None, *, owner: str | None = None) -> list[ScheduleRecord]:
+        """Schedules (of one session, of one owner: ``None`` is no filter), oldest first.
+
+        An owner's are read through an index on the owner, so one tenant's cron listing never
+        reads another's rows.
+        """
 
     async def count_schedules(self, owner: str | None) -> int:
         """How many schedules ``owner`` has (``None``: those of no owner), through an index on the owner.

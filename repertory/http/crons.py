@@ -287,10 +287,11 @@ def cron_routes(
     async def visible(caller: Caller) -> list[Schedule]:
         """The crons this caller may see: its own, and of thread crons only those whose thread it sees."""
         out: list[Schedule] = []
-        for schedule in await gw.runtime.schedules():
+        # A tenant's crons come through the store's owner index: never a read of another's rows.
+        owner = None if caller.admin else caller.owner
+        for schedule in await gw.runtime.schedules(owner=owner):
             meta = schedule.record.metadata
-            owned = caller.admin or caller.owner is None or meta.get("owner") == caller.owner
-            if not owned or (caller.owner is None and meta.get("user_id") != caller.principal.id):
+            if caller.owner is None and not caller.admin and meta.get("user_id") != caller.principal.id:
                 continue
             if schedule.session_id is not None:
                 try:

@@ -192,6 +192,9 @@ class RunBook:
         principal = caller.principal
         agent = gw.agent(body.assistant_id)
         tid = record.session_id
+        if body.webhook and self.webhooks is not None:
+            # Refused before anything runs: a retry after a 422 must not find a run already started.
+            await self.webhooks.check_promise(body.webhook)
         if body.command is None:
             record = await gw.bind(record, body.assistant_id, caller)
         if record.agent != body.assistant_id:

@@ -192,6 +192,11 @@ class Webhooks:
             pass  # not resolvable now: the delivery decides
         return url
 
+    async def check_promise(self, url: str) -> str:
+        """What ``promise`` would refuse, refused before a run starts (422): no secret, a URL or host it may not use."""
+        self._require_secret()
+        return await self.check_target(url)
+
     async def for_firings(self, url: str, *, assistant_id: str, metadata: dict[str, Any]) -> FiringWebhook:
         """The webhook every firing of a cron gets (``FiringWebhook``); 422 without a secret or for a refused URL."""
         self._require_secret()

@@ -300,9 +300,9 @@ class Runtime:
         self._host.nudge_timers(session_id)
         return Schedule(self, row)
 
-    async def schedules(self, session_id: str | None = None) -> list[Schedule]:
-        """Every schedule (of one session), oldest first."""
-        return [Schedule(self, r) for r in await time_store(self).list_schedules(session_id)]
+    async def schedules(self, session_id: str | None = None, *, owner: str | None = None) -> list[Schedule]:
+        """Every schedule (of one session, of one owner), oldest first."""
+        return [Schedule(self, r) for r in await time_store(self).list_schedules(session_id, owner=owner)]
 
     async def schedule(self, schedule_id: str) -> Schedule:
         """One schedule by id; ``ScheduleNotFound`` if it was cancelled or never existed."""

@@ -197,16 +197,18 @@ async def _settled(store_url: str, thread_id: str) -> WebhookRecord:
     return row
 
 
-async def test_a_run_webhook_to_loopback_is_refused_at_delivery_and_never_sent(
+async def test_a_run_webhook_to_loopback_is_refused_before_the_run_starts(
     alice: LangGraphClient, strict_server: ServerThread, receiver: Receiver
 ) -> None:
     thread = await alice.threads.create()
     hook = receiver.url.replace("/hook", "/internal-admin/delete-everything?confirm=yes")
-    result = await alice.runs.wait(thread["thread_id"], "assistant", input=human("hello"), webhook=hook)
-    assert isinstance(result, dict)  # the run itself is served
-    row = await _settled(strict_server.store, thread["thread_id"])
-    assert row.status == "failed" and row.attempts == 1  # refused once, never retried
-    assert row.last_error is not None and "loopback" in row.last_error and "--allow-webhook-host" in row.last_error
+    status, detail = await refused(
+        alice.runs.wait(thread["thread_id"], "assistant", input=human("hello"), webhook=hook)
+    )
+    assert status == 422 and "loopback" in detail and "--allow-webhook-host" in detail
+    async with await SqliteSessionStore.open(strict_server.store.removeprefix("sqlite:///")) as store:
+        assert await store.list_turns(thread["thread_id"]) == []  # nothing ran: a retry starts nothing twice
+        assert await store.list_webhooks() == []
     assert receiver.got == []
 
 
@@ -257,7 +259,8 @@ async def test_delivery_goes_to_the_checked_address_under_the_name_given(tmp_pat
     finally:
         server.stop()
     assert delivery.headers["host"] == f"hooks.invalid:{port}" and delivery.path == "/hook"
-    assert asked == ["hooks.invalid"]  # checked once, and the POST went where the check said
+    # Checked at the request and again at the delivery, whose POST went where its own check said.
+    assert asked == ["hooks.invalid", "hooks.invalid"]
 
 
 async def test_redirects_are_not_followed(tmp_path: Path, receiver: Receiver) -> None:

@@ -127,9 +127,13 @@ class MemoryTimeTables:
         raw = self._time().schedules.get(schedule_id)
         return None if raw is None else _schedule(raw, schedule_id)
 
-    async def list_schedules(self, session_id: str | None = None) -> list[ScheduleRecord]:
+    async def list_schedules(self, session_id: str | None = None, *, owner: str | None = None) -> list[ScheduleRecord]:
         """Oldest first (insertion order is creation order)."""
-        return [s for s in self._schedules() if session_id is None or s.session_id == session_id]
+        return [
+            s
+            for s in self._schedules()
+            if (session_id is None or s.session_id == session_id) and (owner is None or s.owner == owner)
+        ]
 
     async def count_schedules(self, owner: str | None) -> int:
         """The owner's schedules (a scan: this store is the reference, not the fast path)."""

@@ -129,18 +129,16 @@ class PgTimeTables(PgBase):
         )
         return _schedule(rows[0][0], schedule_id) if rows else None
 
-    async def list_schedules(self, session_id: str | None = None) -> list[ScheduleRecord]:
-        """Oldest first."""
-        if session_id is None:
-            rows = await self._rows(
-                "list_schedules", "SELECT schedule_id, record FROM repertory.schedules ORDER BY ord"
-            )
-        else:
-            rows = await self._rows(
-                "list_schedules",
-                "SELECT schedule_id, record FROM repertory.schedules WHERE session_id = %s ORDER BY ord",
-                (session_id,),
-            )
+    async def list_schedules(self, session_id: str | None = None, *, owner: str | None = None) -> list[ScheduleRecord]:
+        """Oldest first; an owner's through the ``schedules_by_owner`` index."""
+        clauses = [("session_id = %s", session_id), ("owner = %s", owner)]
+        chosen = [(clause, value) for clause, value in clauses if value is not None]
+        where = " WHERE " + " AND ".join(c for c, _ in chosen) if chosen else ""
+        rows = await self._rows(
+            "list_schedules",
+            f"SELECT schedule_id, record FROM repertory.schedules{where} ORDER BY ord",
+            tuple(v for _, v in chosen),
+        )
         return read_records(ScheduleRecord, rows, what="schedule", droppable=_DROPPABLE)
 
     async def count_schedules(self, owner: str | None) -> int:

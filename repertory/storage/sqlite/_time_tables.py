@@ -126,13 +126,10 @@ class SqliteTimeTables(SqliteBase):
             row = self._writer.execute("SELECT record FROM schedules WHERE schedule_id = ?", (schedule_id,)).fetchone()
         return None if row is None else _schedule(row[0], schedule_id)
 
-    async def list_schedules(self, session_id: str | None = None) -> list[ScheduleRecord]:
-        """Oldest first."""
-        params: tuple[str, ...] = ()
-        if session_id is None:
-            sql = "SELECT schedule_id, record FROM schedules ORDER BY rowid"
-        else:
-            sql, params = "SELECT schedule_id, record FROM schedules WHERE session_id = ? ORDER BY rowid", (session_id,)
+    async def list_schedules(self, session_id: str | None = None, *, owner: str | None = None) -> list[ScheduleRecord]:
+        """Oldest first; an owner's through the ``schedules_by_owner`` index."""
+        where, params = _schedule_filter(session_id, owner, "?")
+        sql = f"SELECT schedule_id, record FROM schedules{where} ORDER BY rowid"
         rows = await self.read("list_schedules", lambda c: c.execute(sql, params).fetchall())
         return read_records(ScheduleRecord, rows, what="schedule", droppable=_DROPPABLE)
 
@@ -308,3 +305,12 @@ class SqliteTimeTables(SqliteBase):
             )
 
         await self._write("finish_webhook", write)
+
+
+def _schedule_filter(session_id: str | None, owner: str | None, mark: str) -> tuple[str, tuple[str, ...]]:
+    """The ``WHERE`` clause (or nothing) and parameters that pick one session's and/or one owner's schedules."""
+    clauses = [(f"session_id = {mark}", session_id), (f"owner = {mark}", owner)]
+    chosen = [(clause, value) for clause, value in clauses if value is not None]
+    if not chosen:
+        return "", ()
+    return " WHERE " + " AND ".join(c for c, _ in chosen), tuple(v for _, v in chosen if v is not None)

@@ -168,6 +168,18 @@ class TimeConformance(Conformance):
         assert await store.delete_schedule("a2")
         assert [await store.count_schedules(o) for o in ("alice", "bob", None)] == [1, 1, 1]
 
+    async def test_schedules_are_listed_per_owner(self, store: TimeStore) -> None:
+        """``list_schedules(owner=)`` lists one owner's schedules, oldest first, also within a session."""
+        await store.add_schedule(_schedule("a1", 100, owner="alice"))
+        await store.add_schedule(_schedule("b1", 100, owner="bob"))
+        await store.add_schedule(_schedule("a2", 200, session_id=None, owner="alice"))
+        await store.add_schedule(_schedule("n1", 100))
+        assert [s.schedule_id for s in await store.list_schedules(owner="alice")] == ["a1", "a2"]
+        assert [s.schedule_id for s in await store.list_schedules(owner="bob")] == ["b1"]
+        assert await store.list_schedules(owner="carol") == []
+        assert [s.schedule_id for s in await store.list_schedules("s1", owner="alice")] == ["a1"]
+        assert [s.schedule_id for s in await store.list_schedules()] == ["a1", "b1", "a2", "n1"]
+
     # -- webhooks -----------------------------------------------------------------------------------
 
     async def test_webhooks_round_trip_and_filter(self, store: TimeStore) -> None:
