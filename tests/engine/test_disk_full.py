@@ -32,8 +32,8 @@ from repertory.errors import StoreFull
 from repertory.storage import SqliteSessionStore
 from repertory.storage.sqlite.connection import use_wal
 from repertory.testing import ScriptedModel
+from repertory.testing.conformance.backend.doubles import prompt_of, within
 from tests.engine.helpers import run_history, thread_history
-from tests.handles.helpers import prompt_of, within
 
 _WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
 _ENDED = ("done", "error", "cancelled")

@@ -17,7 +17,7 @@ from repertory.errors import SessionNotFound
 from repertory.runtime.host import LocalHost
 from repertory.storage.memory.store import InMemorySessionStore
 from repertory.testing import ScriptedModel
-from tests.handles.helpers import within
+from repertory.testing.conformance.backend.doubles import within
 
 
 class _HeldStore(InMemorySessionStore):

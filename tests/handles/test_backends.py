@@ -22,10 +22,10 @@ from repertory.core.decisions import Approve, Decision, Reject
 from repertory.runtime.backend import SessionBackend
 from repertory.runtime.host import LocalHost
 from repertory.testing import ScriptedModel, Step
+from repertory.testing.conformance.backend.doubles import within
 from repertory.tree import backends
 from repertory.tree.backends import BackendConfig, backend_names, load_backend, register_backend, unregister_backend
 from repertory.tree.local import start_local_backend
-from tests.handles.helpers import within
 
 
 def _the_ray_client_is_a_backend(client: RayHostClient) -> SessionBackend:

@@ -1,110 +1,25 @@
-"""``run(prompt)`` and ``run(prompt, output=Model)``: validated replies, bounded retries."""
+"""``RunConformance`` (``repertory.testing.conformance.backend.run``) on the built-in backends."""
 
 from __future__ import annotations
 
 import pytest
 
-from repertory import OutputValidationError, RunResult, RunSuspended, suspend
-from tests.handles.conftest import RuntimeFactory
-from tests.handles.helpers import Answer, Script, history, within
-
-OSLO = {"city": "Oslo", "population": 709000}
+from repertory.testing.conformance.backend import RunConformance
+from tests.handles.backends import LocalMemory, LocalPostgres, LocalSqlite, RaySqlite
 
 
-def ask_human(question: str) -> str:
-    """Ask the person at the keyboard."""
-    suspend(reason="need input", payload={"question": question})
+class TestLocalMemory(LocalMemory, RunConformance):
+    """RunConformance on ``LocalMemory``."""
 
 
-def _script() -> Script:
-    return Script(
-        {
-            "valid": [{"json": OSLO}],
-            "fenced": [{"text": "```json\n" + '{"city": "Bergen", "population": 291000}' + "\n```"}],
-            "fix twice": [{"text": "Oslo, about 700k"}, {"json": {"city": "Oslo"}}, {"json": OSLO}],
-            "never": [{"text": "no"}, {"json": {"town": "Oslo"}}, {"text": "still no"}, {"json": OSLO}],
-            "ask": [{"tool": "ask_human", "args": {"question": "which city?"}}],
-        }
-    )
+class TestLocalSqlite(LocalSqlite, RunConformance):
+    """RunConformance on ``LocalSqlite``."""
 
 
-async def test_run_returns_the_finished_answer(make_runtime: RuntimeFactory) -> None:
-    script = _script()
-    rt = await make_runtime(script.agent())
-    h = await rt.create_session(agent="assistant")
-    result = await within(h.run("hello"))
-    assert isinstance(result, RunResult)
-    assert (result.status, result.text, result.output) == ("done", "re: hello", None)
-    assert result.state.status == "done" and result.state.thread_id == h.id
-    assert result.state.usage.requests == 1
+class TestLocalPostgres(LocalPostgres, RunConformance):
+    """RunConformance on ``LocalPostgres``."""
 
 
-async def test_run_with_output_returns_a_validated_instance(make_runtime: RuntimeFactory) -> None:
-    script = _script()
-    rt = await make_runtime(script.agent())
-    h = await rt.create_session(agent="assistant")
-    answer = await within(h.run("valid", output=Answer))
-    assert answer == Answer(city="Oslo", population=709000)
-    fenced = await within(h.run("fenced", output=Answer))
-    assert fenced == Answer(city="Bergen", population=291000)
-    assert script.count("valid") == 1 and script.count("fenced") == 1
-
-
-async def test_an_invalid_reply_is_sent_back_and_retried(make_runtime: RuntimeFactory) -> None:
-    script = _script()
-    rt = await make_runtime(script.agent())
-    h = await rt.create_session(agent="assistant")
-    answer = await within(h.run("fix twice", output=Answer))
-    assert answer == Answer(**OSLO)
-    assert script.count("fix twice") == 3
-    # Each retry saw the validation error of the reply before it.
-    for request, complaint in zip(script.requests[1:], ("Invalid JSON", "population"), strict=True):
-        feedback = request[-1]
-        assert feedback.role == "user" and feedback.origin is not None and feedback.origin.kind != "user"
-        assert "Answer" in feedback.text and complaint in feedback.text
-    assert (await h.metadata()).status == "idle"
-
-
-async def test_after_two_retries_it_is_output_validation_error(make_runtime: RuntimeFactory) -> None:
-    script = _script()
-    rt = await make_runtime(script.agent())
-    h = await rt.create_session(agent="assistant")
-    with pytest.raises(OutputValidationError):
-        await within(h.run("never", output=Answer))
-    assert script.count("never") == 3  # the first reply and two retries, never a fourth
-    assert (await h.metadata()).status == "error"
-    # The session goes on, and a later plain run is not validated.
-    assert (await within(h.run("plain"))).text == "re: plain"
-
-
-async def test_the_output_type_applies_to_its_own_turn_only(make_runtime: RuntimeFactory) -> None:
-    script = _script()
-    rt = await make_runtime(script.agent())
-    h = await rt.create_session(agent="assistant")
-    turn = await h.send("valid", output=Answer)
-    plain = await h.send("free text")
-    assert (await within(turn.result())).output == Answer(**OSLO)
-    result = await within(plain.result())
-    assert (result.text, result.output) == ("re: free text", None)
-
-
-async def test_an_agent_output_type_is_the_default(make_runtime: RuntimeFactory) -> None:
-    script = _script()
-    rt = await make_runtime(script.agent(output_type=Answer))
-    h = await rt.create_session(agent="assistant")
-    with pytest.raises(OutputValidationError):
-        await within(h.run("never"))
-    result = await within(h.run("valid"))
-    # API.md: Agent(output_type=M) validates every run's reply; RunResult.output holds the instance.
-    assert isinstance(result, RunResult) and result.output == Answer(**OSLO)
-
-
-async def test_run_with_output_on_a_suspending_turn_raises_run_suspended(make_runtime: RuntimeFactory) -> None:
-    rt = await make_runtime(_script().agent(tools=[ask_human]))
-    h = await rt.create_session(agent="assistant")
-    with pytest.raises(RunSuspended):
-        await within(h.run("ask", output=Answer))
-    assert (await h.metadata()).status == "suspended"
-    plain = await within(h.run("ask"))  # without output the result says it suspended
-    assert plain.status == "suspended" and plain.text is None
-    assert [m.text for m in await history(rt, h) if m.role == "user"] == ["ask", "ask"]
+@pytest.mark.slow  # a Ray instance costs seconds: make test-all runs it (backends.py)
+class TestRaySqlite(RaySqlite, RunConformance):
+    """RunConformance on ``RaySqlite``."""

@@ -38,10 +38,16 @@ lookups inside larger tests are left out and the tests that exist for a failure 
 reopen are skipped, with the reason. The built-in stores' probes (``InMemoryProbe``,
 ``SqliteProbe``, ``PostgresProbe``) are in this package and show how to write one.
 
+The backend suite (``backend/``) is the ``SessionBackend`` contract the same way:
+``BackendConformance`` (every class of ``repertory.testing.conformance.backend`` at once), to
+subclass with a ``make_runtime`` fixture that yields an entered ``RuntimeFactory`` of the backend
+(see that package).
+
 This package imports pytest (a development dependency, not a dependency of ``repertory``): import
 it only from test code. ``records`` has the builders the suites use, for a store's own tests.
 """
 
+from repertory.testing.conformance.backend import BackendConformance, RuntimeFactory
 from repertory.testing.conformance.deletion import DeletionConformance
 from repertory.testing.conformance.group_commit import GroupCommitConformance
 from repertory.testing.conformance.heads import HeadConformance
@@ -60,6 +66,7 @@ from repertory.testing.conformance.tree import TreeConformance
 
 __all__ = [
     "INJECTED_FAILURE",
+    "BackendConformance",
     "DeletionConformance",
     "GroupCommitConformance",
     "HeadConformance",
@@ -68,6 +75,7 @@ __all__ = [
     "MemoryConformance",
     "ProbeUnsupported",
     "ReadbackConformance",
+    "RuntimeFactory",
     "StoreConformance",
     "StoreProbe",
     "TimeConformance",

@@ -1,11 +1,11 @@
-"""Test doubles and readers shared by the handle tests.
+"""Test doubles and readers of the backend suite (``repertory.testing.conformance.backend``).
 
 ``Script`` is a ``ScriptedModel`` step function that answers by prompt, records every request, and
 can hold a request at a ``Gate`` the test opens when it chooses: a "long turn" is a turn whose
 model request waits at a gate, never a sleep. A ``Recorder`` is the list a tool appends its runs to.
-Scripts, gates and recorders keep their state on the active board (``tests.handles.board``): in this
-process on the local backend, in a Ray actor on the Ray backend, where models and tools run in a host
-process on an unpickled copy of the agent.
+Scripts, gates and recorders keep their state on the active board (``board.py``): in this process
+on the local backend, on the fixture's shared board where models and tools run in another process
+(the Ray backend's hosts work on unpickled copies of the agent, and the doubles bring the board along).
 """
 
 from __future__ import annotations
@@ -19,14 +19,20 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from repertory import Agent, ModelMessage, Runtime, SessionEvent, SessionHandle, Tool
+from repertory.core.messages import ModelMessage
 from repertory.core.model import ToolSpec
-from repertory.testing import ScriptedModel, Step
-from tests.handles.board import active_board
+from repertory.core.tree import SessionEvent
+from repertory.runtime.agent import Agent
+from repertory.runtime.tools import Tool
+from repertory.testing.conformance.backend.board import active_board, adopt_board, carried_board
+from repertory.testing.scripted import ScriptedModel, Step
+from repertory.tree.handle import SessionHandle
+from repertory.tree.runtime import Runtime
 
 __all__ = [
     "WAIT",
     "Answer",
+    "Carried",
     "Gate",
     "Recorder",
     "Script",
@@ -57,7 +63,25 @@ async def within(awaitable: Any, seconds: float = WAIT) -> Any:
         return await awaitable
 
 
-class Gate:
+class Carried:
+    """A double that may be pickled into a backend's host: it takes the active board along.
+
+    Unpickled where no board is switched in (a host process), it makes that board the process's
+    (``adopt_board``), so the copy in the host and the original in the test share one state.
+    """
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_board": carried_board()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        board = state.pop("_board", None)
+        if board is not None:
+            adopt_board(board)
+        self.__dict__.update(state)
+
+
+class Gate(Carried):
     """A point a model request stops at until the test releases it (its state is on the board)."""
 
     def __init__(self) -> None:
@@ -80,11 +104,11 @@ class Gate:
         active_board().release(self.key)
 
 
-class Recorder:
+class Recorder(Carried):
     """A list tools append to, readable by the test whichever process the tools ran in.
 
-    A module-level recorder is named (``Recorder("approvals.ran")``) so that the copy a Ray host
-    imports with the test module writes to the same list; an unnamed one gets a unique key.
+    A module-level recorder is named (``Recorder("approvals.ran")``) so that the copy a host process
+    imports with the suite's module writes to the same list; an unnamed one gets a unique key.
     """
 
     def __init__(self, name: str | None = None) -> None:
@@ -134,7 +158,7 @@ def prompt_of(messages: Sequence[ModelMessage]) -> tuple[str, int]:
     return "", after
 
 
-class Script:
+class Script(Carried):
     """A step function ``(messages, tools) -> step`` that answers by prompt.
 
     ``plans[prompt]`` lists the steps of that prompt's turn (step k answers the request with k
