@@ -31,16 +31,17 @@ NEEDS_REOPEN = {
 }
 
 
-async def run_outside(tmp_path: Path) -> dict[str, dict[str, str]]:
-    """Run the module in ``tmp_path`` with its own pytest; ``{class: {test: outcome}}``."""
-    (tmp_path / "test_wrapped_store.py").write_text((HERE / "third_party_store.py").read_text())
+async def run_outside(tmp_path: Path, module: str = "third_party_store.py") -> dict[str, dict[str, str]]:
+    """Run ``module`` (of this folder) in ``tmp_path`` with its own pytest; ``{class: {test: outcome}}``."""
+    test_file = tmp_path / f"test_{module.removeprefix('third_party_')}"
+    test_file.write_text((HERE / module).read_text())
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\nasyncio_mode = strict\nasyncio_default_fixture_loop_scope = function\nfilterwarnings = error\n"
     )
     report = tmp_path / "report.xml"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-        "--rootdir", str(tmp_path), str(tmp_path / "test_wrapped_store.py"),
+        "--rootdir", str(tmp_path), str(test_file),
         cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     out, _ = await proc.communicate()
