@@ -167,7 +167,7 @@ class SessionHost:
 
     def _local_host(self, store: TreeStore) -> LocalHost:
         """The in-process host of this actor's sessions, its delegations served through a ``HostTree``."""
-        host = LocalHost(store, self._agents, idle_timeout=self.idle_timeout, memory=self._memory)
+        host = LocalHost(store, self._agents, idle_timeout=self.idle_timeout, memory=self._memory, dedicated=True)
         tree = HostTree(host, self.owns, self._tree_backend)
         host.services = TreeServices(store, lambda: tree)
         return host

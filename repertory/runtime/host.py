@@ -136,10 +136,14 @@ class LocalHost(SessionBackend):
         memory: MemoryFactory | None = None,
         clock: Clock | None = None,
         poll_interval: float = 5.0,
+        dedicated: bool = False,
     ) -> None:
         if idle_timeout <= 0:
             raise ValueError("idle_timeout must be > 0 seconds")
         self.store = store
+        # Whether sessions placed "dedicated" may be created here: a backend that gives each such
+        # session a process of its own builds its hosts with it; in one process there is none to give.
+        self.dedicated = dedicated
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.timekeeper: TimeKeeper | None = None
         if isinstance(store, TimedStore):
@@ -302,8 +306,11 @@ class LocalHost(SessionBackend):
     async def create_session(self, spec: NewSession) -> SessionRecord:
         """Persist a new session (and its thread, at ``spec.head`` for a fork).
 
-        An id that is already a session's (or a thread's) raises ``SessionExists`` and creates nothing.
+        An id that is already a session's (or a thread's) raises ``SessionExists`` and creates nothing;
+        ``placement="dedicated"`` on a host built without ``dedicated`` is a ``ValueError``, before anything is written.
         """
+        if spec.placement == "dedicated" and not self.dedicated:
+            raise ValueError("placement='dedicated' needs a backend that gives a session a process of its own")
         self.agent(spec.agent)
         record = spec.record(now_ms())
         try:

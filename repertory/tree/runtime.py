@@ -188,13 +188,12 @@ class Runtime:
         ``metadata`` is free-form JSON kept on the session's record (``handle.record.metadata``;
         the HTTP server keeps a thread's metadata there). ``session_id`` chooses the id (a client
         that names its threads); one that a session or thread already has raises
-        ``SessionExists`` and changes nothing. ``placement="dedicated"`` (Ray backend) gives the
-        session a Ray actor of its own. ``owner`` names who the session belongs to (the HTTP
+        ``SessionExists`` and changes nothing. ``placement="dedicated"`` gives the session a
+        process of its own, on a backend that has them (Ray's: an actor of its own; the local
+        backend refuses it with ``ValueError``). ``owner`` names who the session belongs to (the HTTP
         server's tenant, the owner of the API key that created it); its children and forks
         inherit it, and it never changes.
         """
-        if placement == "dedicated" and self.backend != "ray":
-            raise ValueError("placement='dedicated' needs backend='ray'")
         spec = NewSession(
             session_id=session_id if session_id is not None else new_id(),
             agent=agent,

@@ -206,3 +206,11 @@ def test_ray_options_from_a_mapping_or_an_instance() -> None:
     assert RayOptions.of(options) is options and RayOptions.of({}) == RayOptions()
     with pytest.raises(TypeError, match="not list"):
         RayOptions.of([("hosts", 1)])
+
+
+async def test_the_local_backend_refuses_a_dedicated_placement_and_writes_nothing() -> None:
+    async with await Runtime.start(store=InMemorySessionStore(), agents={"ops": _agent()}) as rt:
+        with pytest.raises(ValueError, match="placement='dedicated' needs a backend that gives a session a process"):
+            await rt.create_session(agent="ops", placement="dedicated", session_id="alone")
+        assert await rt.store.load_session("alone") is None
+        assert (await rt.create_session(agent="ops", session_id="alone")).record.placement == "shared"
