@@ -19,7 +19,8 @@ _TABLES = (
     "repertory.sessions, repertory.turns, repertory.events, "
     "repertory.memory_messages, repertory.memory_resources, repertory.working_memory, "
     "repertory.timers, repertory.schedules, repertory.webhooks, "
-    "repertory.history_pins, repertory.history_shared_entries, repertory.history_entry_namers"
+    "repertory.history_pins, repertory.history_shared_entries, repertory.history_entry_namers, "
+    "repertory.decision_requests, repertory.host_beats"
 )
 
 

@@ -27,6 +27,7 @@ from repertory.storage.commit_plan import (
     plan_head_move,
 )
 from repertory.storage.history_gc import base_namers, collectable, commit_pins, head_move_pins
+from repertory.storage.memory._inbox_tables import MemoryInboxTables
 from repertory.storage.memory._memory_tables import MemoryMemTables
 from repertory.storage.memory._time_tables import MemoryTimeTables
 from repertory.storage.memory._tree_tables import MemoryTreeTables
@@ -38,9 +39,9 @@ HistoryTable = Literal["history_entries", "history_revisions"]
 """The two tables of the history graph, by the names the database stores give them."""
 
 WrittenTable = Literal["runs", "history_entries", "history_revisions"]
-RecordTable = Literal["sessions", "turns", "runs", "schedules", "webhooks"]
-"""The tables whose rows are one record's JSON (``InMemorySessionStore.replace_record``)."""
 """The tables whose writes ``InMemorySessionStore.write_hook`` sees."""
+RecordTable = Literal["sessions", "turns", "runs", "schedules", "webhooks", "decision_requests"]
+"""The tables whose rows are one record's JSON (``InMemorySessionStore.replace_record``)."""
 
 WriteHook = Callable[[WrittenTable, str], None]
 """``(table, key)``, called just before the in-memory store writes that row (see ``write_hook``)."""
@@ -81,7 +82,7 @@ class MemorySnapshot:
     """session_id -> the number of each of its ``events``, in the same order (ascending)."""
 
 
-class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, StoreAliases):
+class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, MemoryInboxTables, StoreAliases):
     """A ``TreeStore`` held in this process's memory; nothing survives the process."""
 
     def __init__(self) -> None:
@@ -125,6 +126,9 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         if table == "runs":
             updated_at, seq, thread_id, _ = self._runs[row_id]
             self._runs[row_id] = (updated_at, seq, thread_id, raw)
+            return
+        if table == "decision_requests":
+            self._replace_request(row_id, raw)
             return
         rows = {
             "sessions": self._sessions,
@@ -388,6 +392,7 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
             self._threads.pop(tid, None)
         sessions, turns, events = self._drop_sessions(doomed)
         timers, schedules = self._forget_sessions(doomed)
+        self._forget_decisions(doomed)
         return DeletedRows(
             sessions=sessions,
             runs=len(runs),

@@ -118,6 +118,7 @@ async def delete_sessions(conn: psycopg.AsyncConnection[Any], session_ids: Seque
         "timers": await _count(conn, "DELETE FROM repertory.timers WHERE session_id = ANY(%s)", gone),
         "schedules": await _count(conn, "DELETE FROM repertory.schedules WHERE session_id = ANY(%s)", gone),
     }
+    await conn.execute("DELETE FROM repertory.decision_requests WHERE session_id = ANY(%s)", (gone,))  # not counted
     await conn.execute("DELETE FROM repertory.threads WHERE thread_id = ANY(%s)", (gone,))
     sessions = await _count(conn, "DELETE FROM repertory.sessions WHERE session_id = ANY(%s)", gone)
     return DeletedRows(sessions=sessions, revisions=revisions, entries=entries, **counts)

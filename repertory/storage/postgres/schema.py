@@ -20,7 +20,7 @@ from __future__ import annotations
 __all__ = ["CONFLICT_SQLSTATE", "TOKEN_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
 
 SCHEMA = "repertory"
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 CONFLICT_SQLSTATE = "RP001"
 TOKEN_SQLSTATE = "RP002"  # a conflict whose cause is a resume token that is no longer live
 MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
@@ -489,5 +489,20 @@ MIGRATIONS: dict[int, list[str]] = {
         "UPDATE repertory.schedules SET owner = (record::json ->> 'owner') "
         "WHERE (record::json ->> 'owner') IS NOT NULL",
         "CREATE INDEX schedules_by_owner ON repertory.schedules (owner)",
+    ],
+    # The decision inbox (``repertory.core.inbox``): decisions taken in one process for a session
+    # another drives, and the beats of the hosts that drive them. The pending index holds only
+    # pending rows in the pending query's order (``created_at``, then ``ord``: insertion order),
+    # so that query is a bounded walk from its start; settled rows stay (until their session is
+    # deleted, through ``decision_requests_by_session``) and never enter it.
+    12: [
+        """CREATE TABLE repertory.decision_requests (
+               request_id text PRIMARY KEY, session_id text NOT NULL, status text NOT NULL,
+               claims integer NOT NULL, claimed_until bigint NOT NULL, created_at bigint NOT NULL,
+               record text NOT NULL, ord bigserial NOT NULL)""",
+        "CREATE INDEX decision_requests_pending ON repertory.decision_requests (created_at, ord) "
+        "WHERE status = 'pending'",
+        "CREATE INDEX decision_requests_by_session ON repertory.decision_requests (session_id)",
+        "CREATE TABLE repertory.host_beats (host_id text PRIMARY KEY, seen_at bigint NOT NULL)",
     ],
 }

@@ -34,6 +34,7 @@ from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES
 from repertory.storage.history_gc import base_namers, head_move_pins
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.postgres._group import COMMIT_SQL, PgCommitWriter
+from repertory.storage.postgres._inbox_tables import PgInboxTables
 from repertory.storage.postgres._memory_tables import PgMemoryTables
 from repertory.storage.postgres._time_tables import PgTimeTables
 from repertory.storage.postgres._tree_tables import PgTreeTables, event_arrays, merged_session, merged_turn
@@ -107,7 +108,7 @@ async def _check_if_idle(conn: psycopg.AsyncConnection[Any]) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
-class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeTables, StoreAliases):
+class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeTables, PgInboxTables, StoreAliases):
     """A ``TreeStore`` in a PostgreSQL database (tables in the ``repertory`` schema)."""
 
     @classmethod

@@ -137,6 +137,7 @@ def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> Del
         "timers": _count(conn, f"DELETE FROM timers WHERE session_id IN {_IDS}", ids),
         "schedules": _count(conn, f"DELETE FROM schedules WHERE session_id IN {_IDS}", ids),
     }
+    conn.execute(f"DELETE FROM decision_requests WHERE session_id IN {_IDS}", (ids,))  # not counted
     conn.execute(f"DELETE FROM threads WHERE thread_id IN {_IDS}", (ids,))
     sessions = _count(conn, f"DELETE FROM sessions WHERE session_id IN {_IDS}", ids)
     fell = [

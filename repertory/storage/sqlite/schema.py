@@ -14,7 +14,7 @@ from repertory.errors import StoreError
 
 __all__ = ["ROWID_SCANNED", "ROWID_TOPS", "SCHEMA_VERSION", "ensure_schema", "check_file"]
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 ROWID_SCANNED = ("events", "history_revisions", "history_entry_rows")
 """The tables an export reads by rowid, whose fallbacks ``rowid_fallbacks`` records (migration 8)."""
@@ -226,6 +226,25 @@ _MIGRATIONS: dict[int, list[str]] = {
         """ALTER TABLE schedules ADD COLUMN owner TEXT""",
         """UPDATE schedules SET owner = CASE WHEN json_valid(record) THEN json_extract(record, '$.owner') END""",
         """CREATE INDEX schedules_by_owner ON schedules (owner)""",
+    ],
+    # The decision inbox (``repertory.core.inbox``): decisions taken in one process for a session
+    # another drives, and the beats of the hosts that drive them. The pending index holds only
+    # pending rows, in ``created_at`` order with the rowid (insertion order) after it, which is
+    # the pending query's order: a bounded walk from its start, never a sort, and settled rows
+    # (which stay until their session is deleted, through ``decision_requests_by_session``)
+    # never enter it.
+    12: [
+        """CREATE TABLE decision_requests (
+               request_id TEXT PRIMARY KEY,
+               session_id TEXT NOT NULL,
+               status TEXT NOT NULL,
+               claims INTEGER NOT NULL,
+               claimed_until INTEGER NOT NULL,
+               created_at INTEGER NOT NULL,
+               record TEXT NOT NULL)""",
+        """CREATE INDEX decision_requests_pending ON decision_requests (created_at) WHERE status = 'pending'""",
+        """CREATE INDEX decision_requests_by_session ON decision_requests (session_id)""",
+        """CREATE TABLE host_beats (host_id TEXT PRIMARY KEY, seen_at INTEGER NOT NULL) WITHOUT ROWID""",
     ],
 }
 

@@ -47,6 +47,7 @@ from repertory.storage.queries import runs_query
 from repertory.storage.readback import read_record, read_records
 from repertory.storage.sqlite._delete import delete_sessions
 from repertory.storage.sqlite._history import INSERT_REVISIONS, HistoryRows, history_rows, write_history
+from repertory.storage.sqlite._inbox_tables import SqliteInboxTables
 from repertory.storage.sqlite._memory_tables import SqliteMemoryTables
 from repertory.storage.sqlite._time_tables import SqliteTimeTables
 from repertory.storage.sqlite._tree_tables import (
@@ -202,7 +203,7 @@ class _CommitWrite:
         raise CommitConflict(f"commit of run {run_id!r} refused by the stored state", run_id=run_id)
 
 
-class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables, StoreAliases):
+class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables, SqliteInboxTables, StoreAliases):
     """A ``TreeStore`` in one SQLite file (or in memory for ``":memory:"``)."""
 
     @classmethod
