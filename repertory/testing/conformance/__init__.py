@@ -23,6 +23,7 @@ plain pytest class to subclass; the subclass supplies the store with a fixture a
 - ``HeadConformance``: ``TreeStore.move_head``, the head moves no run makes (forks, rewinds).
 - ``MemoryConformance``: the long-term memory tables (``MemoryStore``).
 - ``TimeConformance``: timers, schedules and webhook deliveries (``TimeStore``).
+- ``InboxConformance``: cross-process decision requests and host beats (``DecisionInbox``).
 - ``ReadbackConformance``: a row that cannot be read back as written (too deep, a field broken,
   no JSON) never fails a listing and stays deletable (needs a probe that writes rows by hand).
 
@@ -51,6 +52,7 @@ from repertory.testing.conformance.backend import BackendConformance, RuntimeFac
 from repertory.testing.conformance.deletion import DeletionConformance
 from repertory.testing.conformance.group_commit import GroupCommitConformance
 from repertory.testing.conformance.heads import HeadConformance
+from repertory.testing.conformance.inbox import InboxConformance
 from repertory.testing.conformance.memory import MemoryConformance
 from repertory.testing.conformance.probe import (
     INJECTED_FAILURE,
@@ -71,6 +73,7 @@ __all__ = [
     "GroupCommitConformance",
     "HeadConformance",
     "HistoryWrites",
+    "InboxConformance",
     "InjectedFailure",
     "MemoryConformance",
     "ProbeUnsupported",

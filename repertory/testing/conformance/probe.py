@@ -34,7 +34,7 @@ INJECTED_FAILURE = "injected failure"
 """Text the error of an injected failure must contain, so a test can tell it from a real one."""
 
 
-RecordTable = Literal["sessions", "turns", "runs", "schedules", "webhooks"]
+RecordTable = Literal["sessions", "turns", "runs", "schedules", "webhooks", "decision_requests"]
 """The tables whose rows hold a record's JSON, which ``StoreProbe.overwrite_record`` can replace."""
 
 RECORD_COLUMNS: dict[RecordTable, tuple[str, str]] = {
@@ -43,6 +43,7 @@ RECORD_COLUMNS: dict[RecordTable, tuple[str, str]] = {
     "runs": ("run_id", "state"),
     "schedules": ("schedule_id", "record"),
     "webhooks": ("delivery_id", "record"),
+    "decision_requests": ("request_id", "record"),
 }
 """Each record table's key column and JSON column, the same in the SQLite and PostgreSQL schemas."""
 
