@@ -359,6 +359,11 @@ class RayHostClient:
         result: list[SuspendReason] = await self._call(session_id, "pending_approvals", session_id)
         return result
 
+    async def recover(self, session_id: str) -> list[str]:
+        """Drive again the session's open turns on its host (idempotent, so retried like a read)."""
+        result: list[str] = await self._call(session_id, "recover", session_id)
+        return result
+
     async def compact(self, session_id: str) -> CompactionResult | None:
         """Compact the session's context now; not retried (a summary request costs tokens)."""
         result: CompactionResult | None = await self._call(session_id, "compact", session_id, retry=False)

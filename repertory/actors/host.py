@@ -370,6 +370,11 @@ class SessionHost:
         host = await self._ready()
         return await host.pending_approvals(session_id)
 
+    async def recover(self, session_id: str) -> list[str]:
+        """Queue the session's open turns on its actor (safe to retry: a known turn is not queued twice)."""
+        host = await self._ready()
+        return await host.recover(session_id)
+
     async def compact(self, session_id: str) -> CompactionResult | None:
         """Compact the session's context now, in its mailbox order (never retried by the client)."""
         host = await self._ready()

@@ -9,10 +9,12 @@ malformed token, invalid JSON) is one ``error: ...`` line on stderr and exit cod
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, assert_never
 
 import typer
 from rich.console import Console
@@ -20,7 +22,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
+from repertory.core.decisions import Approve, Decision, Reject, Resume
+from repertory.core.inbox import DecisionInbox
 from repertory.core.json_limits import JsonRefused, parse_json
+from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import RunState, Usage
 from repertory.core.store import TreeStore
@@ -29,6 +34,8 @@ from repertory.runtime.agent import Agent
 from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.session import Session
 from repertory.tree.agent_specs import import_agents
+from repertory.tree.outside import decide_on_store, live_hosts
+from repertory.tree.runtime import Runtime
 
 __all__ = ["DEFAULT_STORE", "approvals_app", "load_agents", "register", "sessions_app"]
 
@@ -237,21 +244,51 @@ async def _subtree(store: TreeStore, session_id: str) -> set[str]:
     return found
 
 
-def _decide(
-    store_url: str, agents_path: str, token: str, act: Callable[[TreeStore, Agent, str], Awaitable[RunResult]]
-) -> None:
-    """Find the run TOKEN decides and ``act(store, agent, run_id)`` on it (a ``Session.*_suspended`` call)."""
+def _decide(store_url: str, agents_path: str, token: str, decision: Decision) -> None:
+    """Find the run TOKEN decides and apply ``decision`` to it through the front door that owns it.
+
+    A run of a session of the tree is decided through the tree (``repertory.tree.outside``): by
+    the process serving the store, if one is, else by a runtime of this process; either way the
+    run and its turn end together. A bare ``Session``'s run (no session of the tree) is decided by
+    the bare session API, as it was made.
+    """
     agents = load_agents(agents_path)
 
     async def main(s: TreeStore) -> RunResult:
         run = await _run_for_token(s, token)
+        if await s.load_session(run.thread_id) is not None:
+            return await decide_on_store(s, agents, run.thread_id, decision, cli_principal())
         agent = agents.get(run.agent or "")
         if agent is None:
             raise RepertoryError(f"run {run.run_id} needs agent {run.agent!r}, which --agents does not provide")
-        return await act(s, agent, run.run_id)
+        match decision:
+            case Approve():
+                return await Session.approve_suspended(
+                    store=s, agent=agent, run_id=run.run_id, resume_token=token, approval=decision.approval,
+                    args=decision.args,
+                )  # fmt: skip
+            case Reject():
+                return await Session.reject_suspended(
+                    store=s, agent=agent, run_id=run.run_id, resume_token=token, reason=decision.reason
+                )
+            case Resume():
+                return await Session.resume_suspended(
+                    store=s, agent=agent, run_id=run.run_id, resume_token=token, value=decision.value
+                )
+            case _:
+                assert_never(decision)
 
     result = _run(main, store_url)
     _console().print(f"run {result.run_id}: {result.status}" + (f": {result.text}" if result.text else ""))
+
+
+def cli_principal() -> Principal:
+    """Who decides from this command line: the user logged in here (``user:<login>`` on the record)."""
+    try:
+        login = getpass.getuser()
+    except (OSError, KeyError):  # no login name in this environment (a container's uid without an entry)
+        login = f"uid-{os.getuid()}"
+    return Principal.user(login)
 
 
 @approvals_app.command("approve")
@@ -263,14 +300,7 @@ def approvals_approve(
 ) -> None:
     """Approve the pending tool call that TOKEN decides; the tool runs once and the run goes on."""
     payload = _json(json_payload, "--json")
-    _decide(
-        store,
-        agents,
-        token,
-        lambda s, agent, run_id: Session.approve_suspended(
-            store=s, agent=agent, run_id=run_id, resume_token=token, approval=payload
-        ),
-    )
+    _decide(store, agents, token, Approve(token=token, approval=payload))
 
 
 @approvals_app.command("reject")
@@ -281,14 +311,7 @@ def approvals_reject(
     agents: AgentsOption = DEFAULT_AGENTS,
 ) -> None:
     """Reject the pending tool call that TOKEN decides; the model reads REASON as an error result."""
-    _decide(
-        store,
-        agents,
-        token,
-        lambda s, agent, run_id: Session.reject_suspended(
-            store=s, agent=agent, run_id=run_id, resume_token=token, reason=reason
-        ),
-    )
+    _decide(store, agents, token, Reject(token=token, reason=reason))
 
 
 def resume(
@@ -300,23 +323,28 @@ def resume(
 ) -> None:
     """Answer a suspended run: VALUE becomes a user message (a string, or JSON with --json)."""
     answer = _json(value, "VALUE") if json_value else value
-    _decide(
-        store,
-        agents,
-        token,
-        lambda s, agent, run_id: Session.resume_suspended(
-            store=s, agent=agent, run_id=run_id, resume_token=token, value=answer
-        ),
-    )
+    _decide(store, agents, token, Resume(token=token, value=answer))
 
 
 def recover(store: StoreOption = DEFAULT_STORE, agents: AgentsOption = DEFAULT_AGENTS) -> None:
-    """Re-drive every run a crashed process left running (non-idempotent calls are never repeated)."""
+    """Re-drive every turn and run a crashed process left running (non-idempotent calls are never repeated).
+
+    The sessions' turns are finished through the session tree (each run and its turn together);
+    a bare ``Session``'s run by the bare session API. While a process serves the store it
+    recovers its own runs, so this refuses to drive them a second time.
+    """
     registry = load_agents(agents)
 
     async def main(s: TreeStore) -> list[tuple[str, str]]:
-        out = []
+        if isinstance(s, DecisionInbox) and await live_hosts(s):
+            raise RepertoryError(
+                "a process is serving this store (repertory serve?): it re-drives its sessions' open turns "
+                "itself; stop it first to recover from here"
+            )
+        out = await _recover_turns(s, registry)
         for run in await s.list_runs(statuses=("running",)):
+            if await s.load_session(run.thread_id) is not None:
+                continue  # a session's run: its turn was finished above, or it has none to finish
             agent = registry.get(run.agent or "")
             if agent is None:
                 out.append((run.run_id, f"skipped: agent {run.agent!r} not provided"))
@@ -334,6 +362,38 @@ def recover(store: StoreOption = DEFAULT_STORE, agents: AgentsOption = DEFAULT_A
         console.print("no run was left running")
     for run_id, outcome in results:
         console.print(f"{run_id}: {outcome}")
+
+
+async def _recover_turns(store: TreeStore, agents: dict[str, Agent]) -> list[tuple[str, str]]:
+    """Finish the tree's open turns through a runtime of this process; ``(run id, how it ended)`` each.
+
+    Starting a runtime re-drives every turn left queued or running (what a restarted server
+    does); this waits for each to rest. It drives all of them or none: a turn whose agent
+    ``--agents`` lacks is refused before anything runs.
+    """
+    open_turns = await store.list_open_turns()
+    if not open_turns:
+        return []
+    records = [await store.load_session(t.session_id) for t in open_turns]
+    missing = sorted({r.agent for r in records if r is not None and r.agent not in agents})
+    if missing:
+        raise RepertoryError(
+            f"open turns need agent(s) {', '.join(map(repr, missing))}, which --agents does not provide; "
+            "nothing was recovered"
+        )
+    out: list[tuple[str, str]] = []
+    runtime = await Runtime.start(store=store, agents=agents)
+    try:
+        for turn in open_turns:
+            handle = await runtime.session(turn.session_id)
+            try:
+                result = await handle.get_turn(turn.submission_id).result()
+                out.append((result.run_id, result.status))
+            except RepertoryError as exc:
+                out.append((turn.run_id or turn.submission_id, f"{type(exc).__name__}: {exc}"))
+    finally:
+        await runtime.close()
+    return out
 
 
 def demo(

@@ -137,6 +137,15 @@ class SessionBackend(Protocol):
         """Approve, reject or resume the session's suspended run on behalf of ``principal``."""
         ...
 
+    async def recover(self, session_id: str) -> list[str]:
+        """Drive again the session's turns left ``queued`` or ``running`` that nothing drives here; their ids.
+
+        What a host's start does for every session, for one: a turn whose process died (and that
+        no process has taken up since) goes on from its last checkpoint, its run and turn together.
+        A turn already queued or driven here is not queued twice.
+        """
+        ...
+
     async def compact(self, session_id: str) -> CompactionResult | None:
         """Compact the session's context now, in its mailbox order (``None``: nothing to compact)."""
         ...

@@ -30,7 +30,8 @@ from pydantic import BaseModel, JsonValue
 
 from repertory.core.clock import Clock, SystemClock
 from repertory.core.decisions import Approve, Decision, Reject, Resume
-from repertory.core.ids import now_ms
+from repertory.core.ids import new_id, now_ms
+from repertory.core.inbox import DecisionInbox
 from repertory.core.memory import MemoryFactory
 from repertory.core.messages import ModelMessage
 from repertory.core.principal import Principal
@@ -62,6 +63,7 @@ from repertory.runtime.actor import SessionActor, type_path
 from repertory.runtime.agent import Agent
 from repertory.runtime.backend import SessionBackend, Submission
 from repertory.runtime.compaction import CompactionResult
+from repertory.runtime.inbox_keeper import InboxKeeper
 from repertory.runtime.services import SessionServices
 from repertory.runtime.session import Session
 from repertory.runtime.timekeeper import TimeKeeper, log
@@ -151,6 +153,10 @@ class LocalHost(SessionBackend):
                 store, self.clock, wake=self._wake_timer, fire=self._fire_schedule, poll_interval=poll_interval
             )
         self._timer_rows = _TimerRows(store, self.timekeeper)
+        # Decisions taken in other processes for the sessions this host drives (repertory.core.inbox).
+        self.inbox: InboxKeeper | None = None
+        if isinstance(store, DecisionInbox):
+            self.inbox = InboxKeeper(store, host_id=new_id(), decide=self.decide)
         self.memory = memory
         self._agents = dict(agents)
         self.idle_timeout = idle_timeout
@@ -198,11 +204,15 @@ class LocalHost(SessionBackend):
         self._reaper = asyncio.get_running_loop().create_task(self._reap(), name="repertory-passivation")
         if self.timekeeper is not None:
             self.timekeeper.start(owns)
+        if self.inbox is not None:
+            self.inbox.start(owns)
 
     async def close(self) -> None:
         """Stop every actor without touching durable state; open turns resume on the next start."""
         if self.timekeeper is not None:
             await self.timekeeper.close()
+        if self.inbox is not None:
+            await self.inbox.close()
         if self._reaper is not None:
             self._reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -456,6 +466,15 @@ class LocalHost(SessionBackend):
         """The live approval request of the session, if any."""
         actor = await self.actor(session_id)
         return await actor.pending_approvals()
+
+    async def recover(self, session_id: str) -> list[str]:
+        """Queue the session's open turns on its actor (``SessionBackend.recover``)."""
+        turns = await self.store.list_turns(session_id, ("queued", "running"))
+        if not turns:
+            return []
+        actor = await self.actor(session_id)
+        actor.resume_open_turns(turns)
+        return [t.submission_id for t in turns]
 
     async def compact(self, session_id: str) -> CompactionResult | None:
         """Compact the session's context now, in its mailbox order (``SessionHandle.compact()``)."""

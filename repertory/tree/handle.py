@@ -374,6 +374,15 @@ class SessionHandle:
         """Cancel the running turn, every queued one, and a suspended run."""
         await self._rt.host.cancel(self.id)
 
+    async def recover(self) -> list[TurnHandle]:
+        """Drive again this session's turns that a crashed process left queued or running; their handles.
+
+        What a restarted server does for every session, for this one (the web UI's "recover"):
+        each turn goes on from its last checkpoint, non-idempotent calls are never run twice, and
+        its run and turn end together. A turn already driven here is not driven twice.
+        """
+        return [self.get_turn(sid) for sid in await self._rt.host.recover(self.id)]
+
     # -- schedules ----------------------------------------------------------------------------------
 
     async def schedule(self, cron: str, message: Message, tz: str = "UTC", *, end_at: int | None = None) -> Schedule:

@@ -27,6 +27,9 @@ import uvicorn
 from playwright.async_api import Browser, Page, async_playwright
 
 from repertory import Principal, Runtime
+from repertory.core.ids import now_ms
+from repertory.core.result import RunResult
+from repertory.core.state import RunState
 from repertory.http import create_app
 from tests.ui.agents import make_agents
 
@@ -140,3 +143,13 @@ async def logged_in(url: str, key: str = ALICE) -> AsyncIterator[tuple[httpx.Asy
         page = await client.get("/ui/")
         assert page.status_code == 200
         yield client, form_token(page.text)
+
+
+async def crash(runtime: Runtime, result: RunResult) -> RunState:
+    """A finished turn as a process that died mid-run leaves it: run and turn running, the last checkpoint old."""
+    store = runtime.store
+    stale = result.state.model_copy(update={"status": "running", "result": None, "updated_at": now_ms() - 120_000})
+    await store.save(stale)
+    [turn] = [t for t in await store.list_turns(result.state.thread_id) if t.run_id == result.run_id]
+    await store.update_turn(turn.model_copy(update={"status": "running"}))
+    return stale

@@ -8,12 +8,11 @@ import httpx
 import pytest
 
 from repertory import Principal, Runtime
-from repertory.core.ids import now_ms
 from repertory.http import create_app
 from repertory.http.ui.decisions import Decider
 from repertory.http.ui.plots import Bar, bars
 from tests.ui.agents import make_agents
-from tests.ui.conftest import ALICE, UiServer, form_token, logged_in
+from tests.ui.conftest import ALICE, UiServer, crash, form_token, logged_in
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 ALICE_P = Principal.user("alice")
@@ -110,8 +109,7 @@ async def test_a_run_left_running_is_listed_and_recovered(ui_server: UiServer) -
     )
     done = await handle.run("hello")
     # What a process that died mid-run leaves behind: the run still 'running', its last checkpoint old.
-    stale = done.state.model_copy(update={"status": "running", "result": None, "updated_at": now_ms() - 120_000})
-    await store.save(stale)
+    await crash(ui_server.runtime, done)
     async with logged_in(ui_server.url) as (client, token):
         page = await client.get("/ui/runs")
         assert done.run_id[:12] in page.text and "Recover" in page.text
@@ -119,6 +117,11 @@ async def test_a_run_left_running_is_listed_and_recovered(ui_server: UiServer) -
         assert recovered.status_code == 200 and f"Recovered run {done.run_id}: it is done now." in recovered.text
         run = await store.load_run(done.run_id)
         assert run is not None and run.status == "done"
+        # Through the tree: the turn ended with its run, and its log says so once more, last.
+        [turn] = [t for t in await store.list_turns(handle.id) if t.run_id == done.run_id]
+        assert turn.status == "done"
+        events = await store.load_events(handle.id)
+        assert events[-1].type == "turn.completed" and events[-1].submission_id == turn.submission_id
         again = await client.post(f"/ui/runs/{done.run_id}/recover", data={"csrf": token})
         assert "no longer stale" in again.text
 

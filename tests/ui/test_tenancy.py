@@ -15,11 +15,10 @@ import httpx
 import pytest
 from playwright.async_api import Page, expect
 
-from repertory.core.ids import now_ms
 from repertory.core.state import RunState
 from repertory.core.tree import SessionStatus
 from repertory.tree.handle import SessionHandle
-from tests.ui.conftest import ADMIN, ALICE, BOB, UiServer, logged_in, login
+from tests.ui.conftest import ADMIN, ALICE, BOB, UiServer, crash, logged_in, login
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -40,9 +39,7 @@ async def _scene(ui_server: UiServer, owner: str) -> Owned:
     assert result.status == "suspended"
     crashed = await rt.create_session(agent="assistant", title=f"tenancy-{owner}-crashed", owner=owner)
     done = await crashed.run("hello")
-    stale = done.state.model_copy(update={"status": "running", "result": None, "updated_at": now_ms() - 120_000})
-    await rt.store.save(stale)
-    return Owned(waiting, result.state, stale)
+    return Owned(waiting, result.state, await crash(rt, done))
 
 
 def _counts(page: str) -> dict[str, int]:

@@ -49,6 +49,7 @@ from markupsafe import Markup
 from repertory.core.ids import now_ms
 from repertory.core.json_limits import JsonRefused, parse_json
 from repertory.core.principal import Principal
+from repertory.core.result import RunResult
 from repertory.core.state import RunState
 from repertory.core.tree import SessionRecord, SessionStatus
 from repertory.errors import RepertoryError, RevisionNotFound, RunNotFound, SessionNotFound
@@ -70,6 +71,7 @@ from repertory.http.ui.reads import (
     thread_history,
     visible_runs,
 )
+from repertory.runtime.agent import Agent
 from repertory.runtime.session import Session
 from repertory.tree.handle import SessionHandle
 from repertory.tree.runtime import Runtime
@@ -640,6 +642,19 @@ class WebUI:
             stale.append((run, "" if run.agent in self.runtime.agents else f"agent {run.agent!r} is not served here"))
         return {"failed": rows, "stale": stale, "stale_after_s": STALE_AFTER_MS // 1000}
 
+    async def _recover_run(self, run: RunState, agent: Agent) -> RunResult:
+        """Drive a stale run on: a session's through the tree (its turn ends with it), a bare run's alone."""
+        store = self.runtime.store
+        if await store.load_session(run.thread_id) is None:
+            return await Session.recover(store=store, agent=agent, run_id=run.run_id)
+        handle = await self.runtime.session(run.thread_id)
+        for turn in await handle.recover():
+            record = await store.load_turn(turn.submission_id)
+            if record is not None and record.run_id == run.run_id:
+                return await turn.result()
+        # No open turn holds this run: it was left running by a drive outside the tree.
+        raise RepertoryError(f"run {run.run_id!r} has no open turn to drive on; its session has moved on")
+
     async def _driven_here(self, run: RunState) -> bool:
         """True when a session of this runtime is driving ``run`` right now (so it is not stale)."""
         if await self.runtime.store.load_session(run.thread_id) is None:
@@ -664,7 +679,7 @@ class WebUI:
 
         async def drive() -> str:
             try:
-                result = await Session.recover(store=store, agent=agent, run_id=run_id)
+                result = await self._recover_run(run, agent)
             except RepertoryError as exc:
                 _log.warning("recovering run %s from the web UI failed: %s", run_id, exc)
                 return f"failed again: {type(exc).__name__}: {exc}"
