@@ -21,6 +21,7 @@
     ├── OutputValidationError      the final reply never validated into the output type
     ├── ModelError                 the model failed or a scripted model ran out of steps
     ├── RevisionNotFound           a fork or a rewind named a revision that is not on the thread's lineage
+    ├── IllegalTransition          a run was moved to a status its own cannot reach (``RUN_TRANSITIONS``)
     ├── ToolError                  raised by a tool to choose the message the model reads
     └── GuardrailTripped           an input or output guardrail refused the turn (the run ends ``error``)
 
@@ -40,6 +41,7 @@ from typing import Any
 __all__ = [
     "CommitConflict",
     "GuardrailTripped",
+    "IllegalTransition",
     "InvalidResumeToken",
     "MissingExtra",
     "ModelError",
@@ -179,6 +181,14 @@ class ModelError(RepertoryError):
 
 class RevisionNotFound(RepertoryError):
     """The revision is not on the thread's lineage (unknown, or another thread's): nothing was forked."""
+
+
+class IllegalTransition(RepertoryError):
+    """A run was moved to a status its status cannot reach: a bug where the move is written, not a user's fault.
+
+    Raised by ``RunState``'s transition methods before anything changes; ``run_id``, ``status``
+    (where it was) and ``target`` (where it was sent) say which move.
+    """
 
 
 class ToolError(RepertoryError):

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from repertory.core.ids import Id, now_ms
 from repertory.core.messages import ModelMessage
 from repertory.core.trusted import copied, trusted
+from repertory.errors import IllegalTransition
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -23,6 +24,7 @@ __all__ = [
     "PendingCall",
     "ErrorInfo",
     "RunState",
+    "RUN_TRANSITIONS",
     "RunStatus",
     "SuspendKind",
     "SuspendReason",
@@ -36,6 +38,25 @@ SCHEMA_VERSION = 1
 """Version of the persisted record shapes; bumped with a migration whenever a shape changes."""
 
 RunStatus = Literal["running", "suspended", "done", "error", "cancelled"]
+
+RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
+    # A drive (re)starts a run it holds ``running`` (a fresh start, a crash recovery), and ends it
+    # suspended, done, failed or cancelled.
+    "running": frozenset(("running", "suspended", "done", "error", "cancelled")),
+    # A decision drives it on; a cancel or a new run on the thread ends it; a failure in or just
+    # after the commit that suspended it (arming its timer, what hears that commit) fails it.
+    "suspended": frozenset(("running", "error", "cancelled")),
+    # ``recover()`` drives it on; a cancel ends it.
+    "error": frozenset(("running", "cancelled")),
+    "done": frozenset(),
+    "cancelled": frozenset(),
+}
+"""Where a run may go from each status: the only statuses ``RunState``'s transition methods reach.
+
+A run is built ``running`` (or, for a compaction recorded as a run of its own, ``done``) and moves
+only through ``RunState.to_running/to_suspended/to_done/to_error/to_cancelled``, which check this
+table: anything else raises ``IllegalTransition`` where it is tried.
+"""
 SuspendKind = Literal["suspend", "approval", "timer"]
 """``suspend``: a tool's ``suspend()``; ``approval``: a tool that needs one; ``timer``: a tool's ``sleep()``."""
 
@@ -164,7 +185,11 @@ class RunState(BaseModel):
     """One run's checkpoint: status, progress, usage, the history head it reached, and its scratch bag.
 
     ``scratch`` must hold JSON values only (it is persisted with every checkpoint); anything else
-    is rejected at validation. ``suspended_on`` is set only while the run is ``suspended``.
+    is rejected at validation. ``status`` changes only through the ``to_*`` methods (the one writer
+    of a run's lifecycle, checked against ``RUN_TRANSITIONS``), which keep what each status allows:
+    ``suspended_on`` only while ``suspended``; ``result`` only once ``done``; ``error`` while
+    ``error``, and still after a cancel of a failed run (the account of why it stopped); no open
+    approval and no pending call once ``cancelled``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -206,6 +231,47 @@ class RunState(BaseModel):
     def is_terminal(self) -> bool:
         """True once the run is ``done`` or ``cancelled``: no commit may change it any more."""
         return self.status in ("done", "cancelled")
+
+    def _move(self, target: RunStatus) -> None:
+        if target not in RUN_TRANSITIONS[self.status]:
+            raise IllegalTransition(
+                f"run {self.run_id!r} cannot go from {self.status!r} to {target!r}",
+                run_id=self.run_id,
+                status=self.status,
+                target=target,
+            )
+        self.status = target
+
+    def to_running(self) -> None:
+        """Drive the run (on): a start, a decision taken on a ``suspended`` run, a recovery of an ``error`` one."""
+        self._move("running")
+        self.suspended_on = None
+        self.error = None
+
+    def to_suspended(self, on: SuspendReason) -> None:
+        """Wait on ``on`` (its token is the only way on)."""
+        self._move("suspended")
+        self.suspended_on = on
+
+    def to_done(self, result: JsonValue) -> None:
+        """Finish with ``result`` (the final reply)."""
+        self._move("done")
+        self.result = result
+
+    def to_error(self, error: ErrorInfo) -> None:
+        """Fail with ``error``'s account; a suspension it had dies with it (``recover()`` drives it on)."""
+        self._move("error")
+        self.error = error
+        self.suspended_on = None
+
+    def to_cancelled(self, reason: str, at: int) -> None:
+        """Cancel: the live token dies, nothing stays pending and every open approval is decided ``cancelled``."""
+        self._move("cancelled")
+        for record in self.approvals:
+            if record.decision is None:
+                record.decision, record.decided_at, record.reason = "cancelled", at, reason
+        self.suspended_on = None
+        self.pending = []
 
 
 class ThreadState(BaseModel):

@@ -66,12 +66,7 @@ async def commit_cancelled(store: Any, run_id: str, reason: str, memory: Memory 
         thread: ThreadState | None = await store.load_thread(run.thread_id)
         head = None if thread is None else thread.history_revision_id
         now = now_ms()
-        for record in run.approvals:
-            if record.decision is None:
-                record.decision, record.decided_at, record.reason = "cancelled", now, reason
-        run.status = "cancelled"
-        run.suspended_on = None
-        run.pending = []
+        run.to_cancelled(reason, now)
         run.updated_at = now
         if thread is None or run.history_revision_id != head:
             # The thread has moved past this run (or never existed): the run no longer owns the
@@ -122,7 +117,8 @@ async def commit_failed(
     if history is None:
         return None
     now = now_ms()
-    run.status, run.error, run.suspended_on, run.updated_at = "error", error, None, now
+    run.to_error(error)
+    run.updated_at = now
     await store.commit_session(
         run=run,
         thread=thread.model_copy(update={"updated_at": now}),

@@ -453,7 +453,7 @@ class Drive:
         answered = pair_unanswered(self.history, f"cancelled: {reason}")
         if answered is not None:
             self.messages.append(answered)
-        run.status, run.suspended_on, run.pending = "cancelled", None, []
+        run.to_cancelled(reason, now_ms())
         try:
             await self.commit()
         except StoreError:
@@ -469,13 +469,19 @@ class Drive:
         ``CommitConflict`` (the run was cancelled or moved on elsewhere) leaves ``exc`` the one to report.
         """
         run = self.run_state
-        run.status = "error"
-        run.suspended_on = None
-        run.error = ErrorInfo(
-            message=str(exc) or type(exc).__name__,
-            type=type(exc).__name__,
-            stack="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        if run.is_terminal:
+            # It finished here, and failed in or after the commit that finished it (what hears that
+            # commit: the memory, a listener): a finished run takes no error, and the store holds it
+            # as that commit left it.
+            return
+        run.to_error(
+            ErrorInfo(
+                message=str(exc) or type(exc).__name__,
+                type=type(exc).__name__,
+                stack="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            )
         )
+        assert run.error is not None
         self.emit("error", {"run_id": run.run_id, "type": run.error.type, "message": run.error.message})
         try:
             await self.commit()
@@ -486,8 +492,7 @@ class Drive:
 
     async def _loop(self) -> RunResult:
         run = self.run_state
-        run.status = "running"
-        run.error = None
+        run.to_running()
         if await settle_calls(self, fresh=False):
             return self.result()
         if self.history.revision_id != self.base and not (self.durable_input and not self.committed_once):
@@ -559,7 +564,6 @@ class Drive:
                 return False
         if self.agent.output_guardrails:
             await guard(self, "output", message.text)
-        run.status = "done"
-        run.result = message.text
+        run.to_done(message.text)
         await self.commit()
         return True

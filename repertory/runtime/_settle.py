@@ -229,15 +229,17 @@ async def suspend_on_first(drive: Drive) -> None:
     payload: JsonValue = first.payload
     if first.kind == "approval":
         payload = {"tool_name": first.tool_name, "args": first.args, "tool_call_id": first.tool_call_id}
-    run.suspended_on = SuspendReason(
-        token=new_token(),
-        kind=first.kind,
-        reason=first.reason,
-        payload=payload,
-        tool_call_id=first.tool_call_id,
-        wake_at=first.wake_at,
+    run.to_suspended(
+        SuspendReason(
+            token=new_token(),
+            kind=first.kind,
+            reason=first.reason,
+            payload=payload,
+            tool_call_id=first.tool_call_id,
+            wake_at=first.wake_at,
+        )
     )
-    run.status = "suspended"
+    assert run.suspended_on is not None
     if first.kind == "timer" and first.wake_at is not None and drive.timers is not None:
         await drive.timers.arm(run.run_id, run.thread_id, run.suspended_on.token, first.wake_at)
     # Emitted before the commit so they are durable with the suspension itself: emitted after it,

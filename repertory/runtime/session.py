@@ -524,8 +524,7 @@ class Session:
                 raise InvalidResumeToken(used, run_id=run_id) from None
             drive.just_decided = set(decide(drive))
             drive.run_state.pending.pop(0)
-            drive.run_state.suspended_on = None
-            drive.run_state.status = "running"
+            drive.run_state.to_running()
         except BaseException:
             self._busy = False
             self._history = None
