@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-all test-slow demo lint typecheck bench clean
+.PHONY: test test-all test-slow system-deps demo lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,14 +12,19 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# What the suite needs from the system (chromium, PostgreSQL 15, node, the JS clients): installed
+# when missing as root with apt, else one line naming the command to run (scripts/system-deps).
+system-deps:
+	bash scripts/system-deps
+
 # The suite leaves out tests marked slow (pyproject's addopts); test-all runs them too, test-slow alone.
-test: $(STAMP)
+test: $(STAMP) system-deps
 	$(PY) -m pytest -q
 
-test-all: $(STAMP)
+test-all: $(STAMP) system-deps
 	$(PY) -m pytest -q -m ""
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) system-deps
 	$(PY) -m pytest -q -m slow
 
 # Through the venv's interpreter, not its console scripts, so a copied venv still checks this tree.
