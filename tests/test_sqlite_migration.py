@@ -17,10 +17,14 @@ import pytest
 from repertory import CommitConflict, MessageHistory, ModelMessage, RunState, StoreError, ThreadState
 from repertory.core.tree import Lineage, SessionEvent, SessionRecord, TurnRecord
 from repertory.storage import SqliteSessionStore
+from repertory.storage.sqlite._inbox_tables import PENDING_SQL
 from repertory.storage.sqlite.schema import _MIGRATIONS, SCHEMA_VERSION
+from repertory.testing.conformance.inbox import decision_request
 from tests.records import history_of
 
 V2_TABLES = {"sessions", "turns", "events"}
+INBOX_TABLES = {"decision_requests", "host_beats"}
+"""Schema version 12: the decision inbox (``repertory.core.inbox``)."""
 
 
 def tables(path: Path) -> set[str]:
@@ -114,7 +118,7 @@ async def test_a_version_one_file_is_migrated_with_its_data_intact(tmp_path: Pat
 
     async with await SqliteSessionStore.open(path) as store:
         assert schema_version(path) == str(SCHEMA_VERSION)
-        assert tables(path) >= V2_TABLES
+        assert tables(path) >= V2_TABLES | INBOX_TABLES
 
         assert await store.load_run("r") == run
         assert await store.list_runs() == [run]
@@ -173,3 +177,32 @@ async def test_a_migration_that_fails_leaves_the_file_at_version_one(tmp_path: P
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         row = conn.execute("SELECT state FROM runs WHERE run_id = 'r'").fetchone()
     assert row is not None and RunState.model_validate_json(row[0]) == run
+
+
+async def test_a_version_11_file_gains_the_decision_inbox_whose_pending_query_walks_its_index(tmp_path: Path) -> None:
+    path = tmp_path / "v11.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        for target in range(1, 12):
+            for statement in _MIGRATIONS[target]:
+                conn.execute(statement)
+        conn.execute("INSERT INTO repertory_meta (key, value) VALUES ('schema_version', '11')")
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    assert not tables(path) & INBOX_TABLES
+
+    async with await SqliteSessionStore.open(path) as store:
+        assert SCHEMA_VERSION >= 12 and schema_version(path) == str(SCHEMA_VERSION)
+        assert tables(path) >= INBOX_TABLES
+        await store.add_decision_request(decision_request("late", 200))
+        await store.add_decision_request(decision_request("early", 100))
+        await store.beat_host("h", 5)
+        assert [r.request_id for r in await store.pending_decision_requests(1_000, 10)] == ["early", "late"]
+        assert await store.live_hosts(5) == ["h"]
+
+    # Pending rows in the query's order, straight from the partial index: no sort, no other row read.
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + PENDING_SQL, (1_000, 10))]
+    assert plan == ["SCAN decision_requests USING INDEX decision_requests_pending"], plan

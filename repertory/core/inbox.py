@@ -98,7 +98,10 @@ class DecisionInbox(Protocol):
     async def settle_decision_request(
         self, request_id: str, status: DecisionRequestStatus, outcome: DecisionOutcome, settled_at: int
     ) -> bool:
-        """Record how a pending request ended (``applied`` or ``refused``); False when it was settled already."""
+        """Record how a pending request ended (``applied`` or ``refused``); False when unknown or settled already.
+
+        ``ValueError`` for ``pending``: settling is how a request stops being pending.
+        """
         ...
 
     async def beat_host(self, host_id: str, seen_at: int) -> None:
@@ -106,7 +109,7 @@ class DecisionInbox(Protocol):
         ...
 
     async def live_hosts(self, since: int) -> list[str]:
-        """The hosts whose last beat is at or after ``since``."""
+        """The hosts whose last beat is at or after ``since``, by id."""
         ...
 
     async def forget_host(self, host_id: str) -> None:

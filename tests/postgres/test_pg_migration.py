@@ -17,12 +17,16 @@ from psycopg import sql
 
 from repertory import CommitConflict, MessageHistory, ModelMessage, RunState, ThreadState
 from repertory.core.tree import Lineage, SessionEvent, SessionRecord, TurnRecord
+from repertory.storage.postgres._inbox_tables import PENDING_SQL
 from repertory.storage.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from repertory.storage.postgres.store import PostgresSessionStore
+from repertory.testing.conformance.inbox import decision_request
 from repertory.testing.pg_temp import TemporaryPostgres
 from tests.records import history_of
 
 V2_TABLES = {"sessions", "turns", "events"}
+INBOX_TABLES = {"decision_requests", "host_beats"}
+"""Schema version 12: the decision inbox (``repertory.core.inbox``)."""
 
 
 @pytest.fixture
@@ -115,7 +119,7 @@ async def test_a_version_one_database_is_migrated_with_its_data_intact(v1_url: s
 
     async with await PostgresSessionStore.open(v1_url) as store:
         assert schema_version(v1_url) == str(SCHEMA_VERSION)
-        assert tables(v1_url) >= V2_TABLES
+        assert tables(v1_url) >= V2_TABLES | INBOX_TABLES
         assert commit_functions(v1_url) == [24]  # the version-1 function is gone, not overloaded
 
         assert await store.load_run("r") == run
@@ -182,3 +186,33 @@ async def test_stores_opening_a_version_one_database_at_once_migrate_it_once(v1_
     finally:
         for store in stores:
             await store.close()
+
+
+async def test_a_version_11_database_gains_the_decision_inbox_whose_pending_query_walks_its_index(
+    v1_url: str,
+) -> None:
+    with psycopg.connect(v1_url, autocommit=True) as conn, conn.transaction():
+        conn.execute("CREATE SCHEMA repertory")
+        for target in range(1, 12):
+            for statement in MIGRATIONS[target]:
+                conn.execute(statement)
+        conn.execute("INSERT INTO repertory.meta (key, value) VALUES ('schema_version', '11')")
+    assert not tables(v1_url) & INBOX_TABLES
+
+    async with await PostgresSessionStore.open(v1_url) as store:
+        assert SCHEMA_VERSION >= 12 and schema_version(v1_url) == str(SCHEMA_VERSION)
+        assert tables(v1_url) >= INBOX_TABLES
+        await store.add_decision_request(decision_request("late", 200))
+        await store.add_decision_request(decision_request("early", 100))
+        await store.beat_host("h", 5)
+        assert [r.request_id for r in await store.pending_decision_requests(1_000, 10)] == ["early", "late"]
+        assert await store.live_hosts(5) == ["h"]
+
+    # The partial index gives pending rows in the query's order: walked from its start, no sort. (Two
+    # rows cost nothing to scan or sort: the other plans are turned off, the index is the planner's to lose.)
+    with psycopg.connect(v1_url, autocommit=True) as conn:
+        conn.execute("SET enable_seqscan = off")
+        conn.execute("SET enable_bitmapscan = off")
+        plan = [str(row[0]) for row in conn.execute("EXPLAIN " + PENDING_SQL, (1_000, 10))]
+    assert any("Index Scan using decision_requests_pending" in line for line in plan), plan
+    assert not any("Sort" in line for line in plan), plan
