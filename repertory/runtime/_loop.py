@@ -341,9 +341,7 @@ class Drive:
 
     def result(self) -> RunResult:
         """The outcome of this drive as the caller sees it."""
-        run = self.run_state
-        text = run.result if run.status == "done" and isinstance(run.result, str) else None
-        return RunResult(run_id=run.run_id, status=run.status, state=detached(run), text=text, output=self.output)
+        return RunResult.of(detached(self.run_state), self.output)
 
     def request_messages(self) -> list[ModelMessage]:
         """What the model sees: instructions, then history with recalled context folded in."""

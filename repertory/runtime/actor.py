@@ -565,7 +565,7 @@ class SessionActor:
                 result = await self.session.continue_run(turn.run_id, signal=job.signal, output_type=job.output_type)
             else:
                 self.session.adopt_state(stored)
-                result = RunResult(run_id=stored.run_id, status=stored.status, state=stored)
+                result = RunResult.of(stored)
             status = _turn_status(result.status)
             self._outcome = (turn.submission_id, result)
         except RunCancelled:

@@ -13,13 +13,13 @@ from typing import NoReturn
 from pydantic import BaseModel
 
 from repertory import errors as errors_module
-from repertory.core.result import RunResult
-from repertory.core.state import ErrorInfo
+from repertory.core.result import RunResult, reply_text
+from repertory.core.state import ErrorInfo, RunState
 from repertory.core.store import TreeStore
 from repertory.errors import RepertoryError, RunCancelled
-from repertory.runtime._loop import parse_output
+from repertory.runtime.output import parse_output
 
-__all__ = ["OutputTypeFor", "raise_turn_error", "turn_result"]
+__all__ = ["OutputTypeFor", "raise_turn_error", "stored_result", "turn_result"]
 
 OutputTypeFor = Callable[[str | None, str], type[BaseModel] | None]
 """``(turn's output type path, agent name) -> the output type``: what a backend's ``output_type_for`` is."""
@@ -58,10 +58,14 @@ async def turn_result(
         raise RepertoryError(f"turn {submission_id!r} has no run yet (status {turn.status})")
     if run.status == "cancelled":
         raise RunCancelled(f"the run of turn {submission_id!r} was cancelled", run_id=run.run_id)
-    text = run.result if run.status == "done" and isinstance(run.result, str) else None
     kind = output_type
     if kind is None:
         record = await store.load_session(session_id)
         kind = output_type_for(turn.output_type, record.agent) if record else None
-    output = parse_output(kind, text) if kind is not None and text is not None else None
-    return RunResult(run_id=run.run_id, status=run.status, state=run, text=text, output=output)
+    return stored_result(run, kind)
+
+
+def stored_result(run: RunState, output_type: type[BaseModel] | None) -> RunResult:
+    """The result of a run read back at rest, its reply validated into ``output_type`` again when it has one."""
+    text = reply_text(run)
+    return RunResult.of(run, parse_output(output_type, text) if output_type is not None and text is not None else None)

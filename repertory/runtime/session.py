@@ -58,7 +58,7 @@ from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.events import Outbox
 from repertory.runtime.forks import FORK_REASON, fork_point
-from repertory.runtime.output import parse_output
+from repertory.runtime.results import stored_result
 from repertory.runtime.services import SessionServices
 from repertory.runtime.signals import AbortSignal, Signal
 from repertory.runtime.timekeeper import TimerArm
@@ -637,10 +637,7 @@ class Session:
             raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
         if run.is_terminal:
             self._state = run
-            text = run.result if run.status == "done" and isinstance(run.result, str) else None
-            kind = output_type or self.agent.output_type
-            output = parse_output(kind, text) if kind is not None and text is not None else None
-            return RunResult(run_id=run.run_id, status=run.status, state=run, text=text, output=output)
+            return stored_result(run, output_type or self.agent.output_type)
         if run.status == "suspended":
             raise RunSuspended(f"run {run_id!r} is suspended and needs its resume token", run_id=run_id)
         self._claim()

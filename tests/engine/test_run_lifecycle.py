@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import get_args
 
 import pytest
+from pydantic import BaseModel
 
-from repertory import Agent, RunState, Session
+from repertory import Agent, RunResult, RunState, Session
 from repertory.core.state import (
     RUN_TRANSITIONS,
     ApprovalRecord,
@@ -22,6 +23,7 @@ from repertory.core.state import (
     SuspendReason,
 )
 from repertory.errors import IllegalTransition, RepertoryError
+from repertory.runtime.results import stored_result
 from repertory.storage import InMemorySessionStore
 from repertory.testing import ScriptedModel
 
@@ -159,3 +161,24 @@ async def test_a_failure_after_the_final_commit_leaves_the_run_done_and_reports_
     stored = await store.load_run(sess.state.run_id)
     assert stored is not None and (stored.status, stored.result, stored.error) == ("done", "hi", None)
     assert heard == ["running", "done"]
+
+
+@pytest.mark.parametrize("status", STATUSES)
+def test_a_result_carries_the_reply_only_once_the_run_is_done(status: RunStatus) -> None:
+    run = run_in(status)
+    run.result = "the reply" if status == "done" else None
+    result = RunResult.of(run, output="parsed")
+    assert (result.run_id, result.status, result.state, result.output) == ("r1", status, run, "parsed")
+    assert result.text == ("the reply" if status == "done" else None)
+
+
+class Answer(BaseModel):
+    value: int
+
+
+def test_a_stored_result_validates_its_reply_into_the_output_type_again() -> None:
+    run = run_in("done")
+    run.result = '```json\n{"value": 4}\n```'
+    assert stored_result(run, Answer).output == Answer(value=4)
+    assert stored_result(run, None).output is None
+    assert stored_result(run_in("suspended"), Answer).output is None
