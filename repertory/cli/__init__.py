@@ -123,10 +123,12 @@ def export(
 
 
 def _register_session_commands() -> None:
-    """demo, sessions, approvals, resume and recover live in one module; sessions delete and retention in another."""
+    """demo has a module of its own; sessions, approvals, resume and recover one; sessions delete and retention one."""
+    from repertory.cli.demo import register as register_demo
     from repertory.cli.lifecycle import register as register_lifecycle
     from repertory.cli.sessions import register
 
+    register_demo(app)
     register(app)
     register_lifecycle(app)
 

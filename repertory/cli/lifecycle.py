@@ -11,30 +11,24 @@ retention never picks a busy tree.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from repertory.cli.sessions import DEFAULT_STORE, StoreOption, sessions_app
+from repertory.cli._options import DEFAULT_STORE, StoreOption, stdout_console
+from repertory.cli.sessions import sessions_app
 from repertory.core.store import DeletedRows, TreeStore
 from repertory.errors import RecordUnreadable, RepertoryError, SessionNotFound
-from repertory.runtime.host import LocalHost
+from repertory.runtime import LocalHost
 from repertory.tree.retention import MAX_IDLE_DAYS, IdleTree, delete_idle_trees, idle_trees
 from repertory.tree.runtime import Runtime
 
 __all__ = ["register", "retention", "sessions_delete"]
 
 _T = TypeVar("_T")
-
-
-def _console() -> Console:
-    """A console; off a terminal, wide enough that ids never get cut."""
-    return Console() if sys.stdout.isatty() else Console(width=220)
 
 
 def _iso(ms: int) -> str:
@@ -93,7 +87,7 @@ def sessions_delete(
                 )
         return await rt.delete_session(session_id, forks=forks)
 
-    _console().print(_summary(asyncio.run(_with_runtime(store, main))))
+    stdout_console().print(_summary(asyncio.run(_with_runtime(store, main))))
 
 
 def retention(
@@ -128,7 +122,7 @@ def retention(
         table.add_row(
             tree.root_id, str(len(tree.session_ids)), _iso(tree.last_active), "yes" if tree.root_exists else "no"
         )
-    console = _console()
+    console = stdout_console()
     console.print(table)
     if deleted is not None:
         console.print(_summary(deleted))

@@ -9,22 +9,18 @@ firing starts after that. An enabled schedule fires from its first fire time aft
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from repertory.cli._options import DEFAULT_STORE, StoreOption, stdout_console
 from repertory.core.clock import iso_ms
 from repertory.core.ids import now_ms
 from repertory.core.timing import TimedStore
 from repertory.errors import RepertoryError, ScheduleNotFound
 
 __all__ = ["register", "schedules_app"]
-
-DEFAULT_STORE = "sqlite:///.repertory/repertory.db"
-StoreOption = Annotated[str, typer.Option("--store", help="Store URL (sqlite:///path.db, postgresql://..., a path).")]
 
 schedules_app = typer.Typer(
     help="Cron schedules and armed timers: list, cancel, disable, enable, timers.", no_args_is_help=True
@@ -39,10 +35,6 @@ async def _open(url: str) -> TimedStore:
         await store.close()
         raise RepertoryError(f"{url} keeps no schedules")
     return store
-
-
-def _console() -> Console:
-    return Console() if sys.stdout.isatty() else Console(width=220)
 
 
 @schedules_app.command("list")
@@ -73,7 +65,7 @@ def schedules_list(
         finally:
             await s.close()
 
-    _console().print(asyncio.run(main()))
+    stdout_console().print(asyncio.run(main()))
 
 
 @schedules_app.command("cancel")
@@ -89,7 +81,7 @@ def schedules_cancel(schedule_id: str, store: StoreOption = DEFAULT_STORE) -> No
             await s.close()
 
     asyncio.run(main())
-    _console().print(f"cancelled schedule {schedule_id}")
+    stdout_console().print(f"cancelled schedule {schedule_id}")
 
 
 def _switch(schedule_id: str, store: str, enabled: bool) -> None:
@@ -106,7 +98,7 @@ def _switch(schedule_id: str, store: str, enabled: bool) -> None:
             await s.close()
 
     asyncio.run(main())
-    _console().print(f"{'enabled' if enabled else 'disabled'} schedule {schedule_id}")
+    stdout_console().print(f"{'enabled' if enabled else 'disabled'} schedule {schedule_id}")
 
 
 @schedules_app.command("disable")
@@ -139,7 +131,7 @@ def schedules_timers(
         finally:
             await s.close()
 
-    _console().print(asyncio.run(main()))
+    stdout_console().print(asyncio.run(main()))
 
 
 def register(app: typer.Typer) -> None:

@@ -26,18 +26,26 @@ import asyncio
 import os
 import socket
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from repertory._extras import require
-from repertory.cli.sessions import DEFAULT_AGENTS, DEFAULT_STORE, AgentsOption, StoreOption, load_agents
+from repertory.cli._options import (
+    DEFAULT_AGENTS,
+    DEFAULT_STORE,
+    AgentsOption,
+    OtlpEndpointOption,
+    StoreOption,
+    check_otlp_endpoint,
+    load_agents,
+    otlp_runtime_options,
+)
 from repertory.core.principal import Principal
 from repertory.errors import RepertoryError
-from repertory.runtime.agent import Agent
-from repertory.runtime.gc_tuning import tune_gc
+from repertory.runtime import Agent, tune_gc
 
-__all__ = ["OtlpEndpointOption", "check_otlp_endpoint", "otlp_runtime_options", "register", "serve", "ui"]
+__all__ = ["register", "serve", "ui"]
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -103,8 +111,8 @@ async def _serve(
     from repertory.http.timeouts import http_protocol
     from repertory.http.ui import ui_only_app
     from repertory.http.webhooks import WebhookSettings
+    from repertory.tree import Runtime
     from repertory.tree.agent_specs import AgentSpec
-    from repertory.tree.runtime import Runtime
 
     # On Ray each host imports the agents from their path itself (nothing about them must pickle).
     specs: dict[str, AgentSpec] = {name: agents_path for name in agents} if backend == "ray" else dict(agents)
@@ -144,31 +152,6 @@ async def _serve(
         await server.serve(sockets=[sock])
     finally:
         await runtime.close()
-
-
-def otlp_runtime_options(backend: str, endpoint: str | None) -> dict[str, Any]:
-    """Export this process's spans (``--otlp-endpoint``, else ``OTEL_EXPORTER_OTLP_*``); Ray hosts get the same.
-
-    Returns the ``Runtime.start`` options that hand the exporter settings to Ray session hosts
-    (other processes, which configure their own exporter from them).
-    """
-    from repertory.tracing import configure_from_env, configure_otlp, otlp_env
-
-    configured = configure_otlp(endpoint) if endpoint is not None else configure_from_env()
-    env = otlp_env(endpoint)
-    if backend != "ray" or (configured is None and endpoint is None) or not env:
-        return {}
-    return {"host_options": {"runtime_env": {"env_vars": env}}}
-
-
-OtlpEndpointOption = Annotated[
-    str | None,
-    typer.Option(
-        "--otlp-endpoint",
-        help="Send OpenTelemetry spans to this OTLP/HTTP collector (http://localhost:4318); "
-        "default: OTEL_EXPORTER_OTLP_ENDPOINT, else no export.",
-    ),
-]
 
 
 HeaderTimeoutOption = Annotated[
@@ -406,17 +389,6 @@ def _check_keys(keys: dict[str, Principal], admins: dict[str, Principal]) -> Non
         ApiKeys(keys, admins)
     except ValueError as exc:
         raise RepertoryError(str(exc)) from None
-
-
-def check_otlp_endpoint(endpoint: str) -> None:
-    """``--otlp-endpoint`` is an http(s) URL and the ``otel`` extra is installed, else a one-line error."""
-    from repertory.tracing import traces_url
-
-    try:
-        traces_url(endpoint)
-    except ValueError as exc:
-        raise RepertoryError(f"--otlp-endpoint: {exc}") from None
-    require("--otlp-endpoint", "otel")
 
 
 def register(app: typer.Typer) -> None:

@@ -12,16 +12,16 @@ import asyncio
 import getpass
 import json
 import os
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar, assert_never
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
+from repertory.cli._options import DEFAULT_AGENTS, DEFAULT_STORE, AgentsOption, StoreOption, load_agents
+from repertory.cli._options import stdout_console as _console
 from repertory.core.decisions import Approve, Decision, Reject, Resume
 from repertory.core.inbox import DecisionInbox
 from repertory.core.json_limits import JsonRefused, parse_json
@@ -30,39 +30,16 @@ from repertory.core.result import RunResult
 from repertory.core.state import RunState, Usage
 from repertory.core.store import TreeStore
 from repertory.errors import InvalidResumeToken, RepertoryError, SessionNotFound
-from repertory.runtime.agent import Agent
-from repertory.runtime.gc_tuning import tune_gc
-from repertory.runtime.session import Session
-from repertory.tree.agent_specs import import_agents
+from repertory.runtime import Agent, Session
 from repertory.tree.outside import decide_on_store, live_hosts
 from repertory.tree.runtime import Runtime
 
-__all__ = ["DEFAULT_STORE", "approvals_app", "load_agents", "register", "sessions_app"]
+__all__ = ["approvals_app", "register", "sessions_app"]
 
-DEFAULT_STORE = "sqlite:///.repertory/repertory.db"
-DEFAULT_AGENTS = "repertory.demo.agents:make_agents"
 _T = TypeVar("_T")
-
-StoreOption = Annotated[str, typer.Option("--store", help="Store URL (sqlite:///path.db, postgresql://..., a path).")]
-AgentsOption = Annotated[
-    str, typer.Option("--agents", help="module:attr naming a dict of agents, a function returning one, or an agent.")
-]
 
 sessions_app = typer.Typer(help="Look at sessions: list, tree, show.", no_args_is_help=True)
 approvals_app = typer.Typer(help="Pending tool approvals: list, approve, reject.", no_args_is_help=True)
-
-
-def _console() -> Console:
-    """A console; when the output is not a terminal (a pipe, a file), wide enough that ids never get cut."""
-    return Console() if sys.stdout.isatty() else Console(width=220)
-
-
-def load_agents(path: str) -> dict[str, Agent]:
-    """Import ``module:attr`` and turn it into ``{name: Agent}``."""
-    module, _, attr = path.partition(":")
-    if not module or not attr:
-        raise RepertoryError(f"--agents must look like module:attr, not {path!r}")
-    return import_agents(path)
 
 
 def _run(fn: Callable[[TreeStore], Awaitable[_T]], url: str) -> _T:
@@ -396,59 +373,8 @@ async def _recover_turns(store: TreeStore, agents: dict[str, Agent]) -> list[tup
     return out
 
 
-def demo(
-    sessions: int = typer.Option(50, "--sessions", min=1, help="How many orchestrator trees."),
-    backend: str = typer.Option("ray", "--backend", help="ray (starts a local Ray) or local."),
-    store: StoreOption = DEFAULT_STORE,
-    model: str | None = typer.Option(
-        None, "--model", help="An OpenAI-compatible model for the workers, e.g. openai:gpt-4o-mini."
-    ),
-    delay: float = typer.Option(0.2, "--delay", min=0.0, help="Seconds a scripted model takes per reply (about)."),
-    out: str = typer.Option(".repertory/export", "--out", help="Where the Parquet export goes."),
-    otlp_endpoint: str | None = typer.Option(
-        None,
-        "--otlp-endpoint",
-        help="Send OpenTelemetry spans to this OTLP/HTTP collector (http://localhost:4318); "
-        "default: OTEL_EXPORTER_OTLP_ENDPOINT, else no export.",
-    ),
-) -> None:
-    """The main job: a fleet of agent sessions on the embedded default (local Ray + SQLite)."""
-    if backend not in ("ray", "local"):
-        raise RepertoryError(f"--backend must be ray or local, not {backend!r}")
-    from repertory.cli.serve import check_otlp_endpoint, otlp_runtime_options
-
-    if otlp_endpoint is not None:
-        check_otlp_endpoint(otlp_endpoint)
-    tracing_options = otlp_runtime_options(backend, otlp_endpoint)
-    from repertory.demo import run_demo
-
-    real = None
-    if model is not None:
-        from repertory.models import infer_model
-
-        try:
-            real = infer_model(model)
-        except ValueError as exc:
-            raise RepertoryError(str(exc)) from None
-    tune_gc()  # this process holds the whole fleet's client side (see repertory.runtime.gc_tuning)
-    stats = asyncio.run(
-        run_demo(
-            sessions=sessions,
-            backend="ray" if backend == "ray" else "local",
-            store=store,
-            model=real,
-            delay=delay,
-            export_dir=out,
-            runtime_options=tracing_options,
-        )
-    )
-    if stats.errors:
-        raise RepertoryError(f"{len(stats.errors)} project(s) failed: {stats.errors[0]}")
-
-
 def register(app: typer.Typer) -> None:
     """Attach these commands to the ``repertory`` app."""
-    app.command("demo")(demo)
     app.add_typer(sessions_app, name="sessions")
     app.add_typer(approvals_app, name="approvals")
     app.command("resume")(resume)

@@ -1,4 +1,4 @@
-"""The engine: records, the history graph, agents, tools and sessions. Imports no Ray and no driver."""
+"""The engine: records, history, agents, tools, sessions and the host running them here. No Ray, no driver."""
 
 from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
 from repertory.core.memory import Memory, RecalledContext
@@ -34,7 +34,11 @@ from repertory.core.state import (
 )
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import Compaction, CompactionResult
+from repertory.runtime.cron import next_fire
+from repertory.runtime.forks import fork_point, rewind
+from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.guardrails import GuardrailContext
+from repertory.runtime.host import LocalHost
 from repertory.runtime.services import SessionServices
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal, Signal
@@ -47,40 +51,45 @@ __all__ = [
     "Compaction",
     "CompactionResult",
     "Delegation",
+    "ErrorInfo",
     "GuardrailContext",
+    "HistoryEntry",
+    "HistoryRevision",
+    "LocalHost",
     "Memory",
+    "MessageHistory",
     "Model",
     "ModelEvent",
+    "ModelMessage",
     "ModelResponse",
     "ModelSettings",
+    "Origin",
+    "Part",
     "PendingCall",
     "ReasoningDelta",
+    "ReasoningPart",
     "RecalledContext",
     "RunResult",
+    "RunState",
+    "RunStatus",
     "Session",
     "SessionServices",
     "Signal",
+    "SuspendReason",
     "TextDelta",
+    "TextPart",
+    "ThreadState",
     "Tool",
+    "ToolCallPart",
     "ToolContext",
+    "ToolResultPart",
     "ToolSpec",
+    "Usage",
+    "fork_point",
+    "next_fire",
+    "rewind",
     "sleep",
     "suspend",
     "tool",
-    "ErrorInfo",
-    "HistoryEntry",
-    "HistoryRevision",
-    "MessageHistory",
-    "ModelMessage",
-    "Origin",
-    "Part",
-    "ReasoningPart",
-    "RunState",
-    "RunStatus",
-    "SuspendReason",
-    "TextPart",
-    "ThreadState",
-    "ToolCallPart",
-    "ToolResultPart",
-    "Usage",
+    "tune_gc",
 ]

@@ -1,0 +1,87 @@
+"""The options several ``repertory`` commands share, and the console they print on.
+
+One definition each, so ``--store``, ``--agents`` and ``--otlp-endpoint`` read the same (name,
+default, help) on every command that takes them, and no command module imports another's for them.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from repertory._extras import require
+from repertory.errors import RepertoryError
+from repertory.runtime import Agent
+from repertory.tree.agent_specs import import_agents
+
+__all__ = [
+    "AgentsOption",
+    "DEFAULT_AGENTS",
+    "DEFAULT_STORE",
+    "OtlpEndpointOption",
+    "StoreOption",
+    "check_otlp_endpoint",
+    "load_agents",
+    "otlp_runtime_options",
+    "stdout_console",
+]
+
+DEFAULT_STORE = "sqlite:///.repertory/repertory.db"
+"""Where every command's ``--store`` points unless told: the demo's SQLite file under ``.repertory/``."""
+DEFAULT_AGENTS = "repertory.demo.agents:make_agents"
+"""The agents ``--agents`` names unless told: the demo's."""
+
+StoreOption = Annotated[str, typer.Option("--store", help="Store URL (sqlite:///path.db, postgresql://..., a path).")]
+AgentsOption = Annotated[
+    str, typer.Option("--agents", help="module:attr naming a dict of agents, a function returning one, or an agent.")
+]
+OtlpEndpointOption = Annotated[
+    str | None,
+    typer.Option(
+        "--otlp-endpoint",
+        help="Send OpenTelemetry spans to this OTLP/HTTP collector (http://localhost:4318); "
+        "default: OTEL_EXPORTER_OTLP_ENDPOINT, else no export.",
+    ),
+]
+
+
+def stdout_console() -> Console:
+    """A console; when the output is not a terminal (a pipe, a file), wide enough that ids never get cut."""
+    return Console() if sys.stdout.isatty() else Console(width=220)
+
+
+def load_agents(path: str) -> dict[str, Agent]:
+    """Import ``module:attr`` and turn it into ``{name: Agent}``."""
+    module, _, attr = path.partition(":")
+    if not module or not attr:
+        raise RepertoryError(f"--agents must look like module:attr, not {path!r}")
+    return import_agents(path)
+
+
+def check_otlp_endpoint(endpoint: str) -> None:
+    """``--otlp-endpoint`` is an http(s) URL and the ``otel`` extra is installed, else a one-line error."""
+    from repertory.tracing import traces_url
+
+    try:
+        traces_url(endpoint)
+    except ValueError as exc:
+        raise RepertoryError(f"--otlp-endpoint: {exc}") from None
+    require("--otlp-endpoint", "otel")
+
+
+def otlp_runtime_options(backend: str, endpoint: str | None) -> dict[str, Any]:
+    """Export this process's spans (``--otlp-endpoint``, else ``OTEL_EXPORTER_OTLP_*``); Ray hosts get the same.
+
+    Returns the ``Runtime.start`` options that hand the exporter settings to Ray session hosts
+    (other processes, which configure their own exporter from them).
+    """
+    from repertory.tracing import configure_from_env, configure_otlp, otlp_env
+
+    configured = configure_otlp(endpoint) if endpoint is not None else configure_from_env()
+    env = otlp_env(endpoint)
+    if backend != "ray" or (configured is None and endpoint is None) or not env:
+        return {}
+    return {"host_options": {"runtime_env": {"env_vars": env}}}
