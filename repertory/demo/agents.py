@@ -20,8 +20,7 @@ from typing import Any
 
 from repertory.core.messages import ModelMessage
 from repertory.core.model import Model, ToolSpec
-from repertory.runtime.agent import Agent
-from repertory.runtime.tools import tool
+from repertory.runtime import Agent, tool
 from repertory.testing.scripted import ScriptedModel
 from repertory.tree.delegation import agent_tool
 

@@ -121,7 +121,7 @@ async def _kill_a_host(rt: Runtime, stats: FleetStats, at_fraction: float) -> No
     """On Ray, kill one shared host once a fraction of the writes was reviewed; Ray restarts it and it re-drives."""
     if rt.backend != "ray":
         return
-    from repertory.actors.client import RayHostClient
+    from repertory.actors import RayHostClient
 
     # Sampling the fleet's counters, as the live display does: there is no event to await for "40%".
     wanted = at_fraction * stats.projects

@@ -42,7 +42,7 @@ from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway, contains
 from repertory.http.limits import DEFAULT_LIMITS, ServerLimits
 from repertory.http.webhooks import Webhooks
-from repertory.runtime.cron import next_fire
+from repertory.runtime import next_fire
 from repertory.tree.schedules import Schedule, time_store
 
 __all__ = ["CronCount", "CronCreate", "CronSearch", "CronUpdate", "cron_routes", "cron_view"]

@@ -62,7 +62,7 @@ from repertory.http.views import (
     thread_view,
     values_view,
 )
-from repertory.runtime.agent import Agent
+from repertory.runtime import Agent
 from repertory.tree.runtime import Runtime
 
 __all__ = ["NEW_THREAD_ID", "Gateway", "Snapshot", "check_new_thread_id", "contains"]

@@ -22,7 +22,7 @@ from repertory.core.state import PendingCall, RunState
 from repertory.core.store import TreeStore
 from repertory.errors import ToolError
 from repertory.http.errors import HttpError
-from repertory.runtime.agent import Agent
+from repertory.runtime import Agent
 from repertory.tree.handle import SessionHandle
 
 __all__ = ["Decision", "apply_decisions", "parse_resume"]

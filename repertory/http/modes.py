@@ -30,7 +30,7 @@ from repertory.core.store import TreeStore
 from repertory.core.tree import SessionEvent
 from repertory.http.convert import chunk_dict, lineage, message_dicts
 from repertory.http.views import approval_request, interrupts_of, values_view
-from repertory.runtime.agent import Agent
+from repertory.runtime import Agent
 
 __all__ = ["Part", "StreamConverter"]
 

@@ -60,7 +60,7 @@ from repertory.http.limits import DEFAULT_LIMITS
 from repertory.http.schemas import RunCreate
 from repertory.http.views import EMPTY_CHECKPOINT, nested_wait, run_status, run_view, thread_status
 from repertory.http.webhooks import Webhooks
-from repertory.runtime.forks import fork_point, rewind
+from repertory.runtime import fork_point, rewind
 from repertory.tree.handle import SessionHandle, TurnHandle
 
 __all__ = ["ENTRY_OVERHEAD", "HttpRun", "RunBook"]

@@ -23,7 +23,7 @@ from repertory.core.state import PendingCall, RunState
 from repertory.core.store import TreeStore
 from repertory.core.tree import SessionRecord, TurnRecord, TurnStatus
 from repertory.http.convert import iso, lineage, message_dicts
-from repertory.runtime.agent import Agent
+from repertory.runtime import Agent
 
 __all__ = [
     "RESERVED_PREFIX",

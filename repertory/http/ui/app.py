@@ -71,8 +71,7 @@ from repertory.http.ui.reads import (
     thread_history,
     visible_runs,
 )
-from repertory.runtime.agent import Agent
-from repertory.runtime.session import Session
+from repertory.runtime import Agent, Session
 from repertory.tree.handle import SessionHandle
 from repertory.tree.runtime import Runtime
 
