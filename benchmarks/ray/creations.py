@@ -16,7 +16,7 @@ from benchmarks.harness.procfs import private_bytes
 from benchmarks.harness.stats import dist_ms
 from benchmarks.ray.host import AGENT, BATCH, Trivial, client_of, create_spec, host_of
 from benchmarks.ray.report import AllAtOnce, Creations, DedicatedSessions, RayProfile, TrivialActors
-from repertory.actors.supervisor import shared_host_name
+from repertory.actors.names import shared_host_name
 from repertory.tree.runtime import Runtime
 
 __all__ = ["creations", "dedicated_sessions", "trivial_actors"]

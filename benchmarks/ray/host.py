@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import cProfile
-import hashlib
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,9 +21,9 @@ from benchmarks.harness.procfs import process_started_at
 from benchmarks.ray.profile import profile_figures
 from repertory import Agent
 from repertory.actors.bootstrap import store_url_for_hosts
-from repertory.actors.client import VERSION, RayHostClient
+from repertory.actors.client import RayHostClient
 from repertory.actors.host import SessionHost
-from repertory.actors.supervisor import shared_host_name
+from repertory.actors.names import PREFIX, deployment_namespace, shared_host_name
 from repertory.core.ids import new_id
 from repertory.core.messages import ModelMessage
 from repertory.core.model import ToolSpec
@@ -175,10 +174,10 @@ async def start_runtime(folder: str, name: str, backend: str = "ray", **options:
         host_url = store_url_for_hosts(store, url)
     finally:
         await store.close()
-    namespace = f"repertory-{hashlib.blake2b(host_url.encode(), digest_size=6).hexdigest()}"
+    namespace = deployment_namespace(host_url)
     remote: Any = ray.remote
     remote(BenchHost).options(
-        name=shared_host_name(f"repertory-{VERSION}", 0),
+        name=shared_host_name(PREFIX, 0),
         namespace=namespace,
         lifetime="detached",
         get_if_exists=True,

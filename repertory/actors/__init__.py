@@ -11,7 +11,8 @@ require("repertory.actors", "ray")
 
 from repertory.actors.bootstrap import start_ray_backend, start_ray_client  # noqa: E402
 from repertory.actors.client import RayHostClient  # noqa: E402
-from repertory.actors.host import SessionHost, shared_host_index  # noqa: E402
+from repertory.actors.host import SessionHost  # noqa: E402
+from repertory.actors.names import shared_host_index  # noqa: E402
 from repertory.actors.options import RayOptions  # noqa: E402
 from repertory.actors.supervisor import Supervisor  # noqa: E402
 

@@ -13,7 +13,8 @@ restart) and reads its result from the store. Queueing is retried safely: submis
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -22,23 +23,48 @@ from repertory.actors._feeds import ChannelLost, Feed
 from repertory.core.ids import new_id
 from repertory.core.messages import ModelMessage
 from repertory.core.result import RunResult
+from repertory.core.store import TreeStore
 from repertory.core.tree import TurnKind
 from repertory.runtime.results import turn_result
 from repertory.tracing import current_traceparent
 
-if TYPE_CHECKING:
-    from repertory.actors.client import RayHostClient
-
-__all__ = ["RunBatcher"]
+__all__ = ["RunBatcher", "RunClient"]
 
 RunItem = tuple[str, ModelMessage, TurnKind, type[BaseModel] | None, str, str | None]
 """(session, message, kind, output type, submission id, the caller's ``traceparent``)."""
 
 
+class RunClient(Protocol):
+    """What a ``RunBatcher`` asks of the client it batches for (``RayHostClient``), which owns the Ray calls."""
+
+    @property
+    def store(self) -> TreeStore:
+        """The store a lost channel's turn is read back from."""
+        ...
+
+    def output_type_for(self, path: str | None, agent: str) -> type[BaseModel] | None:
+        """The output type a stored turn's result validates into."""
+        ...
+
+    async def retrying(self, call: Callable[[], Any]) -> Any:
+        """``call()`` under the client's in-flight bound, again while its host is down."""
+        ...
+
+    async def run_turn_direct(
+        self, session_id: str, message: ModelMessage, kind: TurnKind, output_type: type[BaseModel] | None
+    ) -> RunResult:
+        """A turn sent and awaited in one call."""
+        ...
+
+    async def wait_turn(self, session_id: str, submission_id: str) -> None:
+        """Return once the turn is at rest."""
+        ...
+
+
 class RunBatcher:
     """One host's ``run()``s of this client: queued per loop tick in one Ray call, results on the channel."""
 
-    def __init__(self, client: RayHostClient, feed: Feed) -> None:
+    def __init__(self, client: RunClient, feed: Feed) -> None:
         self._client = client
         self._feed = feed
         self._queue: Coalescer[RunItem, BaseException | None] = Coalescer(self._send)

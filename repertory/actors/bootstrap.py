@@ -6,7 +6,7 @@ names (pyproject.toml), which ``Runtime.start(backend="ray")`` finds through
 
 Hosts and the supervisor are detached actors with versioned names in a namespace derived from the
 store, so two runtimes on one cluster with different stores never share hosts, and a runtime that
-starts later finds the hosts an earlier one left running (``keep_hosts``).
+starts later finds the hosts an earlier one left running (``keep_hosts``); the names are ``names.py``'s.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from typing import Any
 
 import ray
 
-from repertory.actors.client import VERSION, RayHostClient
-from repertory.actors.host import deployment_namespace, host_actor_class
+from repertory.actors.client import RayHostClient
+from repertory.actors.host import host_actor_class
+from repertory.actors.names import PREFIX, deployment_namespace, shared_host_name, supervisor_name
 from repertory.actors.options import RayOptions
-from repertory.actors.supervisor import Supervisor, shared_host_name
+from repertory.actors.supervisor import Supervisor
 from repertory.core.memory import MemoryFactory
 from repertory.core.store import TreeStore
 from repertory.errors import StoreError
@@ -77,7 +78,7 @@ async def start_ray_client(
         ray.init(address="local" if address is None else address, **init)
         owns_ray = address is None
     namespace = deployment_namespace(url)
-    prefix = f"repertory-{VERSION}"
+    prefix = PREFIX
     host_opts: dict[str, Any] = {"num_cpus": 0, **(host_options or {})}
     handles: list[Any] = [
         host_actor_class()
@@ -97,7 +98,7 @@ async def start_ray_client(
     supervisor: Any = (
         ray.remote(Supervisor)
         .options(
-            name=f"{prefix}-supervisor",
+            name=supervisor_name(prefix),
             namespace=namespace,
             lifetime="detached",
             get_if_exists=True,

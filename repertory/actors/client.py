@@ -36,8 +36,7 @@ from repertory.actors._coalesce import Coalescer
 from repertory.actors._feeds import Feed, Subscription
 from repertory.actors._runs import RunBatcher
 from repertory.actors._wire import decode_result, encode_request
-from repertory.actors.host import shared_host_index
-from repertory.actors.supervisor import dedicated_host_name, shared_host_name
+from repertory.actors.names import dedicated_host_name, shared_host_index, shared_host_name
 from repertory.core.decisions import Decision
 from repertory.core.ids import new_id
 from repertory.core.messages import ModelMessage
@@ -61,11 +60,10 @@ from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.host import lookup_agent, resolve_output_type
 from repertory.tracing import current_traceparent
 
-__all__ = ["VERSION", "RayHostClient"]
+__all__ = ["RayHostClient"]
 
 _T = TypeVar("_T")
 _DEAD = (RayActorError, ActorDiedError, ActorUnavailableError)
-VERSION = "v6"  # bumped with incompatible host code: a detached actor keeps the code it started with
 
 
 class RayHostClient:

@@ -20,7 +20,6 @@ client-chosen id as one more argument) and hands it to the ``LocalHost`` inside.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -33,6 +32,7 @@ from repertory.actors._channels import KEEPALIVE_SECONDS, Channels, Item
 from repertory.actors._runs import RunItem
 from repertory.actors._tree import HostTree
 from repertory.actors._wire import decode_request, encode_result
+from repertory.actors.names import PREFIX, deployment_namespace, shared_host_index, shared_host_name, supervisor_name
 from repertory.core.decisions import Decision
 from repertory.core.memory import MemoryFactory
 from repertory.core.messages import ModelMessage
@@ -59,7 +59,7 @@ from repertory.tree.delegation import TreeServices
 if TYPE_CHECKING:
     from repertory.actors.client import RayHostClient
 
-__all__ = ["SessionHost", "deployment_namespace", "host_actor_class", "shared_host_index"]
+__all__ = ["SessionHost", "host_actor_class"]
 
 _log = logging.getLogger("repertory.actors")
 _BOOT_RETRY_FIRST_S = 0.5
@@ -78,17 +78,6 @@ def host_actor_class() -> Any:
     """
     remote: Any = ray.remote
     return remote(SessionHost)
-
-
-def deployment_namespace(store_url: str) -> str:
-    """The Ray namespace of one store's hosts and supervisor (derived from the URL the hosts open)."""
-    return f"repertory-{hashlib.blake2b(store_url.encode(), digest_size=6).hexdigest()}"
-
-
-def shared_host_index(session_id: str, hosts: int) -> int:
-    """Which shared host a session lives on: a stable hash, so any client computes it alone."""
-    digest = hashlib.blake2b(session_id.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % hosts
 
 
 class SessionHost:
@@ -184,11 +173,10 @@ class SessionHost:
         the names every client derives from the store URL; it never stops the hosts it talks to.
         """
         if self._tree is None:
-            from repertory.actors.client import VERSION, RayHostClient
-            from repertory.actors.supervisor import shared_host_name
+            from repertory.actors.client import RayHostClient
 
             assert self._store is not None and self._host is not None
-            namespace, prefix = deployment_namespace(self.store_url), f"repertory-{VERSION}"
+            namespace, prefix = deployment_namespace(self.store_url), PREFIX
             self._tree = RayHostClient(
                 store=self._store,
                 agents=self._host.agents,
@@ -197,7 +185,7 @@ class SessionHost:
                 hosts=[
                     ray.get_actor(shared_host_name(prefix, i), namespace=namespace) for i in range(self.shared_hosts)
                 ],
-                supervisor=ray.get_actor(f"{prefix}-supervisor", namespace=namespace),
+                supervisor=ray.get_actor(supervisor_name(prefix), namespace=namespace),
                 owns_ray=False,
                 max_in_flight=256,
                 call_timeout=60.0,

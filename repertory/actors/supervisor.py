@@ -14,22 +14,13 @@ from typing import Any
 
 import ray
 
-from repertory.actors.host import host_actor_class, shared_host_index
+from repertory.actors.host import host_actor_class
+from repertory.actors.names import dedicated_host_name, shared_host_index, shared_host_name
 from repertory.core.memory import MemoryFactory
 from repertory.core.tree import NewSession, SessionRecord
 from repertory.tree.agent_specs import AgentSpec
 
-__all__ = ["Supervisor", "dedicated_host_name", "shared_host_name"]
-
-
-def shared_host_name(prefix: str, index: int) -> str:
-    """The Ray name of shared host ``index``."""
-    return f"{prefix}-host-{index}"
-
-
-def dedicated_host_name(prefix: str, session_id: str) -> str:
-    """The Ray name of the host of one dedicated session."""
-    return f"{prefix}-dedicated-{session_id}"
+__all__ = ["Supervisor"]
 
 
 class Supervisor:
