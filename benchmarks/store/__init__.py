@@ -5,7 +5,7 @@ Run ``python -m benchmarks.store [--quick] [--only sqlite|postgres]``. It prints
 the figures are read against. Nothing here asserts a speed (DESIGN.md, rule 8): a slow figure is a
 finding, not a failure. ``--only`` measures one backend and replaces only its part of an existing
 report. The PostgreSQL part lives in ``benchmarks.store.postgres`` (see its docstring), the workload
-both share in ``benchmarks.harness.commits``, and the tables in ``benchmarks.store.tables``.
+both share in ``benchmarks.harness.commits``, and the report and its tables in ``benchmarks.store.report``.
 
 Why each SQLite part is shaped the way it is:
 
