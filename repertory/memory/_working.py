@@ -8,17 +8,14 @@ fit comes back to it as an error result (the tool never runs) which it can read 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, JsonValue
 from pydantic_core import to_jsonable_python
 
 from repertory.runtime.tools import Tool
 
-if TYPE_CHECKING:
-    from repertory.memory.store_memory import StoreMemory
-
-__all__ = ["WORKING_MEMORY_TOOL", "document_json", "working_memory_tool"]
+__all__ = ["WORKING_MEMORY_TOOL", "WorkingMemory", "document_json", "working_memory_tool"]
 
 WORKING_MEMORY_TOOL = "update_working_memory"
 
@@ -30,7 +27,20 @@ _DESCRIPTION = (
 )
 
 
-def working_memory_tool(memory: StoreMemory) -> Tool:
+class WorkingMemory(Protocol):
+    """Where the tool writes: one resource's working memory (``StoreMemory``)."""
+
+    @property
+    def working_memory_schema(self) -> type[BaseModel] | None:
+        """The document's schema, or ``None`` for any JSON object."""
+        ...
+
+    async def set_working_memory(self, document: Any) -> JsonValue:
+        """Replace the document; returns it as stored (``ToolError``, which the model reads, if it does not fit)."""
+        ...
+
+
+def working_memory_tool(memory: WorkingMemory) -> Tool:
     """The tool bound to ``memory``'s resource (never to a thread: working memory is per resource)."""
     schema = memory.working_memory_schema
 
