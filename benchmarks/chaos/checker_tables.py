@@ -7,7 +7,7 @@ tuples and decoded JSON; an export folder is read with ``pyarrow`` from the part
 watermarks declare complete, keeping each row's latest generation by the table's key. The table
 and column names are the stores' schemas (``repertory/storage/sqlite/schema.py`` and
 ``repertory/storage/postgres/schema.py``, the same tables and columns in both) and the export's
-documented contract (``docs/analytics.md``).
+documented contract (``docs/guides/analytics.md``).
 """
 
 from __future__ import annotations

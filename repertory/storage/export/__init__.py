@@ -7,7 +7,7 @@ Each table gets a folder of part files, one per export generation, and a waterma
 where the next export starts. Re-running after a crash neither duplicates nor loses rows; a resume
 token is never exported. ``repertory.analytics.connect(out_dir)`` opens the folder in DuckDB with a
 view per table that keeps the latest version of each row. Column types are documented in
-``docs/analytics.md`` and only ever grow.
+``docs/guides/analytics.md`` and only ever grow.
 
 Readers per backend (``_sqlite_reader``, ``_pg_reader``, ``_memory_reader``) are registered with
 ``reader_for`` on import; another store class can register its own. Needs the ``analytics`` extra

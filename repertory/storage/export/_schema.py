@@ -1,6 +1,6 @@
 """The exported tables: their Arrow schemas, keys, and whether a row can change after it is written.
 
-These schemas are the stable contract of the export (documented in docs/analytics.md): a column
+These schemas are the stable contract of the export (documented in docs/guides/analytics.md): a column
 is never renamed or retyped, only added. Timestamps stay epoch milliseconds (``int64``), as in
 every repertory record, so a value read from Parquet equals the value in the store; DuckDB's
 ``epoch_ms(x)`` turns one into a timestamp. JSON documents (messages, run state, tool arguments
