@@ -1,9 +1,9 @@
 """Compaction benchmark: turn latency and bytes stored per turn as one session grows to 100,000 turns.
 
 Run ``python -m benchmarks.compaction [--quick] [--out DIR] [--budget-seconds S]``. It prints a table
-and writes ``DIR/compaction.json`` (default ``benchmarks/results/``). Nothing here asserts a speed
-(DESIGN.md, rule 8). The target read against: with ``Compaction(max_input_tokens=100_000)`` the
-latency and the bytes stored of the 10,000th and the 100,000th turn are within 2x of the 100th.
+and writes ``DIR/compaction.json`` (default ``benchmarks/results/``). Nothing here asserts a speed.
+The target read against: with ``Compaction(max_input_tokens=100_000)`` the latency and the bytes
+stored of the 10,000th and the 100,000th turn are within 2x of the 100th.
 
 One session, one SQLite file (WAL, durability normal), the local engine (``Session``), a zero-delay
 ``ScriptedModel`` step function whose work does not grow with the conversation, so the figures are

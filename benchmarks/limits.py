@@ -1,7 +1,7 @@
 """Limits benchmark: where one process stops, measured part by part (issue 21's design limits).
 
 Run ``python -m benchmarks.limits [--quick] [--out PATH]``; it prints a table and writes
-``benchmarks/results/limits.json``. Nothing here asserts a speed (DESIGN.md, rule 8).
+``benchmarks/results/limits.json``. Nothing here asserts a speed.
 
 ``benchmarks.turns`` measures a turn against its targets; this measures what those figures are made
 of, so a target a single process cannot reach is shown to be out of reach by a measurement, not an

@@ -1,7 +1,7 @@
 """MCP call overhead: a ``tools/call`` through repertory against a direct ``mcp`` client session calling the same tool.
 
 Run ``python -m benchmarks.mcp_overhead [--quick] [--out PATH]``. It prints a table and writes
-``benchmarks/results/mcp_overhead.json``. Nothing here asserts a speed (DESIGN.md, rule 8).
+``benchmarks/results/mcp_overhead.json``. Nothing here asserts a speed.
 The target read against: repertory adds at most 1 ms (p50) to a stdio call beyond the engine's
 own step cost.
 

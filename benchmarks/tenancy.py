@@ -1,7 +1,7 @@
 """Tenancy benchmark: a key's page of sessions and its counts among 100,000 sessions, SQLite and PostgreSQL.
 
 Run ``python -m benchmarks.tenancy [--quick] [--out PATH]``; it prints a table and writes
-``benchmarks/results/tenancy.json``. Nothing here asserts a speed (DESIGN.md, rule 8).
+``benchmarks/results/tenancy.json``. Nothing here asserts a speed.
 
 Under ``repertory serve`` with keys, every search, listing and count of the web UI runs as
 ``TreeStore.page_sessions(owner=)`` / ``session_counts(owner=)``. Since schema version 10 the owner

@@ -1,7 +1,7 @@
 """Timers benchmark: 100,000 armed timers, what they cost in memory, and how late their runs wake.
 
 Run ``python -m benchmarks.timers [--quick] [--out PATH]``; it prints a table and writes
-``benchmarks/results/timers.json``. Nothing here asserts a speed (DESIGN.md, rule 8).
+``benchmarks/results/timers.json``. Nothing here asserts a speed.
 
 A timer (a tool's ``repertory.sleep``) is a row in the store's ``timers`` table with an index on
 its due time, and each host runs one scheduler task (``repertory.runtime.timekeeper``) that asks

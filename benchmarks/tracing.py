@@ -1,8 +1,8 @@
 """Tracing benchmark: what OpenTelemetry spans cost a step, off (no provider) and on (SDK), against no tracing code.
 
 Run ``python -m benchmarks.tracing [--quick] [--steps N] [--rounds R] [--runs K] [--baseline REF]``.
-It prints a table and writes ``benchmarks/results/tracing.json``. Nothing here asserts a speed
-(DESIGN.md, rule 8): a figure over its target is a finding, not a failure.
+It prints a table and writes ``benchmarks/results/tracing.json``. Nothing here asserts a speed: a
+figure over its target is a finding, not a failure.
 
 The same steps run, side by side, under five configurations:
 

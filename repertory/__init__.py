@@ -1,7 +1,7 @@
 """repertory: a Python runtime for durable LLM agent sessions.
 
 Checkpoints after every step, an immutable history graph that makes forks free, single-use resume
-tokens, and stores from in-memory to SQLite to PostgreSQL. See README.md for a tour.
+tokens, and stores from in-memory to SQLite to PostgreSQL. The docs (docs/, ``make docs``) have a tour.
 """
 
 from repertory.core.clock import Clock

@@ -1,6 +1,6 @@
 """``python -m benchmarks --quick`` runs end to end and writes its reports, table and plots.
 
-A smoke test of the suite, not of speed: nothing here reads a figure (DESIGN.md, rule 8). The
+A smoke test of the suite, not of speed: nothing here reads a figure (docs/performance/index.md). The
 suite runs as a subprocess, as a user runs it, into a temporary folder so the committed results
 in ``benchmarks/results/`` are never touched. LangGraph is left out (``--skip-peers``) and quick
 mode leaves Ray out, so the test needs neither the ``bench`` extra nor a Ray start.

@@ -1,13 +1,17 @@
 """The top-level ``repertory.__all__``, pinned: a name leaves or joins it only with this list.
 
-Outside tests call these names exactly (``../shared/API.md``); removing one breaks them, and adding
-one is a promise to keep it. So a change here is deliberate: edit ``repertory/__init__.py`` and
-this list together.
+Outside tests call these names exactly (``docs/contract.md`` promises each); removing one breaks
+them, and adding one is a promise to keep it. So a change here is deliberate: edit
+``repertory/__init__.py``, this list and the contract page together.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import repertory
+
+CONTRACT = Path(__file__).resolve().parent.parent / "docs" / "contract.md"
 
 PINNED = [
     "AbortSignal",
@@ -91,30 +95,31 @@ PINNED = [
     "tool",
 ]
 
-# The names of API.md sections 1-7 and 10 that live at the top level (sections 2 and 6 name their own
-# modules: repertory.storage, repertory.storage.export, repertory.analytics, repertory.models).
+# The names the contract's sections promise at the top level (stores, the export, analytics and models
+# also name their own modules: repertory.storage, repertory.storage.export, repertory.analytics,
+# repertory.models).
 API_TOP_LEVEL = {
-    # 1. records
+    # records
     "RunStatus", "Usage", "SuspendReason", "RunState", "ErrorInfo", "ThreadState", "ModelMessage", "Part",
     "TextPart", "ReasoningPart", "ToolCallPart", "ToolResultPart", "Origin", "HistoryEntry", "HistoryRevision",
     "MessageHistory",
-    # 2. stores (also importable from the top level)
+    # stores (also importable from the top level)
     "SessionStore", "InMemorySessionStore", "SqliteSessionStore", "open_store",
-    # 3. agents, tools, models
+    # agents, tools, models
     "Agent", "tool", "suspend", "ToolContext", "Model", "ModelEvent", "ModelResponse",
-    # 4. durable runs
+    # durable runs
     "Session", "RunResult", "AbortSignal", "Signal",
-    # 5. the runtime and the session tree
+    # the runtime and the session tree
     "Runtime", "Principal", "SessionHandle", "TurnHandle", "Lineage", "SessionMetadata", "UserMessage",
     "NotificationMessage", "Disposable", "SessionEvent",
-    # 7. errors
+    # errors
     "RepertoryError", "StoreError", "CommitConflict", "RunNotFound", "SessionNotFound", "InvalidResumeToken",
     "WrongSuspensionKind", "NotSuspended", "RunSuspended", "RunCancelled", "SessionBusy", "StepBudgetExceeded",
     "OutputValidationError", "ModelError", "ToolError", "SuspendSignal", "RevisionNotFound",
     "GuardrailTripped",
-    # 10. context: compaction and forks at any revision
+    # context: compaction and forks at any revision
     "Compaction",
-    # 14. delegation and guardrails
+    # delegation and guardrails
     "agent_tool",
 }  # fmt: skip
 
@@ -127,3 +132,9 @@ def test_top_level_all_is_sorted_and_pinned() -> None:
 def test_every_name_resolves_and_the_api_names_are_all_there() -> None:
     assert [name for name in repertory.__all__ if not hasattr(repertory, name)] == []
     assert sorted(API_TOP_LEVEL - set(repertory.__all__)) == []
+
+
+def test_the_contract_page_promises_every_top_level_name() -> None:
+    # Each name links to its generated reference there (`make docs` fails on a link that does not resolve).
+    text = CONTRACT.read_text()
+    assert [name for name in repertory.__all__ if f"[repertory.{name}]" not in text] == []

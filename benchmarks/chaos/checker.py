@@ -5,7 +5,7 @@
 
 Independent means it shares no code with what it checks: the store's tables are read with plain
 SQL and the export's Parquet files with pyarrow (``checker_tables``), JSON is decoded here, and the
-rules are the documented contract (docs, ``API.md``, ``DESIGN.md``), not repertory's code.
+rules are the documented contract (``docs/contract.md`` and ``docs/concepts/``), not repertory's code.
 Each rule broken is one ``Violation`` naming its ids, so a finding can be looked up in the store.
 
 The run folder's journals (written by the workload, outside the store, with ``O_APPEND`` and

@@ -22,8 +22,8 @@ from benchmarks.chaos.checker_evidence import Evidence
 __all__ = ["OUTCOME_UNKNOWN_PREFIX", "check_approvals", "check_ledger"]
 
 OUTCOME_UNKNOWN_PREFIX = "outcome unknown"
-"""How an error result begins whose call may have run: the engine's after a crash (``DESIGN.md``), an MCP tool's
-when its server died or timed out after the call was sent (README, "Tools from MCP servers")."""
+"""How an error result begins whose call may have run: the engine's after a crash, an MCP tool's when
+its server died or timed out after the call was sent (docs/concepts/idempotency.md, docs/guides/mcp.md)."""
 
 _TOKEN = re.compile(r"[0-9a-f]{48}")  # repertory's resume tokens: 192 random bits in hex
 

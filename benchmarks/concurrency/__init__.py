@@ -1,7 +1,7 @@
 """Concurrency benchmark: N sessions at once (10 to 10,000) against a model with log-normal latency.
 
 Run ``python -m benchmarks.concurrency [--quick] [--no-ray] [--out PATH]``. It prints a table and
-writes ``benchmarks/results/concurrency.json``. Nothing here asserts a speed (DESIGN.md, rule 8).
+writes ``benchmarks/results/concurrency.json``. Nothing here asserts a speed.
 
 Real model latency is not a constant: most replies come quickly, a few take many times longer, and
 a runtime must keep the fast ones flowing while slow ones wait. So every model request sleeps a

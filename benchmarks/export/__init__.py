@@ -1,9 +1,8 @@
 """Export benchmark: Parquet export throughput over a store of 1,000,000 history entries, and ``tree_usage``.
 
 Run ``python -m benchmarks.export [--quick] [--entries N] [--keep DIR] [--out PATH]``. It prints a
-table and writes ``benchmarks/results/export.json``. Nothing here asserts a speed (DESIGN.md, rule
-8): a slow figure is a finding, not a failure. Targets: first export >= 300,000 rows/s,
-``tree_usage`` < 1 s.
+table and writes ``benchmarks/results/export.json``. Nothing here asserts a speed: a slow figure is
+a finding, not a failure. Targets: first export >= 300,000 rows/s, ``tree_usage`` < 1 s.
 
 The store is a SQLite file filled with direct inserts (the engine would take minutes to write a
 million messages; the export reads rows, so how they got there does not matter). Its shape is a

@@ -1,7 +1,7 @@
 """Fork benchmark: what ``SessionHandle.fork()`` costs as the forked history grows from 10 to 100,000.
 
 Run ``python -m benchmarks.fork [--quick] [--out PATH]``. It prints a table and writes
-``benchmarks/results/fork.json``. Nothing here asserts a speed (DESIGN.md, rule 8).
+``benchmarks/results/fork.json``. Nothing here asserts a speed.
 The target read against: fork cost is flat, at most 2x from depth 10 to depth 100,000.
 
 A fork is a new thread whose head is an existing revision, so it should cost the same whatever

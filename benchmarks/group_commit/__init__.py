@@ -2,7 +2,7 @@
 
 Run ``python -m benchmarks.group_commit [--quick] [--no-postgres]``. It prints a table and writes
 ``benchmarks/results/group_commit.json`` (machine, load average before and after, every round).
-Nothing here asserts a speed (DESIGN.md, rule 8); the targets are read against the figures.
+Nothing here asserts a speed; the targets are read against the figures.
 
 The workload (issue 8): N sessions (1,000; ``--quick`` 200) launched at once with
 ``asyncio.gather``, each ``Session.start()`` of one run whose zero-delay ``ScriptedModel`` calls a

@@ -13,5 +13,5 @@
 - ``cli``, ``children``, ``local_ray``: a benchmark's command line, its child processes, its Ray;
 - ``suite``, ``render``, ``plots``: the registry ``python -m benchmarks`` runs, ``RESULTS.md``, the PNGs.
 
-Speed is measured here, never asserted (DESIGN.md, rule 8): a slow figure is a finding, not a failure.
+Speed is measured here, never asserted: a slow figure is a finding, not a failure.
 """

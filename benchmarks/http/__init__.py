@@ -1,7 +1,7 @@
 """HTTP benchmark: ``repertory serve`` driven by LangGraph's own client, as agent-chat-ui would.
 
 Run ``python -m benchmarks.http [--quick] [--no-ray] [--out PATH]``. It prints a table and writes
-``benchmarks/results/http.json``. Nothing here asserts a speed (DESIGN.md, rule 8).
+``benchmarks/results/http.json``. Nothing here asserts a speed.
 
 For each backend (local; Ray with one shared host unless ``--no-ray`` or ``--quick``) a real
 ``repertory serve`` process is started on a fresh SQLite file (WAL, durability normal) and a free

@@ -1,7 +1,7 @@
 """Commit latency benchmark: p50 / p99 of one ``commit_session``, alone and with concurrent writers.
 
 Run ``python -m benchmarks.latency [--quick] [--out PATH]``. It prints a table and writes
-``benchmarks/results/latency.json``. Nothing here asserts a speed (DESIGN.md, rule 8).
+``benchmarks/results/latency.json``. Nothing here asserts a speed.
 
 ``benchmarks.store`` reports commits per second; a step's user waits on one commit, so this reports
 how long one takes and how the tail grows when many sessions commit at once. Each commit is an

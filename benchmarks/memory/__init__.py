@@ -1,7 +1,7 @@
 """Memory benchmark: ``StoreMemory.recall`` latency at 1,000 / 10,000 / 100,000 messages of one resource.
 
 Run ``python -m benchmarks.memory [--quick] [--backends memory,sqlite,postgres]``. It prints a table
-and writes ``benchmarks/results/memory.json``. Nothing here asserts a speed (DESIGN.md, rule 8).
+and writes ``benchmarks/results/memory.json``. Nothing here asserts a speed.
 The target read against: a recall stays under 50 ms at 100,000 messages of one resource.
 
 The workload, per backend and size N: one resource whose N messages are spread over threads of 50

@@ -1,7 +1,7 @@
 """Million benchmark: 1,000,000 sessions in PostgreSQL, 1% active in one host process, the rest passivated.
 
 Run ``python -m benchmarks.million [--sessions N] [--quick] [--out PATH]``; it prints a table and
-writes ``benchmarks/results/million.json``. Nothing here asserts a speed (DESIGN.md, rule 8).
+writes ``benchmarks/results/million.json``. Nothing here asserts a speed.
 
 On a ``TemporaryPostgres`` server (Debian postgresql-15, loopback, fsync and synchronous_commit
 on) and the real store (``repertory.storage.postgres``):

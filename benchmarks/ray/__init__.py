@@ -3,7 +3,7 @@
 Run ``python -m benchmarks.ray [--quick] [--only overhead,load,create,memory,events,crash]``. It
 prints a table and writes ``benchmarks/results/ray.json`` with the machine, the versions, the
 durability, the targets, every figure and whether each target is met. Nothing here asserts a speed
-or a size (DESIGN.md, rule 8).
+or a size.
 
 One local Ray instance (``ray.init(address="local", num_cpus=2)``) is started by this script and
 shut down by it at the end, and only it: Ray is never stopped machine-wide. Each part opens its own

@@ -1,7 +1,7 @@
 """Recovery benchmark: 10,000 suspended and 100 running sessions, SIGKILL; how long until all is well?
 
 Run ``python -m benchmarks.recovery [--quick] [--out PATH]``. It prints a table and writes
-``benchmarks/results/recovery.json``. Nothing here asserts a speed (DESIGN.md, rule 8).
+``benchmarks/results/recovery.json``. Nothing here asserts a speed.
 The target read against: under 5 s from the new runtime's start until every running run is
 re-driven to completion and every suspended session has answered its approval or resume.
 

@@ -2,7 +2,7 @@
 
 Run ``python -m benchmarks.sessions [--quick]``. It prints a table and writes
 ``benchmarks/results/sessions.json`` with the machine, the durability of every figure, the targets
-and every figure measured. Nothing here asserts a speed or a size (DESIGN.md, rule 8).
+and every figure measured. Nothing here asserts a speed or a size.
 
 Everything runs on the local backend (``Runtime.start(store="sqlite:///...", agents=...)``), on a
 SQLite file in a fresh temporary folder, durability ``normal`` (WAL + ``synchronous=NORMAL``)

@@ -2,8 +2,8 @@
 
 Run ``python -m benchmarks.steps [--quick] [--steps N]``. It prints a table and writes
 ``benchmarks/results/steps.json`` with the machine, the package versions, the durability of every
-figure and the targets the figures are read against. Nothing here asserts a speed (DESIGN.md,
-rule 8): a slow figure is a finding, not a failure.
+figure and the targets the figures are read against. Nothing here asserts a speed: a slow figure is
+a finding, not a failure.
 
 The workload is one session whose model calls one tool per step for N steps (default 1,000) and
 then gives a final text reply, so a run makes N + 1 model requests. The tool returns ~1 KB of

@@ -2,8 +2,8 @@
 
 Run ``python -m benchmarks.store [--quick] [--only sqlite|postgres]``. It prints a table and writes
 ``benchmarks/results/store.json`` with the machine, the durability of every figure, and the targets
-the figures are read against. Nothing here asserts a speed (DESIGN.md, rule 8): a slow figure is a
-finding, not a failure. ``--only`` measures one backend and replaces only its part of an existing
+the figures are read against. Nothing here asserts a speed: a slow figure is a finding, not a
+failure. ``--only`` measures one backend and replaces only its part of an existing
 report. The PostgreSQL part lives in ``benchmarks.store.postgres`` (see its docstring), the workload
 both share in ``benchmarks.harness.commits``, and the report and its tables in ``benchmarks.store.report``.
 

@@ -1,7 +1,7 @@
 """Turn cost benchmark: what a turn costs the tree against its durable writes, and issue 21's targets side by side.
 
 Run ``python -m benchmarks.turns [--quick] [--no-ray] [--skip-peers] [--out PATH]``. It prints the
-tables and writes ``benchmarks/results/turns.json``. Nothing here asserts a speed (DESIGN.md, rule 8).
+tables and writes ``benchmarks/results/turns.json``. Nothing here asserts a speed.
 
 In one process, one part after another (``benchmarks.turns.run``):
 

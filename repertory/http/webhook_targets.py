@@ -10,7 +10,7 @@ private network behind it, a cloud's metadata endpoint (``169.254.169.254``,
   (a CR/LF used to pass the request and then fail every delivery);
 - the addresses, at every delivery (``resolve_target``), and at the request where the server can
   tell in time (a cron's webhook): the host is resolved off the event loop and every address must
-  be public (``address_refusal``: not loopback, private, link-local, shared/CGNAT, unspecified,
+  be public (``address_refusal``: not loopback, private, link-local, shared (CGNAT), unspecified,
   multicast or reserved, nor an IPv6 form that embeds such an IPv4 address), and names that only
   mean the machine or its cloud (``localhost``, ``metadata``, ``*.internal``) are refused before
   any lookup. Numeric spellings such as ``http://0x7f000001/`` or ``http://2130706433/`` resolve

@@ -110,7 +110,7 @@ class Runtime:
         runs the fleet (two processes re-driving one turn would run it twice over). A decision it
         makes drives that run on here, to its rest, so it decides only for sessions the other
         process does not hold: decide the fleet's approvals in the process that runs them (its
-        HTTP API or web UI, ``repertory.http``), as the README says. A backend whose hosts recover
+        HTTP API or web UI, ``repertory.http``; docs/concepts/session-tree.md). A backend whose hosts recover
         by themselves (Ray's) is not changed by it. ``agents`` maps names to agents or
         ``module:attr`` paths (see ``repertory.tree.agent_specs``: on Ray a path is imported by
         each host itself).

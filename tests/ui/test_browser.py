@@ -1,7 +1,7 @@
 """The web UI in a real browser: login, the sessions list, a session, live runs, approvals, escaping.
 
 Each test sets its scene through the runtime, then looks and clicks as a person would, by role
-and accessible name (``Approve``, ``Reject``, ``Resume``, ``Send``: API.md section 13), and keeps
+and accessible name (``Approve``, ``Reject``, ``Resume``, ``Send``: docs/guides/web-ui.md), and keeps
 a screenshot of what it saw.
 """
 

@@ -1,4 +1,4 @@
-"""The web UI: sessions, a session's conversation and tree, the approvals inbox, live runs (API.md section 13).
+"""The web UI: sessions, a session's conversation and tree, the approvals inbox, live runs (docs/guides/web-ui.md).
 
 ``WebUI(runtime, keys).app`` is an ASGI app; ``create_app`` mounts it at ``/ui`` and
 ``repertory ui`` serves ``ui_only_app(runtime, api_keys)``, the UI alone. Jinja2 renders every

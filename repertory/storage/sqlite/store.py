@@ -1,6 +1,6 @@
 """``SqliteSessionStore``: the embedded default store, one SQLite file in WAL mode.
 
-Why it is shaped this way (measured, see DESIGN.md "hot path"): a commit in WAL with
+Why it is shaped this way (measured): a commit in WAL with
 ``synchronous=NORMAL`` costs ~80 us, less than one hop to a worker thread, so short statements
 (commits, single-row reads) run inline on the event loop's thread. Reads that grow with the data
 (a whole history, a run listing) go to a worker thread on a reader connection of their own, which

@@ -1,4 +1,4 @@
-"""``StoreConformance``: the ``SessionStore`` contract (API.md section 2) as a test class to subclass.
+"""``StoreConformance``: the ``SessionStore`` contract (docs/guides/stores.md) as a test class to subclass.
 
 Why one module past 600 lines: it is one contract (the ``SessionStore`` protocol), and a store
 author subclasses one class to test all of it; split, a store's test class would list several

@@ -1,4 +1,4 @@
-"""``TreeConformance``: the ``TreeStore`` contract (sessions, turns, events; API.md section 5) as a test class.
+"""``TreeConformance``: the ``TreeStore`` contract (sessions, turns, events; docs/guides/stores.md) as a test class.
 
 Why one module past 600 lines: it is one contract (the ``TreeStore`` protocol), and a store author
 subclasses one class to test all of it; the helpers it shares are in ``_looks`` and ``probe``.

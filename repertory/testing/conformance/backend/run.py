@@ -98,7 +98,7 @@ class RunConformance(BackendSuite):
         with pytest.raises(OutputValidationError):
             await within(h.run("never"))
         result = await within(h.run("valid"))
-        # API.md: Agent(output_type=M) validates every run's reply; RunResult.output holds the instance.
+        # Agent(output_type=M) validates every run's reply; RunResult.output holds the instance (docs/contract.md).
         assert isinstance(result, RunResult) and result.output == Answer(**OSLO)
 
     async def test_run_with_output_on_a_suspending_turn_raises_run_suspended(
