@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-all test-slow system-deps demo lint typecheck docs bench clean
+.PHONY: test test-all test-slow system-deps demo lint typecheck docs wheel-check bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ demo: $(STAMP)
 # tables and plots are rendered from benchmarks/results by docs/hooks.py at every build.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+# The package as users get it: sdist and wheel built, the wheel (not editable) installed with every
+# extra into a fresh venv, its CLI and its modules run from there (scripts/check-wheel).
+wheel-check: $(STAMP)
+	bash scripts/check-wheel
 
 # The whole suite at full size (the better part of an hour): every benchmark writes JSON under
 # benchmarks/results/, then benchmarks/RESULTS.md and the plots are rendered from all of it.

@@ -4,6 +4,8 @@ Checkpoints after every step, an immutable history graph that makes forks free, 
 tokens, and stores from in-memory to SQLite to PostgreSQL. The docs (docs/, ``make docs``) have a tour.
 """
 
+from importlib import metadata as _metadata
+
 from repertory.core.clock import Clock
 from repertory.core.principal import NotificationMessage, Principal, UserMessage
 from repertory.core.tree import Lineage, SessionEvent, SessionMetadata, TurnRecord
@@ -77,7 +79,12 @@ from repertory.tree.handle import Disposable, SessionHandle, TurnHandle
 from repertory.tree.runtime import Runtime
 from repertory.tree.schedules import Schedule
 
-__version__ = "0.1.0"
+__version__: str
+"""The installed distribution's version: pyproject.toml's ``version``, the one place it is written."""
+try:
+    __version__ = _metadata.version("repertory")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AbortSignal",

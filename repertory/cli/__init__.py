@@ -89,8 +89,22 @@ app = typer.Typer(
 )
 
 
+def _print_version(asked: bool) -> None:
+    """``--version``: the installed package's version (``repertory.__version__``), then exit 0."""
+    if asked:
+        from repertory import __version__
+
+        typer.echo(f"repertory {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _main() -> None:
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
     """Durable LLM agent sessions: export a store's run history for analytics."""
 
 
@@ -110,7 +124,7 @@ def export(
     store: Annotated[str, typer.Option("--store", help="Store URL: sqlite:///runs.db, postgresql://..., a path.")],
     out: Annotated[Path, typer.Option("--out", help="Export directory (created; later runs add what changed).")],
 ) -> None:
-    """Export every table of a store to Parquet under OUT, incrementally (see docs/analytics.md)."""
+    """Export every table of a store to Parquet under OUT, incrementally (see docs/guides/analytics.md)."""
     report = asyncio.run(_export(store, out))
     table = Table(title=f"export generation {report.generation} -> {report.out_dir}")
     for column in ("table", "rows written", "total rows", "file"):
