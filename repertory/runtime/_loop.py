@@ -35,6 +35,7 @@ from repertory.core.state import (
     ThreadState,
     detached,
 )
+from repertory.core.store import SessionStore
 from repertory.core.tree import SessionRecord, TurnRecord
 from repertory.core.trusted import share_fields_sets, trusted
 from repertory.errors import (
@@ -58,7 +59,7 @@ from repertory.runtime.timekeeper import TimerArm
 from repertory.runtime.tools import Tool
 from repertory.tracing import chat_span
 
-__all__ = ["CommitRider", "Drive", "OUTPUT_RETRIES", "Riding", "parse_output"]  # parse_output: see .output
+__all__ = ["CommitRider", "Drive", "DriveDeps", "OUTPUT_RETRIES", "Riding", "parse_output"]  # parse_output: see .output
 
 MODEL_ORIGIN = Origin(kind="model")
 FEEDBACK_ORIGIN = Origin(kind="system", id="output-validation")
@@ -111,50 +112,63 @@ def _stamped(reply: ModelMessage) -> ModelMessage:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class DriveDeps:
+    """What a drive works with and never changes while it runs: built once per drive, by its session.
+
+    ``rider`` is a session actor's turn, whose row rides the commits (``CommitRider``); with
+    ``durable_input`` the turn row already holds the input, so the run's first commit waits for its
+    first step (a crash before it re-drives the turn from the turn row). ``clock`` is what a
+    ``sleep()`` reads and ``timers`` who arms its timer; ``services`` the session tree a tool
+    reaches (``ToolContext.services``); ``on_commit`` hears every commit with the run as committed.
+    """
+
+    store: SessionStore
+    agent: Agent
+    memory: Memory | None = None
+    output_type: type[BaseModel] | None = None
+    outbox: Outbox | None = None
+    on_commit: Callable[[RunState], None] | None = None
+    signal: AbortSignal | None = None
+    services: SessionServices | None = None
+    clock: Clock = _SYSTEM_CLOCK
+    timers: TimerArm | None = None
+    rider: CommitRider | None = None
+    durable_input: bool = False
+
+
 class Drive:
-    """Drives one run. Holds the run and its history in memory and commits only what is new."""
+    """Drives one run. Holds the run and its history in memory and commits only what is new.
+
+    Built whole: its dependencies (``DriveDeps``) and the run it drives are given to the
+    constructor; afterwards only the drive changes its state, applying what its helpers decided.
+    """
 
     def __init__(
         self,
+        deps: DriveDeps,
         *,
-        store: Any,
-        agent: Agent,
         run: RunState,
         history: MessageHistory,
         base_revision_id: str | None,
         thread_created_at: int,
-        memory: Memory | None = None,
-        output_type: type[BaseModel] | None = None,
-        on_commit: Callable[[RunState], None] | None = None,
-        outbox: Outbox | None = None,
-        signal: AbortSignal | None = None,
-        just_decided: Collection[str] = (),
-        services: SessionServices | None = None,
+        detach_on_cancel: bool = False,
     ) -> None:
-        self.store = store
-        self.agent = agent
+        self.deps = deps
+        self.agent = agent = deps.agent  # read on every step: one attribute, not two
         self.run_state = run
         self.history = history
         self.base = base_revision_id
         self.thread_created_at = thread_created_at
-        self.memory = memory
         # A memory may contribute tools (``Memory``'s docstring): they join the agent's for this drive.
-        self.tools, self.tool_specs = agent.with_tools(getattr(memory, "tools", None) or ())
+        self.tools, self.tool_specs = agent.with_tools(getattr(deps.memory, "tools", None) or ())
         self._agent_tools = agent.tools  # what ``tools`` was built from (see ``_sync_tools``)
-        self.output_type = output_type
-        self.on_commit = on_commit
-        self.outbox = outbox
         # A drive told to detach (the host shutting down) leaves the run as last committed when
         # its task is cancelled, as a crash would, so the next start re-drives it.
-        self.detach_on_cancel = False
-        self.signal = signal
-        self.just_decided = set(just_decided)
-        self.services = services  # the session tree, for tools that reach it (ToolContext.services)
-        # Set by the session for a session actor's turn: its row rides the commits (``CommitRider``),
-        # and with ``durable_input`` the turn row already holds the input, so the run's first commit
-        # waits for its first step (a crash before it re-drives the turn from the turn row).
-        self.rider: CommitRider | None = None
-        self.durable_input = False
+        self.detach_on_cancel = detach_on_cancel
+        self.cancel_requested = False
+        # Calls a decision taken in this drive approved: they run even where a crash would not re-run them.
+        self.just_decided: frozenset[str] = frozenset()
         self.committed_once = False
         self.messages: list[ModelMessage] = []
         self.context_offset = 0  # messages of the lineage before ``messages`` (summarised ones)
@@ -162,22 +176,36 @@ class Drive:
         self._fixed_tokens: int | None = None
         self._instructions_message: tuple[str, ModelMessage] | None = None
         self.reset_context()
-        # Durable time (set by the session): the clock a sleep() reads, and who arms its timer.
-        self.clock: Clock = _SYSTEM_CLOCK
-        self.timers: TimerArm | None = None
-        self.cancel_requested = False
         self.output: BaseModel | None = None
         settings = agent.settings
-        if output_type is not None:
-            settings = settings.model_copy(update={"output_schema": output_type.model_json_schema()})
+        if deps.output_type is not None:
+            settings = settings.model_copy(update={"output_schema": deps.output_type.model_json_schema()})
         self.settings: ModelSettings = settings
+
+    def will_cancel(self) -> None:
+        """The owner is cancelling this drive's task: the run ends ``cancelled``, the drive raises ``RunCancelled``."""
+        self.cancel_requested = True
+
+    def will_detach(self) -> None:
+        """The owner is letting go of this drive (the host shutting down): the run stays as last committed."""
+        self.detach_on_cancel = True
+
+    def decided(self, call_ids: Collection[str]) -> None:
+        """Take a decision on the live suspension: ``call_ids`` were approved in this drive, and the run goes on.
+
+        The decision's record is in the run already; its token is spent by the drive's first commit.
+        """
+        self.just_decided = frozenset(call_ids)
+        run = self.run_state
+        run.pending.pop(0)
+        run.to_running()
 
     # -- plumbing ---------------------------------------------------------------------------------
 
     def emit(self, kind: str, data: dict[str, Any]) -> None:
         """Hand an event to the outbox (the session actor's event bus), if any."""
-        if self.outbox is not None:
-            self.outbox.emit(kind, data)
+        if self.deps.outbox is not None:
+            self.deps.outbox.emit(kind, data)
 
     def is_detaching(self) -> bool:
         """Whether the host is letting go of this drive (``detach_on_cancel``) rather than cancelling it."""
@@ -266,6 +294,8 @@ class Drive:
         new) and nothing goes to the memory (the summary was said by nobody; the rest it remembers).
         """
         run = self.run_state
+        deps = self.deps
+        outbox, rider, memory = deps.outbox, deps.rider, deps.memory
         run.history_revision_id = self.history.revision_id
         run.updated_at = now_ms()
         thread = trusted(
@@ -276,13 +306,13 @@ class Drive:
             created_at=self.thread_created_at,
             updated_at=run.updated_at,
         )
-        riding = None if self.rider is None else self.rider.ride(run)
+        riding = None if rider is None else rider.ride(run)
         # No empty lists held across the commit: it can wait long enough for the collector to
         # promote every list this coroutine holds (issue 21).
         fresh: list[ModelMessage] | None = None
-        if self.memory is not None and not compaction:
+        if memory is not None and not compaction:
             fresh = [self.history.entry(r.entry_id).message for r in reversed(self.history.walk_back(self.base))]  # type: ignore[union-attr]
-        if self.outbox is not None:
+        if outbox is not None:
             # The revisions let a reader (the HTTP server) rebuild the state at this checkpoint and what
             # it added, from the event alone, long after the fact.
             data: dict[str, Any] = {
@@ -298,7 +328,7 @@ class Drive:
         extra: dict[str, Any] = {}
         ridden = 0  # the rider's events: the last of ``events``, never put back (the next ride says again)
         if riding is not None:
-            if self.outbox is not None:
+            if outbox is not None:
                 for kind, payload in riding.events:
                     self.emit(kind, payload)
                 ridden = len(riding.events)
@@ -306,9 +336,9 @@ class Drive:
                 extra["turn"] = riding.turn
             if riding.session is not None:
                 extra["session"] = riding.session
-        events = () if self.outbox is None else self.outbox.take()
+        events = () if outbox is None else outbox.take()
         try:
-            await self.store.commit_session(
+            await deps.store.commit_session(
                 run=run,
                 thread=thread,
                 history=self.history,
@@ -318,26 +348,26 @@ class Drive:
                 **extra,
             )
         except CommitConflict:
-            if self.outbox is not None:
-                self.outbox.restore(events[: len(events) - ridden])
-            stored = await self.store.load_run(run.run_id)
+            if outbox is not None:
+                outbox.restore(events[: len(events) - ridden])
+            stored = await deps.store.load_run(run.run_id)
             if stored is not None and stored.status == "cancelled" and redeem_token is None:
                 raise RunCancelled(f"run {run.run_id!r} was cancelled elsewhere", run_id=run.run_id) from None
             raise
         except BaseException:
-            if self.outbox is not None:
-                self.outbox.restore(events[: len(events) - ridden])
+            if outbox is not None:
+                outbox.restore(events[: len(events) - ridden])
             raise
-        if self.outbox is not None:
-            self.outbox.committed(events)
+        if outbox is not None:
+            outbox.committed(events)
         self.base = self.history.revision_id
         self.committed_once = True
-        if riding is not None and self.rider is not None:
-            self.rider.landed(riding)
-        if self.memory is not None and fresh:
-            await self.memory.append(thread_id=run.thread_id, messages=fresh)
-        if self.on_commit is not None:
-            self.on_commit(run)
+        if riding is not None and rider is not None:
+            rider.landed(riding)
+        if memory is not None and fresh:
+            await memory.append(thread_id=run.thread_id, messages=fresh)
+        if deps.on_commit is not None:
+            deps.on_commit(run)
 
     def result(self) -> RunResult:
         """The outcome of this drive as the caller sees it."""
@@ -370,7 +400,7 @@ class Drive:
             return
         await self.agent.refresh_tools()
         if self.agent.tools is not self._agent_tools:
-            self.tools, self.tool_specs = self.agent.with_tools(getattr(self.memory, "tools", None) or ())
+            self.tools, self.tool_specs = self.agent.with_tools(getattr(self.deps.memory, "tools", None) or ())
             self._agent_tools = self.agent.tools
 
     async def request(self) -> ModelResponse:
@@ -389,7 +419,7 @@ class Drive:
         async for event in stream:
             if isinstance(event, ModelResponse):
                 response = event
-            elif self.outbox is not None and isinstance(event, TextDelta | ReasoningDelta):
+            elif self.deps.outbox is not None and isinstance(event, TextDelta | ReasoningDelta):
                 kind = "text.delta" if isinstance(event, TextDelta) else "reasoning.delta"
                 self.emit(kind, {"text": event.text})
         if response is None:
@@ -405,26 +435,27 @@ class Drive:
         from repertory.runtime._control import commit_cancelled
 
         task = asyncio.current_task()
-        if self.signal is not None and task is not None:
-            self.signal.bind(task)
+        signal = self.deps.signal
+        if signal is not None and task is not None:
+            signal.bind(task)
         try:
-            if self.signal is not None and self.signal.aborted:
+            if signal is not None and signal.aborted:
                 raise asyncio.CancelledError
             return await self._loop()
         except asyncio.CancelledError:
             if self.detach_on_cancel:
                 raise
-            ours = self.cancel_requested or (self.signal is not None and self.signal.aborted)
+            ours = self.cancel_requested or (signal is not None and signal.aborted)
             if ours and task is not None:
                 task.uncancel()
-            if self.durable_input and not self.committed_once:
+            if self.deps.durable_input and not self.committed_once:
                 await self._commit_cancelled_here("the run was cancelled")  # announced by its commit
             else:
                 cancelled = await commit_cancelled(
-                    self.store, self.run_state.run_id, "the run was cancelled", self.memory
+                    self.deps.store, self.run_state.run_id, "the run was cancelled", self.deps.memory
                 )
-                if cancelled is not None and cancelled.status == "cancelled" and self.on_commit is not None:
-                    self.on_commit(cancelled)
+                if cancelled is not None and cancelled.status == "cancelled" and self.deps.on_commit is not None:
+                    self.deps.on_commit(cancelled)
             if ours:
                 run_id = self.run_state.run_id
                 raise RunCancelled(f"run {run_id!r} was cancelled", run_id=run_id) from None
@@ -435,8 +466,8 @@ class Drive:
             await self._commit_error(exc)
             raise
         finally:
-            if self.signal is not None and task is not None:
-                self.signal.unbind(task)
+            if signal is not None and task is not None:
+                signal.unbind(task)
 
     async def _commit_cancelled_here(self, reason: str) -> None:
         """Commit a run nothing of which is stored yet as ``cancelled``, from what this drive holds.
@@ -493,7 +524,7 @@ class Drive:
         run.to_running()
         if await settle_calls(self, fresh=False):
             return self.result()
-        if self.history.revision_id != self.base and not (self.durable_input and not self.committed_once):
+        if self.history.revision_id != self.base and not (self.deps.durable_input and not self.committed_once):
             await self.commit()  # results of a decision or a recovery are durable before the model sees them
         if run.step_index == 0 and self.agent.input_guardrails:
             await guard(self, "input", run_input(self.messages))  # before the first request: no tokens spent
@@ -535,13 +566,13 @@ class Drive:
     async def _finish(self, message: ModelMessage) -> bool:
         """Handle a final reply; False when it failed output validation and the model gets another try."""
         run = self.run_state
-        if self.output_type is not None:
+        if self.deps.output_type is not None:
             try:
-                self.output = parse_output(self.output_type, message.text)
+                self.output = parse_output(self.deps.output_type, message.text)
             except ValidationError as exc:
                 if run.output_retries >= OUTPUT_RETRIES:
                     raise OutputValidationError(
-                        f"the reply did not validate into {self.output_type.__name__} after "
+                        f"the reply did not validate into {self.deps.output_type.__name__} after "
                         f"{OUTPUT_RETRIES} retries: {exc}",
                         run_id=run.run_id,
                     ) from None

@@ -54,7 +54,7 @@ def reserve_delegations(drive: Drive, calls: list[ToolCallPart]) -> bool:
         tool = drive.tools.get(call.tool_name)
         if tool is None or tool.delegates_to is None:
             continue
-        if drive.services is None:
+        if drive.deps.services is None:
             raise ValueError(
                 f"tool {tool.name!r} delegates to agent {tool.delegates_to!r}, which needs a session tree: "
                 "run this agent in a Runtime (Runtime.start(agents=...)), not a bare Session"
@@ -131,7 +131,7 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
             results[cid] = error_result(call, decision.reason or "not approved")
             continue
         delegation = delegations.get(cid)
-        if tool.delegates_to is not None and drive.services is None:
+        if tool.delegates_to is not None and drive.deps.services is None:
             # Recovered outside a runtime (``Session.recover``): leave the call for one that has the tree.
             raise ValueError(f"tool {tool.name!r} delegates to agent {tool.delegates_to!r}, which needs a Runtime")
         # A delegation runs again after a crash: its committed ids lead it to the child it made.
@@ -145,7 +145,7 @@ async def settle_calls(drive: Drive, fresh: bool) -> bool:
             thread_id=run.thread_id,
             approval=None if decision is None else decision.approval,
             scratch=run.scratch,
-            services=drive.services,
+            services=drive.deps.services,
             delegation=delegation,
             detaching=drive.is_detaching,
         )
@@ -211,7 +211,7 @@ def _timer_call(drive: Drive, tool_name: str, call_id: str, args: dict[str, Any]
     if signal.until_ms is not None:
         wake_at = signal.until_ms
     else:
-        wake_at = drive.clock.now_ms() + math.ceil((signal.seconds or 0) * 1000)
+        wake_at = drive.deps.clock.now_ms() + math.ceil((signal.seconds or 0) * 1000)
     return PendingCall(
         kind="timer",
         tool_call_id=call_id,
@@ -240,8 +240,8 @@ async def suspend_on_first(drive: Drive) -> None:
         )
     )
     assert run.suspended_on is not None
-    if first.kind == "timer" and first.wake_at is not None and drive.timers is not None:
-        await drive.timers.arm(run.run_id, run.thread_id, run.suspended_on.token, first.wake_at)
+    if first.kind == "timer" and first.wake_at is not None and drive.deps.timers is not None:
+        await drive.deps.timers.arm(run.run_id, run.thread_id, run.suspended_on.token, first.wake_at)
     # Emitted before the commit so they are durable with the suspension itself: emitted after it,
     # they waited in the buffer for the next commit (the decision), so nobody saw the request in time.
     data = {

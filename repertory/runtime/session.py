@@ -53,7 +53,7 @@ from repertory.runtime._decisions import (
     value_text,
     wake_timer,
 )
-from repertory.runtime._loop import CommitRider, Drive
+from repertory.runtime._loop import CommitRider, Drive, DriveDeps
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.events import Outbox
@@ -189,33 +189,39 @@ class Session:
         created_at: int,
         signal: AbortSignal | None,
         output_type: type[BaseModel] | None,
-        just_decided: tuple[str, ...] = (),
+        *,
+        durable_input: bool = False,
+        on_commit: Callable[[RunState], None] | None = None,
     ) -> Drive:
-        drive = Drive(
+        """A drive built whole from this session's parts and the run it drives."""
+        deps = DriveDeps(
             store=self.store,
             agent=self.agent,
+            memory=self.memory,
+            output_type=output_type or self.agent.output_type,
+            outbox=self.outbox,
+            on_commit=on_commit or self._committed,
+            signal=signal,
+            services=self.services,
+            clock=self.clock,
+            timers=self.timers,
+            rider=self.rider,
+            durable_input=durable_input,
+        )
+        return Drive(
+            deps,
             run=run,
             history=history,
             base_revision_id=base,
             thread_created_at=created_at,
-            memory=self.memory,
-            output_type=output_type or self.agent.output_type,
-            on_commit=self._committed,
-            outbox=self.outbox,
-            signal=signal,
-            just_decided=just_decided,
-            services=self.services,
+            detach_on_cancel=self.detach_on_cancel,
         )
-        drive.clock, drive.timers = self.clock, self.timers
-        drive.rider = self.rider
-        return drive
 
     async def _drive_for(
         self,
         run: RunState,
         signal: AbortSignal | None,
         output_type: type[BaseModel] | None = None,
-        just_decided: tuple[str, ...] = (),
     ) -> Drive:
         """A drive of a stored run, from the thread head it must still own."""
         # Before a decision is recorded: approving with edited arguments validates them with the tool.
@@ -230,7 +236,7 @@ class Session:
             )
         history = await self._load_history(head)
         created = now_ms() if thread is None else thread.created_at
-        return self._new_drive(run, history, head, created, signal, output_type, just_decided)
+        return self._new_drive(run, history, head, created, signal, output_type)
 
     async def _run(
         self, drive: Drive, first_commit: str | None = None, *, commit: bool = False, start: bool = False
@@ -245,7 +251,6 @@ class Session:
     async def _drive_to_rest(self, drive: Drive, first_commit: str | None, *, commit: bool) -> RunResult:
         """Run a claimed drive to rest; keeps the history cache only when the drive ended cleanly."""
         self._drive, self._drive_task = drive, asyncio.current_task()
-        drive.detach_on_cancel = self.detach_on_cancel
         self._state = drive.run_state
         ok = False
         try:
@@ -364,8 +369,7 @@ class Session:
             )
             history.extend(messages)
             created = now_ms() if thread is None else thread.created_at
-            drive = self._new_drive(run, history, base, created, signal, output_type)
-            drive.durable_input = durable_input
+            drive = self._new_drive(run, history, base, created, signal, output_type, durable_input=durable_input)
         except BaseException:
             self._busy = False
             self._history = None
@@ -479,17 +483,11 @@ class Session:
             if run.history_revision_id == head:
                 owner = run
                 break
-        drive = self._new_drive(
-            owner or RunState(run_id=new_id(), thread_id=self.thread_id, agent=self.agent.name, status="done"),
-            history,
-            head,
-            thread.created_at,
-            None,
-            None,
-        )
-        if owner is None:
-            drive.on_commit = self._observe_compaction
-        return drive
+        if owner is not None:
+            return self._new_drive(owner, history, head, thread.created_at, None, None)
+        # A compaction recorded as a run of its own: ``done`` from the start, heard but never ``state``.
+        run = RunState(run_id=new_id(), thread_id=self.thread_id, agent=self.agent.name, status="done")
+        return self._new_drive(run, history, head, thread.created_at, None, None, on_commit=self._observe_compaction)
 
     def _observe_compaction(self, run: RunState) -> None:
         """A compaction run of its own committed: ``on_checkpoint`` hears it, ``state`` stays the last real run."""
@@ -522,9 +520,7 @@ class Session:
                 # Another redemption won and moved the thread on between our read and now.
                 used = f"the resume token of run {run_id!r} was already used"
                 raise InvalidResumeToken(used, run_id=run_id) from None
-            drive.just_decided = set(decide(drive))
-            drive.run_state.pending.pop(0)
-            drive.run_state.to_running()
+            drive.decided(decide(drive))
         except BaseException:
             self._busy = False
             self._history = None
@@ -592,7 +588,7 @@ class Session:
         its next commit and stops.
         """
         if self._drive is not None and self._drive_task is not None:
-            self._drive.cancel_requested = True
+            self._drive.will_cancel()
             self._drive_task.cancel("cancel() was called")
             await self._drive_ended()
             return
@@ -616,7 +612,7 @@ class Session:
         """
         self.detach_on_cancel = True
         if self._drive is not None and self._drive_task is not None:
-            self._drive.detach_on_cancel = True
+            self._drive.will_detach()
             self._drive_task.cancel("detached")
             await self._drive_ended()
 
