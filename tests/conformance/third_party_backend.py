@@ -105,6 +105,9 @@ class WrappedBackend:
     async def decide(self, session_id: str, decision: Decision, principal: Principal) -> RunResult:
         return await self._count().decide(session_id, decision, principal)
 
+    async def recover(self, session_id: str) -> list[str]:
+        return await self._count().recover(session_id)
+
     async def compact(self, session_id: str) -> CompactionResult | None:
         return await self._count().compact(session_id)
 
