@@ -16,6 +16,7 @@
     ├── NotSuspended               the run is not waiting for anything
     ├── RunSuspended               the run needs its token (recover() cannot drive it)
     ├── RunCancelled               the run was cancelled while this call drove it
+    ├── TreeSessionRun             a bare Session call named a run of a session of the tree
     ├── SessionBusy                a turn runs or is queued and if_busy="reject"
     ├── StepBudgetExceeded         the run asked for more model requests than max_steps
     ├── OutputValidationError      the final reply never validated into the output type
@@ -63,6 +64,7 @@ __all__ = [
     "SleepSignal",
     "SuspendSignal",
     "ToolError",
+    "TreeSessionRun",
     "WrongSuspensionKind",
 ]
 
@@ -161,6 +163,15 @@ class RunSuspended(RepertoryError):
 
 class RunCancelled(RepertoryError):
     """The run was cancelled (abort signal or cancel()) and this drive stopped."""
+
+
+class TreeSessionRun(RepertoryError):
+    """A bare ``Session.*_suspended``/``recover`` named a run of a session of the tree.
+
+    Such a run's turn, events and waiters belong to the tree: deciding it through the bare
+    session would end the run but leave its turn open for good. Decide it through the session's
+    handle (``approve``/``reject``/``resume``), the CLI or the HTTP server.
+    """
 
 
 class SessionBusy(RepertoryError):
