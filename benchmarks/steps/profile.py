@@ -68,7 +68,7 @@ INCLUSIVE: list[tuple[str, str, str]] = [
     ("Drive.request (one model request, incl. stream)", "repertory/runtime/_loop.py", "request"),
     ("  ScriptedModel.request (async generator)", "repertory/testing/scripted.py", "request"),
     ("  Drive.request_messages (list copy)", "repertory/runtime/_loop.py", "request_messages"),
-    ("settle_calls (find + run calls, append result)", "repertory/runtime/_settle.py", "settle_calls"),
+    ("Drive._settle (plan + run calls, append result)", "repertory/runtime/_loop.py", "_settle"),
     ("  Tool.invoke (validate args, run, to_jsonable)", "repertory/runtime/tools.py", "invoke"),
     ("Drive.append -> MessageHistory.append", "repertory/core/history.py", "append"),
     ("Drive.commit (one checkpoint)", "repertory/runtime/_loop.py", "commit"),

@@ -14,18 +14,20 @@ compaction summary on), which the drive keeps in memory beside the history; with
 from __future__ import annotations
 
 import asyncio
+import json
 import traceback
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
 
 from repertory.core.clock import Clock, SystemClock
 from repertory.core.history import MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.memory import Memory
-from repertory.core.messages import ModelMessage, Origin, TextPart
+from repertory.core.messages import ModelMessage, Origin, TextPart, ToolResultPart
 from repertory.core.model import ModelResponse, ModelSettings, ReasoningDelta, TextDelta, TokenCounter
 from repertory.core.result import RunResult
 from repertory.core.state import (
@@ -46,8 +48,17 @@ from repertory.errors import (
     StepBudgetExceeded,
     StoreError,
 )
+from repertory.runtime._calls import CallOutcome, run_calls, tool_message, unanswered_calls
 from repertory.runtime._compact import MAX_PASSES, compact
-from repertory.runtime._settle import reserve_delegations, settle_calls
+from repertory.runtime._settle import (
+    CallJob,
+    approval_record,
+    new_delegations,
+    plan_calls,
+    queue_pending,
+    settle_outcomes,
+    suspension,
+)
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult, estimate_tokens, message_tokens
 from repertory.runtime.events import Outbox
@@ -56,7 +67,7 @@ from repertory.runtime.output import parse_output
 from repertory.runtime.services import SessionServices
 from repertory.runtime.signals import AbortSignal
 from repertory.runtime.timekeeper import TimerArm
-from repertory.runtime.tools import Tool
+from repertory.runtime.tools import Tool, ToolContext
 from repertory.tracing import chat_span
 
 __all__ = ["CommitRider", "Drive", "DriveDeps", "OUTPUT_RETRIES", "Riding", "parse_output"]  # parse_output: see .output
@@ -522,7 +533,7 @@ class Drive:
     async def _loop(self) -> RunResult:
         run = self.run_state
         run.to_running()
-        if await settle_calls(self, fresh=False):
+        if await self._settle(fresh=False):
             return self.result()
         if self.history.revision_id != self.base and not (self.deps.durable_input and not self.committed_once):
             await self.commit()  # results of a decision or a recovery are durable before the model sees them
@@ -552,12 +563,129 @@ class Drive:
                 self.emit(
                     "tool.call", {"tool_call_id": call.tool_call_id, "tool_name": call.tool_name, "args": call.args}
                 )
-            delegating = reserve_delegations(self, calls)  # a child's ids are durable before it exists
-            if delegating or any(self._needs_early_commit(self.tools.get(c.tool_name), c.args) for c in calls):
+            # A child's ids are durable before it exists.
+            minted = new_delegations(calls, self.tools, run.delegations, self.deps.services is not None)
+            if minted:
+                run.delegations.extend(minted)
+            if minted is not None or any(self._needs_early_commit(self.tools.get(c.tool_name), c.args) for c in calls):
                 await self.commit()  # a non-idempotent tool must never run before its call is durable
-            if await settle_calls(self, fresh=True):
+            if await self._settle(fresh=True):
                 return self.result()
             await self.commit()
+
+    async def _settle(self, fresh: bool) -> bool:
+        """Answer the last assistant message's unanswered calls as ``plan_calls`` decides; True if the run suspended."""
+        run = self.run_state
+        unanswered = unanswered_calls(self.messages)
+        if not unanswered:
+            if run.pending:
+                await self._suspend()
+                return True
+            return False
+        plan = plan_calls(
+            unanswered,
+            self.tools,
+            run,
+            fresh=fresh,
+            just_decided=self.just_decided,
+            in_tree=self.deps.services is not None,
+        )
+        errors, ran, suspends = plan.errors, None, None
+        if plan.jobs:
+            ran, suspends = settle_outcomes(plan.jobs, await self._run_jobs(plan.jobs), self.deps.clock)
+        if errors or ran:
+            ordered: list[ToolResultPart] = []
+            for call in unanswered:
+                part = errors.get(call.tool_call_id)
+                if part is None and ran is not None:
+                    part = ran.get(call.tool_call_id)
+                if part is not None:
+                    ordered.append(part)
+            self._answer(ordered)
+        for asked in plan.approvals:
+            run.approvals.append(approval_record(asked))
+        run.pending = queue_pending(run.pending, plan.approvals, suspends or [])
+        if run.pending:
+            await self._suspend()
+            return True
+        return False
+
+    async def _run_jobs(self, jobs: list[CallJob]) -> list[CallOutcome]:
+        """Run the planned calls (concurrently); their scratch writes must stay JSON."""
+        run = self.run_state
+        services, detaching = self.deps.services, self.is_detaching
+        # An empty scratch (most runs never use it) needs neither the copy nor the conversion:
+        # a JSON round trip and a pydantic walk of ``{}`` on every tool step bought nothing.
+        scratch_before = json.loads(json.dumps(run.scratch)) if run.scratch else {}
+        outcomes = await run_calls(
+            [
+                (
+                    tool,
+                    call,
+                    args,
+                    ToolContext(
+                        call_id=call.tool_call_id,
+                        tool_name=tool.name,
+                        run_id=run.run_id,
+                        thread_id=run.thread_id,
+                        approval=approval,
+                        scratch=run.scratch,
+                        services=services,
+                        delegation=delegation,
+                        detaching=detaching,
+                    ),
+                )
+                for tool, call, args, approval, delegation in jobs
+            ]
+        )
+        if run.scratch:
+            try:
+                # Tools may write anything into ctx.scratch; it must stay JSON (sets become lists).
+                run.scratch = to_jsonable_python(run.scratch)
+            except Exception as exc:
+                run.scratch = scratch_before
+                names = ", ".join(sorted({job.tool.name for job in jobs}))
+                raise ValueError(f"a tool ({names}) put a value into ctx.scratch that is not JSON: {exc}") from None
+        return outcomes
+
+    def _answer(self, results: list[ToolResultPart]) -> None:
+        """Append results as one tool message and tell the listeners."""
+        self.append(tool_message(results))
+        for part in results:
+            self.emit(
+                "tool.result",
+                {
+                    "tool_call_id": part.tool_call_id,
+                    "tool_name": part.tool_name,
+                    "result": part.result,
+                    "is_error": part.is_error,
+                },
+            )
+
+    async def _suspend(self) -> None:
+        """Suspend on the first pending call with a fresh token, and commit (a timer is armed first)."""
+        run = self.run_state
+        first = run.pending[0]
+        on = suspension(first)
+        run.to_suspended(on)
+        timers = self.deps.timers
+        if first.kind == "timer" and first.wake_at is not None and timers is not None:
+            await timers.arm(run.run_id, run.thread_id, on.token, first.wake_at)
+        # Emitted before the commit so they are durable with the suspension itself: emitted after it,
+        # they waited in the buffer for the next commit (the decision), so nobody saw the request in time.
+        data = {
+            "run_id": run.run_id,
+            "kind": first.kind,
+            "reason": first.reason,
+            "payload": on.payload,
+            "tool_call_id": first.tool_call_id,
+        }
+        if first.wake_at is not None:
+            data["wake_at"] = first.wake_at
+        if first.kind == "approval":
+            self.emit("approval.requested", data)
+        self.emit("run.suspended", data)
+        await self.commit()
 
     @staticmethod
     def _needs_early_commit(tool: Tool | None, args: dict[str, Any]) -> bool:
