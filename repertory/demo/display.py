@@ -1,4 +1,9 @@
-"""The demo's live view and final summary, rendered with rich."""
+"""The demo's live view and final summary, rendered with rich to fit an 80-column terminal.
+
+rich narrows a table too wide for the terminal by bringing its widest columns down to one width,
+cutting any header longer than that ("sessio…"). So the live view has six columns whose headers wrap
+between short words ("approved / rejected"), which rich can narrow to ten characters each.
+"""
 
 from __future__ import annotations
 
@@ -13,22 +18,14 @@ __all__ = ["progress_table", "summary_table"]
 def progress_table(stats: FleetStats) -> Table:
     """One live line per counter while the fleet runs."""
     table = Table(title="repertory demo: a fleet of agent sessions", expand=False)
-    table.add_column("projects done", justify="right")
-    table.add_column("sessions", justify="right")
-    table.add_column("turns", justify="right")
-    table.add_column("approved", justify="right")
-    table.add_column("rejected", justify="right")
-    table.add_column("forks", justify="right")
-    table.add_column("follow-ups", justify="right")
-    table.add_column("host kills", justify="right")
+    for header in ("projects done", "sessions", "turns", "approved / rejected", "forks / follow-ups", "host kills"):
+        table.add_column(header, justify="right")
     table.add_row(
         f"{stats.projects_done}/{stats.projects}",
         str(stats.sessions),
         str(stats.turns),
-        str(stats.approved),
-        str(stats.rejected),
-        str(stats.forks),
-        str(stats.follow_ups),
+        f"{stats.approved} / {stats.rejected}",
+        f"{stats.forks} / {stats.follow_ups}",
         str(stats.host_kills),
     )
     return table
