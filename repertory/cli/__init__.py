@@ -1,11 +1,17 @@
-"""The ``repertory`` command line.
+"""The ``repertory`` command line: durable LLM agent sessions, run, served, decided, inspected, exported.
 
+    repertory demo                      # a fleet of agent sessions on this machine
+    repertory serve                     # the runtime over HTTP, with the web UI at /ui/
+    repertory approvals list            # tool calls waiting for a decision
     repertory export --store sqlite:///runs.db --out analytics/
 
 Commands are functions on ``app`` (a typer app); a new one is one more ``@app.command()``. Every
 command shares one error rule: bad input (a missing option, a store that cannot be opened, an
 export directory that belongs to another store, a command whose extra is not installed) prints one
 line, ``error: ...``, on stderr and exits with code 2. Anything else is a bug and keeps its traceback.
+
+Every table fits the terminal it prints on (``repertory.cli._tables``), and help is click's plain
+text (``rich_markup_mode=None``), which wraps at any width where rich's help panels cut defaults.
 """
 
 from __future__ import annotations
@@ -17,10 +23,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 from typer.core import TyperGroup
 
+from repertory.cli._options import stdout_console
+from repertory.cli._tables import Field, Layout, fit_table
 from repertory.errors import MissingExtra, RepertoryError
 
 __all__ = ["app"]
@@ -79,10 +85,14 @@ class _Commands(TyperGroup):
         return result
 
 
+HELP = "Durable LLM agent sessions: run, serve over HTTP, approve, inspect, export."
+"""What ``repertory --help`` says the tool is, in one line."""
+
 app = typer.Typer(
     cls=_Commands,
     name="repertory",
-    help="Durable LLM agent sessions: export a store's run history for analytics.",
+    help=HELP,
+    rich_markup_mode=None,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -105,7 +115,7 @@ def _main(
         typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
     ] = False,
 ) -> None:
-    """Durable LLM agent sessions: export a store's run history for analytics."""
+    """Durable LLM agent sessions: run, serve over HTTP, approve, inspect, export."""
 
 
 async def _export(url: str, out: Path) -> Any:
@@ -119,20 +129,27 @@ async def _export(url: str, out: Path) -> Any:
         await store.close()
 
 
-@app.command("export")
+_EXPORT_FIELDS = (Field("table"), Field("rows written", "number"), Field("total rows", "number"), Field("file"))
+_EXPORT_LAYOUTS = (
+    Layout(("table", "rows written", "total rows", "file")),
+    Layout(("table", "rows written", "total rows")),
+)
+
+
+@app.command("export", short_help="Export a store's tables to Parquet for analytics (DuckDB).")
 def export(
     store: Annotated[str, typer.Option("--store", help="Store URL: sqlite:///runs.db, postgresql://..., a path.")],
     out: Annotated[Path, typer.Option("--out", help="Export directory (created; later runs add what changed).")],
 ) -> None:
     """Export every table of a store to Parquet under OUT, incrementally (see docs/guides/analytics.md)."""
     report = asyncio.run(_export(store, out))
-    table = Table(title=f"export generation {report.generation} -> {report.out_dir}")
-    for column in ("table", "rows written", "total rows", "file"):
-        table.add_column(column, justify="right" if "rows" in column else "left")
-    for name, t in report.tables.items():
-        table.add_row(name, f"{t.rows:,}", f"{t.total_rows:,}", Path(t.file).name if t.file else "-")
-    console = Console()
-    console.print(table)
+    rows = [
+        (name, f"{t.rows:,}", f"{t.total_rows:,}", Path(t.file).name if t.file else "-")
+        for name, t in report.tables.items()
+    ]
+    title = f"export generation {report.generation} -> {report.out_dir}"
+    console = stdout_console()
+    console.print(fit_table(console, title, _EXPORT_FIELDS, rows, _EXPORT_LAYOUTS))
     console.print(f"{report.rows:,} rows in {report.elapsed_s:.2f}s ({report.rows_per_s:,.0f} rows/s)")
 
 

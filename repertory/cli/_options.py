@@ -6,6 +6,7 @@ default, help) on every command that takes them, and no command module imports a
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated, Any
 
@@ -22,7 +23,9 @@ __all__ = [
     "DEFAULT_AGENTS",
     "DEFAULT_STORE",
     "OtlpEndpointOption",
+    "PIPE_WIDTH",
     "StoreOption",
+    "WideOption",
     "check_otlp_endpoint",
     "load_agents",
     "otlp_runtime_options",
@@ -38,6 +41,10 @@ StoreOption = Annotated[str, typer.Option("--store", help="Store URL (sqlite:///
 AgentsOption = Annotated[
     str, typer.Option("--agents", help="module:attr naming a dict of agents, a function returning one, or an agent.")
 ]
+WideOption = Annotated[
+    bool,
+    typer.Option("--wide", help="Show ids whole in any terminal (columns are dropped to make room)."),
+]
 OtlpEndpointOption = Annotated[
     str | None,
     typer.Option(
@@ -48,9 +55,20 @@ OtlpEndpointOption = Annotated[
 ]
 
 
+PIPE_WIDTH = 220
+"""The width tables are laid out for when the output is not a terminal: wide enough for whole ids."""
+
+
 def stdout_console() -> Console:
-    """A console; when the output is not a terminal (a pipe, a file), wide enough that ids never get cut."""
-    return Console() if sys.stdout.isatty() else Console(width=220)
+    """The console commands print on: the terminal's width, or ``PIPE_WIDTH`` for a pipe or a file.
+
+    A script reading a pipe gets every table's first layout, with whole ids. A terminal is told by
+    ``isatty()`` or by rich's own ``TTY_COMPATIBLE=1`` (which tests use to print as an 80-column
+    terminal would, with ``COLUMNS=80``); ``FORCE_COLOR`` alone keeps a pipe's width, so a CI that
+    sets it for colours still reads whole ids.
+    """
+    terminal = sys.stdout.isatty() or os.environ.get("TTY_COMPATIBLE") == "1"
+    return Console() if terminal else Console(width=PIPE_WIDTH)
 
 
 def load_agents(path: str) -> dict[str, Agent]:

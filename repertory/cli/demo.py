@@ -69,4 +69,4 @@ def demo(
 
 def register(app: typer.Typer) -> None:
     """Attach ``demo`` to the ``repertory`` app."""
-    app.command("demo")(demo)
+    app.command("demo", short_help="Run a fleet of agent sessions (local Ray + SQLite), then report.")(demo)

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from typing import Annotated, TypeVar
 
 import typer
-from rich.table import Table
 
-from repertory.cli._options import DEFAULT_STORE, StoreOption, stdout_console
+from repertory.cli._options import DEFAULT_STORE, StoreOption, WideOption, stdout_console
+from repertory.cli._tables import Field, Layout, fit_table
 from repertory.cli.sessions import sessions_app
 from repertory.core.store import DeletedRows, TreeStore
 from repertory.errors import RecordUnreadable, RepertoryError, SessionNotFound
@@ -90,6 +90,14 @@ def sessions_delete(
     stdout_console().print(_summary(asyncio.run(_with_runtime(store, main))))
 
 
+_TREE_FIELDS = (Field("root", "id"), Field("sessions", "number"), Field("last active"), Field("root exists"))
+_TREE_LAYOUTS = (
+    Layout(("root", "sessions", "last active", "root exists")),
+    Layout(("root", "sessions", "last active", "root exists"), whole_ids=False),
+    Layout(("root", "sessions", "last active")),
+)
+
+
 def retention(
     idle_days: Annotated[
         float, typer.Option("--idle-days", min=0, max=MAX_IDLE_DAYS, help="Delete trees idle this many days or more.")
@@ -99,6 +107,7 @@ def retention(
     yes: Annotated[
         bool, typer.Option("--yes", help="Confirm an --idle-days below 1 (it reaches sessions in use today).")
     ] = False,
+    wide: WideOption = False,
 ) -> None:
     """Delete whole session trees (forks included) nobody has written to for --idle-days days."""
     if idle_days < 1 and not dry_run and not yes:
@@ -113,22 +122,18 @@ def retention(
         return found, None if dry_run else await delete_idle_trees(rt, found)
 
     found, deleted = asyncio.run(_with_runtime(store, main))
-    table = Table(
-        title=f"trees idle for {idle_days:g} day(s) or more" + (" (dry run: nothing deleted)" if dry_run else "")
-    )
-    for column in ("root", "sessions", "last active", "root exists"):
-        table.add_column(column)
-    for tree in found:
-        table.add_row(
-            tree.root_id, str(len(tree.session_ids)), _iso(tree.last_active), "yes" if tree.root_exists else "no"
-        )
+    title = f"trees idle for {idle_days:g} day(s) or more" + (" (dry run: nothing deleted)" if dry_run else "")
+    rows = [
+        (tree.root_id, str(len(tree.session_ids)), _iso(tree.last_active), "yes" if tree.root_exists else "no")
+        for tree in found
+    ]
     console = stdout_console()
-    console.print(table)
+    console.print(fit_table(console, title, _TREE_FIELDS, rows, _TREE_LAYOUTS, wide=wide))
     if deleted is not None:
         console.print(_summary(deleted))
 
 
 def register(app: typer.Typer) -> None:
     """Attach ``sessions delete`` and ``retention``."""
-    sessions_app.command("delete")(sessions_delete)
-    app.command("retention")(retention)
+    sessions_app.command("delete", short_help="Delete a session and what it spawned (forks survive).")(sessions_delete)
+    app.command("retention", short_help="Delete session trees idle for --idle-days days.")(retention)

@@ -393,5 +393,5 @@ def _check_keys(keys: dict[str, Principal], admins: dict[str, Principal]) -> Non
 
 def register(app: typer.Typer) -> None:
     """Attach ``serve`` and ``ui`` to the ``repertory`` app."""
-    app.command("serve")(serve)
-    app.command("ui")(ui)
+    app.command("serve", short_help="Serve sessions over HTTP: LangGraph's API, the web UI at /ui/.")(serve)
+    app.command("ui", short_help="Serve the web UI alone (sessions, approvals, live runs).")(ui)

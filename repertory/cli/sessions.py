@@ -16,12 +16,19 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar, assert_never
 
 import typer
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
-from repertory.cli._options import DEFAULT_AGENTS, DEFAULT_STORE, AgentsOption, StoreOption, load_agents
+from repertory.cli._options import (
+    DEFAULT_AGENTS,
+    DEFAULT_STORE,
+    AgentsOption,
+    StoreOption,
+    WideOption,
+    load_agents,
+)
 from repertory.cli._options import stdout_console as _console
+from repertory.cli._tables import Field, Layout, fit_table
 from repertory.core.decisions import Approve, Decision, Reject, Resume
 from repertory.core.inbox import DecisionInbox
 from repertory.core.json_limits import JsonRefused, parse_json
@@ -38,8 +45,10 @@ __all__ = ["approvals_app", "register", "sessions_app"]
 
 _T = TypeVar("_T")
 
-sessions_app = typer.Typer(help="Look at sessions: list, tree, show.", no_args_is_help=True)
-approvals_app = typer.Typer(help="Pending tool approvals: list, approve, reject.", no_args_is_help=True)
+sessions_app = typer.Typer(help="Look at sessions: list, tree, show.", no_args_is_help=True, rich_markup_mode=None)
+approvals_app = typer.Typer(
+    help="Pending tool approvals: list, approve, reject.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 def _run(fn: Callable[[TreeStore], Awaitable[_T]], url: str) -> _T:
@@ -74,20 +83,36 @@ async def _status(store: TreeStore, session_id: str) -> str:
     return runs[0].status if runs else "new"
 
 
-@sessions_app.command("list")
+_SESSION_FIELDS = (
+    Field("id", "id"),
+    Field("agent"),
+    Field("title", "text", min_width=12),
+    Field("lineage"),
+    Field("parent", "id"),
+    Field("latest run"),
+)
+_SESSION_LAYOUTS = (
+    Layout(("id", "agent", "title", "lineage", "parent", "latest run")),
+    Layout(("id", "agent", "title", "lineage", "parent", "latest run"), whole_ids=False),
+    Layout(("id", "agent", "title", "parent", "latest run"), whole_ids=False),
+    Layout(("id", "title", "parent", "latest run"), whole_ids=False),
+    Layout(("id", "agent", "title", "latest run")),
+    Layout(("id", "title", "latest run")),
+)
+
+
+@sessions_app.command("list", short_help="List sessions: agent, title, parent, latest run.")
 def sessions_list(
     store: StoreOption = DEFAULT_STORE,
     roots: bool = typer.Option(False, help="Only roots."),
     limit: int = typer.Option(100, min=1, max=1_000_000, help="At most this many."),
+    wide: WideOption = False,
 ) -> None:
     """Sessions, oldest first: id, agent, title, lineage and the status of the latest run."""
 
-    async def main(s: TreeStore) -> Table:
-        table = Table(title="sessions")
-        for column in ("id", "agent", "title", "lineage", "parent", "latest run"):
-            table.add_column(column)
-        for record in await s.list_sessions(roots_only=roots, limit=limit):
-            table.add_row(
+    async def main(s: TreeStore) -> list[tuple[str, ...]]:
+        return [
+            (
                 record.session_id,
                 record.agent,
                 record.title or "",
@@ -95,12 +120,15 @@ def sessions_list(
                 record.lineage.parent_id or "",
                 await _status(s, record.session_id),
             )
-        return table
+            for record in await s.list_sessions(roots_only=roots, limit=limit)
+        ]
 
-    _console().print(_run(main, store))
+    rows = _run(main, store)
+    console = _console()
+    console.print(fit_table(console, "sessions", _SESSION_FIELDS, rows, _SESSION_LAYOUTS, wide=wide))
 
 
-@sessions_app.command("tree")
+@sessions_app.command("tree", short_help="Show the spawn/fork tree under a session.")
 def sessions_tree(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
     """The spawn/fork tree under a session, with each session's latest run status."""
 
@@ -109,8 +137,9 @@ def sessions_tree(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
         if root is None:
             raise SessionNotFound(f"no session {session_id!r}")
 
-        async def label(sid: str, title: str | None, kind: str) -> str:
-            return f"{sid} [{kind}] {title or ''} ({await _status(s, sid)})"
+        async def label(sid: str, title: str | None, kind: str) -> Text:
+            # Text, not markup: "[spawned]" and a title's own brackets are shown as written.
+            return Text(f"{sid} [{kind}] {title or ''} ({await _status(s, sid)})")
 
         tree = Tree(await label(root.session_id, root.title, root.lineage.kind))
         pending = [(root.session_id, tree)]
@@ -125,41 +154,53 @@ def sessions_tree(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
     _console().print(_run(main, store))
 
 
-@sessions_app.command("show")
+_MESSAGE_FIELDS = (
+    Field("#", "number"),
+    Field("role"),
+    Field("origin"),
+    Field("model"),
+    Field("content", "text", min_width=30),
+)
+_MESSAGE_LAYOUTS = (
+    Layout(("#", "role", "origin", "model", "content")),
+    Layout(("#", "role", "model", "content")),
+    Layout(("#", "role", "content")),
+)
+
+
+@sessions_app.command("show", short_help="Show a session's conversation, runs and token usage.")
 def sessions_show(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
     """A session's whole conversation (each reply's model, compaction summaries marked), its runs and its usage."""
 
-    async def main(s: TreeStore) -> list[Any]:
+    async def main(s: TreeStore) -> tuple[str, list[tuple[str, ...]], str]:
         record = await s.load_session(session_id)
         if record is None:
             raise SessionNotFound(f"no session {session_id!r}")
         thread = await s.load_thread(session_id)
         history = await s.load_history(thread.history_revision_id) if thread and thread.history_revision_id else None
         runs = await s.list_runs(session_id)
-        table = Table(title=f"session {session_id} ({record.agent}, {record.lineage.kind})")
-        table.add_column("#", justify="right")
-        table.add_column("role")
-        table.add_column("origin")
-        table.add_column("model")
-        table.add_column("content")
+        rows: list[tuple[str, ...]] = []
         for i, message in enumerate(history.messages if history else [], start=1):
             parts = [message.text] if message.text else []
             parts += [f"call {c.tool_name}({json.dumps(c.args)[:80]})" for c in message.tool_calls]
             parts += [
                 f"{'error ' if r.is_error else ''}result {json.dumps(r.result)[:80]}" for r in message.tool_results
             ]
-            origin = f"{message.origin.kind}:{message.origin.id or ''}" if message.origin else ""
+            origin = message.origin
+            source = "" if origin is None else f"{origin.kind}:{origin.id}" if origin.id else origin.kind
             # A compaction's summary is shown where it sits, marked: every message is still here.
-            role = f"{message.role} {escape('[context boundary]')}" if message.boundary else message.role
-            table.add_row(str(i), role, origin, message.model or "", " | ".join(parts)[:160])
+            role = f"{message.role} [context boundary]" if message.boundary else message.role
+            rows.append((str(i), role, source, message.model or "", " | ".join(parts)[:160]))
         usage = sum((r.usage for r in runs), Usage())
         statuses = ", ".join(f"{r.run_id[-6:]}={r.status}" for r in runs[:10])
         cached = f"cache read {usage.cache_read_tokens:,}, cache written {usage.cache_write_tokens:,}"
-        return [table, f"runs: {len(runs)} ({statuses}); tokens: {usage.total_tokens:,} ({cached})"]
+        summary = f"runs: {len(runs)} ({statuses}); tokens: {usage.total_tokens:,} ({cached})"
+        return f"session {session_id} ({record.agent}, {record.lineage.kind})", rows, summary
 
+    title, rows, summary = _run(main, store)
     console = _console()
-    for item in _run(main, store):
-        console.print(item)
+    console.print(fit_table(console, title, _MESSAGE_FIELDS, rows, _MESSAGE_LAYOUTS))
+    console.print(Text(summary))
 
 
 async def _suspended(store: TreeStore) -> list[RunState]:
@@ -173,12 +214,33 @@ async def _run_for_token(store: TreeStore, token: str) -> RunState:
     raise InvalidResumeToken("no suspended run holds that token (it is wrong, or already used)")
 
 
-@approvals_app.command("list")
+_APPROVAL_FIELDS = (
+    Field("root", "id"),
+    Field("session", "id"),
+    Field("run", "id"),
+    Field("tool"),
+    Field("args", "text", min_width=16),
+    Field("call", "text", min_width=24),
+    Field("token", "key"),
+)
+# The token is what `approve` and `reject` take: every layout shows it whole; the call merges tool and args.
+_APPROVAL_LAYOUTS = (
+    Layout(("root", "session", "run", "tool", "args", "token")),
+    Layout(("root", "session", "run", "tool", "args", "token"), whole_ids=False),
+    Layout(("session", "run", "call", "token"), whole_ids=False),
+    Layout(("session", "call", "token"), whole_ids=False),
+    Layout(("session", "call", "token")),
+    Layout(("call", "token")),
+)
+
+
+@approvals_app.command("list", short_help="List tool calls waiting for a decision, with tokens.")
 def approvals_list(
     store: StoreOption = DEFAULT_STORE,
     tree: str | None = typer.Option(
         None, "--tree", help="Only the approvals of session ID and its descendants (delegated children too)."
     ),
+    wide: WideOption = False,
 ) -> None:
     """Runs waiting for a tool approval, with the root of each session's tree and the token that decides each.
 
@@ -186,28 +248,25 @@ def approvals_list(
     (``approve``/``reject`` on any ancestor accept a descendant's token).
     """
 
-    async def main(s: TreeStore) -> Table:
+    async def main(s: TreeStore) -> list[tuple[str, ...]]:
         within = None if tree is None else await _subtree(s, tree)
-        table = Table(title="pending approvals")
-        for column in ("root", "session", "run", "tool", "args", "token"):
-            table.add_column(column)
+        rows: list[tuple[str, ...]] = []
         for run in await _suspended(s):
             on = run.suspended_on
             if on is None or on.kind != "approval" or (within is not None and run.thread_id not in within):
                 continue
             record = await s.load_session(run.thread_id)
             payload = on.payload if isinstance(on.payload, dict) else {}
-            table.add_row(
-                record.root_id if record is not None else "",
-                run.thread_id,
-                run.run_id,
-                str(payload.get("tool_name", "")),
-                json.dumps(payload.get("args", {}))[:60],
-                on.token,
-            )
-        return table
+            tool_name = str(payload.get("tool_name", ""))
+            args = json.dumps(payload.get("args", {}))
+            args = args if len(args) <= 60 else f"{args[:59]}…"  # cut, and says so
+            root = record.root_id if record is not None else ""
+            rows.append((root, run.thread_id, run.run_id, tool_name, args, f"{tool_name}({args})", on.token))
+        return rows
 
-    _console().print(_run(main, store))
+    rows = _run(main, store)
+    console = _console()
+    console.print(fit_table(console, "pending approvals", _APPROVAL_FIELDS, rows, _APPROVAL_LAYOUTS, wide=wide))
 
 
 async def _subtree(store: TreeStore, session_id: str) -> set[str]:
@@ -268,7 +327,7 @@ def cli_principal() -> Principal:
     return Principal.user(login)
 
 
-@approvals_app.command("approve")
+@approvals_app.command("approve", short_help="Approve the tool call TOKEN decides (it runs once).")
 def approvals_approve(
     token: str,
     json_payload: Annotated[str | None, typer.Option("--json", help="Approval payload (JSON).")] = None,
@@ -280,7 +339,7 @@ def approvals_approve(
     _decide(store, agents, token, Approve(token=token, approval=payload))
 
 
-@approvals_app.command("reject")
+@approvals_app.command("reject", short_help="Reject the tool call TOKEN decides (the model is told).")
 def approvals_reject(
     token: str,
     reason: str = typer.Option("not approved", help="What the model is told."),
@@ -377,5 +436,5 @@ def register(app: typer.Typer) -> None:
     """Attach these commands to the ``repertory`` app."""
     app.add_typer(sessions_app, name="sessions")
     app.add_typer(approvals_app, name="approvals")
-    app.command("resume")(resume)
-    app.command("recover")(recover)
+    app.command("resume", short_help="Answer a suspended run: VALUE becomes a user message.")(resume)
+    app.command("recover", short_help="Re-drive the turns and runs a crashed process left running.")(recover)
