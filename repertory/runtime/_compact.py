@@ -1,12 +1,13 @@
-"""One compaction of a drive's context: the cut, the summary request and the boundary commit.
+"""One compaction of a drive's context, decided: the cut and the summary requests (the drive commits the boundary).
 
 The cut keeps at most ``keep_last`` of the latest context messages and never parts a tool call
 from its result: every call before the cut has its result before the cut, so a pending approval
 (a call with no result yet) always stays after it with everything that follows. The summarised
 messages go to the summary model as a transcript inside one user message (so no provider sees a
 tool result without its call), in chunks that each fit the budget, each chunk's request carrying
-the summary so far. The summary becomes a boundary message inserted into the lineage right after
-the last message it covers (``MessageHistory.insert``), committed with the run in one
+the summary so far. ``plan_compaction`` returns the summary as a boundary message (``Compacted``);
+the drive inserts it into the lineage right after the last message it covers
+(``MessageHistory.insert``) and commits it with the run in one
 compare-and-set: a concurrent writer makes the commit fail whole, and a crash before it leaves the
 history as it was (the next drive compacts again: never two summaries of one stretch).
 """
@@ -14,18 +15,16 @@ history as it was (the next drive compacts again: never two summaries of one str
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
+from repertory.core.history import HistoryRevision
 from repertory.core.messages import ModelMessage, Origin, TextPart, ToolCallPart, ToolResultPart
 from repertory.core.model import Model, ModelResponse, ModelSettings, TokenCounter
 from repertory.core.state import Usage
 from repertory.errors import ModelError
-from repertory.runtime.compaction import SUMMARY_PREFIX, Compaction, CompactionResult, message_tokens
+from repertory.runtime.compaction import SUMMARY_PREFIX, Compaction, message_tokens
 
-if TYPE_CHECKING:
-    from repertory.runtime._loop import Drive
-
-__all__ = ["COMPACTION_ORIGIN", "MAX_PASSES", "compact", "plan_cut", "summarize"]
+__all__ = ["COMPACTION_ORIGIN", "MAX_PASSES", "Compacted", "plan_compaction", "plan_cut", "summarize"]
 
 COMPACTION_ORIGIN = Origin(kind="system", id="compaction")
 MAX_PASSES = 3
@@ -184,31 +183,48 @@ async def summarize(
     return summary, usage, cost
 
 
-async def compact(drive: Drive, tokens_before: int) -> CompactionResult | None:
-    """Compact the drive's context once and commit the boundary; ``None`` when no cut would help.
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """One compaction as decided: the summary to insert after ``after`` and what its requests cost.
 
-    Raises ``ModelError``, before any request, when one context message (or the instructions,
-    recalled memory and tools alone) is larger than the budget: no request could ever carry it.
+    ``summarized`` leading context messages are covered by ``boundary``; ``kept`` follow it.
     """
-    compaction = drive.agent.compaction
-    assert compaction is not None
-    if drive.history.revision_id != drive.base:
-        await drive.commit()  # what came before the summary is durable first, as it always is
+
+    boundary: ModelMessage
+    after: HistoryRevision
+    summarized: int
+    kept: int
+    usage: Usage
+    cost: float | None
+
+
+async def plan_compaction(
+    compaction: Compaction,
+    model: Model,
+    messages: list[ModelMessage],
+    revisions: list[HistoryRevision],
+    fixed_tokens: int,
+    thread_id: str,
+) -> Compacted | None:
+    """Decide one compaction of a context (``messages`` at ``revisions``) and summarise; ``None`` when no cut helps.
+
+    ``fixed_tokens`` is what every request carries beside the context (instructions, recalled
+    memory, tools). Raises ``ModelError``, before any request, when one context message (or the
+    fixed part alone) is larger than the budget: no request could ever carry it. The caller inserts
+    the boundary into its history and commits it.
+    """
     budget = compaction.max_input_tokens
-    fixed = drive.fixed_tokens()
-    limit = budget - fixed
+    limit = budget - fixed_tokens
     if limit <= 0:
         raise ModelError(
-            f"the agent's instructions, recalled memory and tools alone take about {fixed} tokens, "
+            f"the agent's instructions, recalled memory and tools alone take about {fixed_tokens} tokens, "
             f"more than max_input_tokens={budget}: no request fits"
         )
-    revisions = drive.history.context_revisions()
-    messages = drive.messages
     tokens = [message_tokens(m) for m in messages]
     for rev, message, count in zip(revisions, messages, tokens, strict=True):
         if count > limit:
             raise ModelError(
-                f"message {rev.depth} of thread {drive.run_state.thread_id!r} ({message.role}) is about {count} "
+                f"message {rev.depth} of thread {thread_id!r} ({message.role}) is about {count} "
                 f"tokens, larger than max_input_tokens={budget} allows (about {limit} beside the instructions "
                 "and tools): no request can carry it, so it was not sent"
             )
@@ -216,33 +232,8 @@ async def compact(drive: Drive, tokens_before: int) -> CompactionResult | None:
     cut = plan_cut(messages, tokens, compaction.keep_last, kept_budget)
     if cut is None:
         return None
-    model = compaction.model or drive.agent.model
     text, usage, cost = await summarize(model, compaction, messages[:cut])
     boundary = ModelMessage(
         role="user", parts=[TextPart(text=SUMMARY_PREFIX + text)], origin=COMPACTION_ORIGIN, boundary=True
     )
-    after = revisions[cut - 1]
-    inserted = drive.history.insert(boundary, after=after.id)
-    run = drive.run_state
-    run.usage = run.usage + usage
-    if cost is not None:
-        run.cost = (run.cost or 0.0) + cost
-    if run.context_depth is not None:
-        # Recalled memory is folded at a depth of the lineage: it moves with the message it preceded,
-        # or lands right after the summary when that message is now summarised.
-        run.context_depth = max(run.context_depth, after.depth) + 1
-    drive.reset_context()
-    result = CompactionResult(
-        thread_id=run.thread_id,
-        run_id=run.run_id,
-        boundary_revision_id=inserted.id,
-        summarized=cut,
-        kept=len(messages) - cut,
-        tokens_before=tokens_before,
-        tokens_after=drive.estimated_tokens(),
-        usage=usage,
-        cost=cost,
-    )
-    drive.emit("context.compacted", result.model_dump(mode="json"))
-    await drive.commit(compaction=True)
-    return result
+    return Compacted(boundary, revisions[cut - 1], cut, len(messages) - cut, usage, cost)

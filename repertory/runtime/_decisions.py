@@ -1,44 +1,48 @@
 """Pure helpers of ``Session``: turning inputs into messages, decisions into run bookkeeping, tokens into runs.
 
-A decision function mutates a drive's run (it records what was decided) and returns the call ids
-decided in this drive; it runs before the token is consumed, so a decision that raises (approval
-arguments that do not validate) leaves the token live. Nothing here touches a session: redeeming a
-token (claiming the session, driving on) is ``Session``'s own.
+A decision (a ``Decider``) reads the run's live suspension and returns what it decided
+(``Decided``: the approval record as decided, what it says in the thread, the calls it approved);
+the drive applies it. It runs before the token is consumed, so a decision that raises (approval
+arguments that do not validate) leaves the run and the token as they were. Nothing here touches a
+session: redeeming a token (claiming the session, driving on) is ``Session``'s own.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter
 
-from repertory.core.clock import iso_ms
+from repertory.core.clock import Clock, iso_ms
 from repertory.core.ids import now_ms
 from repertory.core.messages import ModelMessage, Origin, ToolResultPart
-from repertory.core.state import RunState, SuspendKind, snapshot
+from repertory.core.state import ApprovalRecord, RunState, SuspendKind, snapshot
 from repertory.core.store import SessionStore
 from repertory.errors import (
     InvalidResumeToken,
     RunNotFound,
     WrongSuspensionKind,
 )
-from repertory.runtime._calls import tool_message
-from repertory.runtime._loop import Drive
+from repertory.runtime.tools import Tool
 
 __all__ = [
+    "Decided",
+    "Decider",
     "SessionInput",
     "SuspendKinds",
     "approve",
     "checked_run",
-    "wake_timer",
     "held_run",
     "input_messages",
     "reject",
+    "resume",
     "stored_run",
     "value_text",
+    "wake_timer",
 ]
 
 SessionInput = str | dict[str, Any]
@@ -74,44 +78,67 @@ async def stored_run(store: SessionStore, run_id: str) -> RunState:
     return run
 
 
-def approve(approval: Any, args: dict[str, Any] | None) -> Callable[[Drive], tuple[str, ...]]:
-    """Record an approval (with replaced, validated arguments) for the live pending call."""
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """What a decision on a run's live suspension decided; the drive applies it (``Drive.decided``).
 
-    def decide(drive: Drive) -> tuple[str, ...]:
-        run = drive.run_state
+    ``record`` is the approval record as decided (it replaces the run's record of that call);
+    ``message`` is what the decision says in the thread as a user (a resume value) and ``results``
+    the call results it writes (a woken timer's); ``approved`` are the calls approved here, which
+    run in this drive although a crash would not run them again.
+    """
+
+    record: ApprovalRecord | None = None
+    message: ModelMessage | None = None
+    results: tuple[ToolResultPart, ...] = ()
+    approved: tuple[str, ...] = ()
+
+
+Decider = Callable[[RunState, Mapping[str, Tool]], Decided]
+"""``(run, tools) -> Decided``: a decision on ``run.pending[0]``, the live suspension, read from the run's records."""
+
+
+def _live_record(run: RunState) -> ApprovalRecord:
+    pending = run.pending[0]
+    return next(a for a in run.approvals if a.tool_call_id == pending.tool_call_id)
+
+
+def approve(approval: Any, args: dict[str, Any] | None) -> Decider:
+    """Approve the live pending call (with replaced arguments, validated by its tool: ``ToolError`` if they fail)."""
+
+    def decide(run: RunState, tools: Mapping[str, Tool]) -> Decided:
         pending = run.pending[0]
-        record = next(a for a in run.approvals if a.tool_call_id == pending.tool_call_id)
+        update: dict[str, Any] = {
+            "decision": "approved",
+            "decided_at": now_ms(),
+            "approval": json.loads(json.dumps(approval, default=str)),
+        }
         if args is not None:
-            tool = drive.tools.get(pending.tool_name)
+            tool = tools.get(pending.tool_name)
             if tool is not None:
                 tool.validate(args)  # raises ToolError before the token is used
-            record.args = json.loads(json.dumps(args, default=str))
-            record.args_replaced = True
-        record.decision, record.decided_at = "approved", now_ms()
-        record.approval = json.loads(json.dumps(approval, default=str))
-        return (pending.tool_call_id,)
+            update["args"] = json.loads(json.dumps(args, default=str))
+            update["args_replaced"] = True
+        return Decided(record=_live_record(run).model_copy(update=update), approved=(pending.tool_call_id,))
 
     return decide
 
 
-def reject(reason: str) -> Callable[[Drive], tuple[str, ...]]:
-    """Record a rejection for the live pending call; the loop answers it with an error result."""
+def reject(reason: str) -> Decider:
+    """Reject the live pending call; the loop answers it with an error result."""
 
-    def decide(drive: Drive) -> tuple[str, ...]:
-        run = drive.run_state
-        pending = run.pending[0]
-        record = next(a for a in run.approvals if a.tool_call_id == pending.tool_call_id)
-        record.decision, record.decided_at, record.reason = "rejected", now_ms(), reason
-        return ()
+    def decide(run: RunState, tools: Mapping[str, Tool]) -> Decided:
+        record = _live_record(run).model_copy(update={"decision": "rejected", "decided_at": now_ms(), "reason": reason})
+        return Decided(record=record)
 
     return decide
 
 
-def wake_timer(at: int, early: bool, value: Any = None) -> Callable[[Drive], tuple[str, ...]]:
+def wake_timer(at: int, early: bool, value: Any = None) -> Decider:
     """Answer the live timer's call with when it woke (``early``: a human resumed it, with ``value``)."""
 
-    def decide(drive: Drive) -> tuple[str, ...]:
-        pending = drive.run_state.pending[0]
+    def decide(run: RunState, tools: Mapping[str, Tool]) -> Decided:
+        pending = run.pending[0]
         planned = "" if pending.wake_at is None else f" (it was set for {iso_ms(pending.wake_at)})"
         if early:
             text = f"woken early at {iso_ms(at)} by a resume{planned}"
@@ -119,13 +146,20 @@ def wake_timer(at: int, early: bool, value: Any = None) -> Callable[[Drive], tup
                 text += f": {value_text(value)}"
         else:
             text = f"woke at {iso_ms(at)}{planned}"
-        part = ToolResultPart(tool_call_id=pending.tool_call_id, tool_name=pending.tool_name, result=text)
-        drive.append(tool_message([part]))
-        drive.emit(
-            "tool.result",
-            {"tool_call_id": part.tool_call_id, "tool_name": part.tool_name, "result": text, "is_error": False},
+        return Decided(
+            results=(ToolResultPart(tool_call_id=pending.tool_call_id, tool_name=pending.tool_name, result=text),)
         )
-        return ()
+
+    return decide
+
+
+def resume(value: Any, origin: Origin | None, clock: Clock) -> Decider:
+    """Answer a ``suspend()`` with ``value`` as a user message said by ``origin``, or wake a timer early with it."""
+
+    def decide(run: RunState, tools: Mapping[str, Tool]) -> Decided:
+        if run.pending and run.pending[0].kind == "timer":
+            return wake_timer(clock.now_ms(), True, value)(run, tools)
+        return Decided(message=ModelMessage.user(value_text(value), origin=origin))
 
     return decide
 

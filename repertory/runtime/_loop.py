@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import traceback
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,7 +49,8 @@ from repertory.errors import (
     StoreError,
 )
 from repertory.runtime._calls import CallOutcome, run_calls, tool_message, unanswered_calls
-from repertory.runtime._compact import MAX_PASSES, compact
+from repertory.runtime._compact import MAX_PASSES, plan_compaction
+from repertory.runtime._decisions import Decided
 from repertory.runtime._settle import (
     CallJob,
     approval_record,
@@ -62,7 +63,7 @@ from repertory.runtime._settle import (
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult, estimate_tokens, message_tokens
 from repertory.runtime.events import Outbox
-from repertory.runtime.guardrails import guard, run_input
+from repertory.runtime.guardrails import GuardrailContext, GuardrailStage, check_guardrails, run_input
 from repertory.runtime.output import parse_output
 from repertory.runtime.services import SessionServices
 from repertory.runtime.signals import AbortSignal
@@ -201,13 +202,23 @@ class Drive:
         """The owner is letting go of this drive (the host shutting down): the run stays as last committed."""
         self.detach_on_cancel = True
 
-    def decided(self, call_ids: Collection[str]) -> None:
-        """Take a decision on the live suspension: ``call_ids`` were approved in this drive, and the run goes on.
+    def decided(self, decision: Decided) -> None:
+        """Apply a decision on the live suspension (``repertory.runtime._decisions``): the run goes on.
 
-        The decision's record is in the run already; its token is spent by the drive's first commit.
+        Its token is spent by the drive's first commit, which records the decision with it.
         """
-        self.just_decided = frozenset(call_ids)
         run = self.run_state
+        record = decision.record
+        if record is not None:
+            for i, held in enumerate(run.approvals):
+                if held.tool_call_id == record.tool_call_id:
+                    run.approvals[i] = record
+                    break
+        if decision.message is not None:
+            self.append(decision.message)
+        if decision.results:
+            self._answer(list(decision.results))
+        self.just_decided = frozenset(decision.approved)
         run.pending.pop(0)
         run.to_running()
 
@@ -265,7 +276,7 @@ class Drive:
 
     async def compact(self) -> CompactionResult | None:
         """Compact the context now (``Session.compact()``), whatever its size; ``None`` if nothing can be."""
-        return await compact(self, await self.input_tokens())
+        return await self._compact(await self.input_tokens())
 
     async def fit_context(self) -> None:
         """Compact until the next request fits ``max_input_tokens`` (no-op without compaction).
@@ -283,7 +294,7 @@ class Drive:
                 return
             if passes == MAX_PASSES:
                 break
-            if await compact(self, tokens) is None:
+            if await self._compact(tokens) is None:
                 raise ModelError(
                     f"the next request of run {self.run_state.run_id!r} needs about {tokens} input tokens, over "
                     f"max_input_tokens={budget}, and no compaction can shrink it further (what is left is the "
@@ -296,6 +307,47 @@ class Drive:
             "(lower Compaction.summary_tokens, or raise max_input_tokens)",
             run_id=self.run_state.run_id,
         )
+
+    async def _compact(self, tokens_before: int) -> CompactionResult | None:
+        """Compact the context once as ``plan_compaction`` decides and commit the boundary; ``None`` if no cut helps."""
+        compaction = self.agent.compaction
+        assert compaction is not None
+        if self.history.revision_id != self.base:
+            await self.commit()  # what came before the summary is durable first, as it always is
+        run = self.run_state
+        decided = await plan_compaction(
+            compaction,
+            compaction.model or self.agent.model,
+            self.messages,
+            self.history.context_revisions(),
+            self.fixed_tokens(),
+            run.thread_id,
+        )
+        if decided is None:
+            return None
+        inserted = self.history.insert(decided.boundary, after=decided.after.id)
+        run.usage = run.usage + decided.usage
+        if decided.cost is not None:
+            run.cost = (run.cost or 0.0) + decided.cost
+        if run.context_depth is not None:
+            # Recalled memory is folded at a depth of the lineage: it moves with the message it preceded,
+            # or lands right after the summary when that message is now summarised.
+            run.context_depth = max(run.context_depth, decided.after.depth) + 1
+        self.reset_context()
+        result = CompactionResult(
+            thread_id=run.thread_id,
+            run_id=run.run_id,
+            boundary_revision_id=inserted.id,
+            summarized=decided.summarized,
+            kept=decided.kept,
+            tokens_before=tokens_before,
+            tokens_after=self.estimated_tokens(),
+            usage=decided.usage,
+            cost=decided.cost,
+        )
+        self.emit("context.compacted", result.model_dump(mode="json"))
+        await self.commit(compaction=True)
+        return result
 
     async def commit(self, redeem_token: str | None = None, *, compaction: bool = False) -> None:
         """Commit the run, the thread head and the history since the last commit, atomically.
@@ -538,7 +590,7 @@ class Drive:
         if self.history.revision_id != self.base and not (self.deps.durable_input and not self.committed_once):
             await self.commit()  # results of a decision or a recovery are durable before the model sees them
         if run.step_index == 0 and self.agent.input_guardrails:
-            await guard(self, "input", run_input(self.messages))  # before the first request: no tokens spent
+            await self._guard("input", run_input(self.messages))  # before the first request: no tokens spent
         while True:
             if run.step_index >= self.agent.max_steps:
                 raise StepBudgetExceeded(
@@ -687,6 +739,34 @@ class Drive:
         self.emit("run.suspended", data)
         await self.commit()
 
+    async def _guard(self, stage: GuardrailStage, text: str) -> None:
+        """Run the agent's guardrails of ``stage`` on ``text``; a trip is recorded as an event, then raised.
+
+        The event is buffered for the commit the raise leads to (the ``error`` run's). A refused
+        final reply is dropped before that commit, so it never enters the history.
+        """
+        agent, run = self.agent, self.run_state
+        ctx = GuardrailContext(
+            run_id=run.run_id, thread_id=run.thread_id, agent=agent.name, stage=stage, messages=tuple(self.messages)
+        )
+        tripped = await check_guardrails(
+            agent.input_guardrails if stage == "input" else agent.output_guardrails, ctx, text
+        )
+        if tripped is None:
+            return
+        if stage == "output":
+            self.drop_uncommitted()
+        self.emit(
+            "guardrail.tripped",
+            {
+                "run_id": run.run_id,
+                "stage": stage,
+                "guardrail": tripped.details.get("guardrail"),
+                "message": tripped.message,
+            },
+        )
+        raise tripped
+
     @staticmethod
     def _needs_early_commit(tool: Tool | None, args: dict[str, Any]) -> bool:
         return tool is not None and (not tool.idempotent or tool.needs_approval(args))
@@ -720,7 +800,7 @@ class Drive:
                 await self.commit()
                 return False
         if self.agent.output_guardrails:
-            await guard(self, "output", message.text)
+            await self._guard("output", message.text)
         run.to_done(message.text)
         await self.commit()
         return True

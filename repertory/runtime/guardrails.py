@@ -17,15 +17,12 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from repertory.core.messages import ModelMessage
 from repertory.errors import GuardrailTripped
 
-if TYPE_CHECKING:
-    from repertory.runtime._loop import Drive
-
-__all__ = ["Guardrail", "GuardrailContext", "GuardrailStage", "check_guardrails", "guard", "run_input"]
+__all__ = ["Guardrail", "GuardrailContext", "GuardrailStage", "check_guardrails", "run_input"]
 
 GuardrailStage = Literal["input", "output"]
 
@@ -54,8 +51,15 @@ def guardrail_name(guardrail: Guardrail) -> str:
     return getattr(guardrail, "__name__", None) or type(guardrail).__name__
 
 
-async def check_guardrails(guardrails: Sequence[Guardrail], ctx: GuardrailContext, text: str) -> None:
-    """Run ``guardrails`` in order on ``text``; the first that trips raises ``GuardrailTripped``."""
+async def check_guardrails(
+    guardrails: Sequence[Guardrail], ctx: GuardrailContext, text: str
+) -> GuardrailTripped | None:
+    """The verdict of ``guardrails``, run in order on ``text``: ``None`` passes, else the first trip, to raise.
+
+    The step loop records a trip as a ``guardrail.tripped`` event before it raises it, so the event
+    and the failed run are durable together; a refused final reply it drops first, so no reader of
+    the thread (a UI, the next turn's model) sees what the guardrail kept back.
+    """
     for guardrail in guardrails:
         if _is_async(guardrail):
             verdict = guardrail(ctx, text)
@@ -70,33 +74,8 @@ async def check_guardrails(guardrails: Sequence[Guardrail], ctx: GuardrailContex
                 f"guardrail {guardrail_name(guardrail)!r} returned {type(verdict).__name__}; "
                 "a guardrail returns None (pass) or a string (the reason it tripped)"
             )
-        raise GuardrailTripped(verdict or "guardrail tripped", guardrail=guardrail_name(guardrail), stage=ctx.stage)
-
-
-async def guard(drive: Drive, stage: GuardrailStage, text: str) -> None:
-    """Run the drive's agent's guardrails of ``stage``; a trip is recorded as an event, then raised.
-
-    The ``guardrail.tripped`` event is buffered for the commit the raise leads to (the step loop
-    commits the ``error`` run with it), so the event and the failed run are durable together. A
-    refused final reply is dropped before that commit: it never enters the history, so no reader
-    of the thread (a UI, the next turn's model) sees what the guardrail kept back.
-    """
-    run = drive.run_state
-    agent = drive.agent
-    guardrails = agent.input_guardrails if stage == "input" else agent.output_guardrails
-    ctx = GuardrailContext(
-        run_id=run.run_id, thread_id=run.thread_id, agent=agent.name, stage=stage, messages=tuple(drive.messages)
-    )
-    try:
-        await check_guardrails(guardrails, ctx, text)
-    except GuardrailTripped as exc:
-        if stage == "output":
-            drive.drop_uncommitted()
-        drive.emit(
-            "guardrail.tripped",
-            {"run_id": run.run_id, "stage": stage, "guardrail": exc.details.get("guardrail"), "message": exc.message},
-        )
-        raise
+        return GuardrailTripped(verdict or "guardrail tripped", guardrail=guardrail_name(guardrail), stage=ctx.stage)
+    return None
 
 
 def _is_async(fn: object) -> bool:

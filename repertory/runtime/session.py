@@ -42,6 +42,7 @@ from repertory.errors import (
 )
 from repertory.runtime._control import commit_cancelled, pair_unanswered, supersede_open_runs
 from repertory.runtime._decisions import (
+    Decider,
     SessionInput,
     SuspendKinds,
     approve,
@@ -49,8 +50,8 @@ from repertory.runtime._decisions import (
     held_run,
     input_messages,
     reject,
+    resume,
     stored_run,
-    value_text,
     wake_timer,
 )
 from repertory.runtime._loop import CommitRider, Drive, DriveDeps
@@ -502,7 +503,7 @@ class Session:
         token: str,
         kind: SuspendKinds,
         signal: AbortSignal | None,
-        decide: Callable[[Drive], tuple[str, ...]],
+        decide: Decider,
     ) -> RunResult:
         """Check a token in the documented order, record the decision and drive on.
 
@@ -520,7 +521,7 @@ class Session:
                 # Another redemption won and moved the thread on between our read and now.
                 used = f"the resume token of run {run_id!r} was already used"
                 raise InvalidResumeToken(used, run_id=run_id) from None
-            drive.decided(decide(drive))
+            drive.decided(decide(drive.run_state, drive.tools))
         except BaseException:
             self._busy = False
             self._history = None
@@ -540,13 +541,7 @@ class Session:
         so (with ``value`` in it); the timer itself then finds its token used and does nothing.
         """
         run = self._require_run()
-
-        def decide(drive: Drive) -> tuple[str, ...]:
-            if drive.run_state.pending and drive.run_state.pending[0].kind == "timer":
-                return wake_timer(self.clock.now_ms(), True, value)(drive)
-            drive.append(ModelMessage.user(value_text(value), origin=self.origin))
-            return ()
-
+        decide = resume(value, self.origin, self.clock)
         return await self._redeem(run.run_id, token, ("suspend", "timer"), signal, decide)
 
     async def wake(self, token: str, *, at: int | None = None, signal: AbortSignal | None = None) -> RunResult:
