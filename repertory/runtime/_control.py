@@ -7,13 +7,13 @@ whether the run is driven in this process, elsewhere, or nowhere (crashed).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from repertory.core.history import MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.memory import Memory
 from repertory.core.messages import ModelMessage
 from repertory.core.state import ErrorInfo, RunState, ThreadState
+from repertory.core.store import SessionStore
 from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
 from repertory.errors import CommitConflict
 from repertory.runtime._calls import error_result, tool_message, unanswered_calls
@@ -54,7 +54,9 @@ def pair_unanswered(history: MessageHistory, reason: str) -> ModelMessage | None
     return message
 
 
-async def commit_cancelled(store: Any, run_id: str, reason: str, memory: Memory | None = None) -> RunState | None:
+async def commit_cancelled(
+    store: SessionStore, run_id: str, reason: str, memory: Memory | None = None
+) -> RunState | None:
     """Commit the run as ``cancelled``: its token dies and its pending calls get error results.
 
     A finished run is left alone (and returned as it is). Retries when it races with a commit.
@@ -89,7 +91,7 @@ async def commit_cancelled(store: Any, run_id: str, reason: str, memory: Memory 
 
 
 async def commit_failed(
-    store: Any,
+    store: SessionStore,
     run_id: str,
     error: ErrorInfo,
     *,
@@ -132,7 +134,7 @@ async def commit_failed(
 
 
 async def supersede_open_runs(
-    store: Any, thread_id: str, keep: str | None = None, memory: Memory | None = None
+    store: SessionStore, thread_id: str, keep: str | None = None, memory: Memory | None = None
 ) -> list[RunState]:
     """Cancel every suspended or running run of a thread (a new run is about to start on it)."""
     cancelled: list[RunState] = []

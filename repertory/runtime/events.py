@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from repertory.core.ids import now_ms
+from repertory.core.store import TreeStore
 from repertory.core.tree import SessionEvent
 from repertory.core.trusted import trusted
 
@@ -66,7 +67,7 @@ class EventBus:
         """True while anyone reads this bus (the session must then stay in memory)."""
         return bool(self._queues or self._listeners)
 
-    async def load_seq(self, store: Any) -> None:
+    async def load_seq(self, store: TreeStore) -> None:
         """Read the log position from the store, once, before the first event is numbered."""
         if self.last_seq is None:
             seq = await store.last_event_seq(self.session_id)
@@ -131,7 +132,7 @@ class EventBus:
         self._buffer.clear()
 
     async def stage(
-        self, store: Any, type: str, data: dict[str, Any], submission_id: str | None = None
+        self, store: TreeStore, type: str, data: dict[str, Any], submission_id: str | None = None
     ) -> Sequence[SessionEvent]:
         """Number one event (after anything still buffered) for a write the caller makes itself.
 
@@ -143,7 +144,7 @@ class EventBus:
         return self.take()
 
     async def append(
-        self, store: Any, type: str, data: dict[str, Any], submission_id: str | None = None
+        self, store: TreeStore, type: str, data: dict[str, Any], submission_id: str | None = None
     ) -> SessionEvent:
         """Write one event (and anything still buffered) now, outside a checkpoint."""
         events = await self.stage(store, type, data, submission_id)
