@@ -9,6 +9,13 @@ checkpoint after every step.
 The model sees the thread's context (``MessageHistory.context_messages()``: from the latest
 compaction summary on), which the drive keeps in memory beside the history; with
 ``Agent(compaction=...)`` each request is first fitted to the budget (``_compact``).
+
+The drive owns the run and its history while it runs, and is the only one that changes them. Its
+helpers decide from values and return what they decided: ``_settle`` a call plan for the
+unanswered calls, ``_compact`` a summary to insert, ``guardrails`` a verdict, ``_decisions`` what
+a human decided; the drive applies each (appends, records, commits, emits). Why one module past
+600 lines: applying those is the step loop itself, one state machine over one run and its commits;
+what can be decided without the run's state lives in those helpers.
 """
 
 from __future__ import annotations
