@@ -29,7 +29,7 @@ from repertory.core.memory import Memory, fold_context
 from repertory.core.messages import ModelMessage, Origin
 from repertory.core.result import RunResult
 from repertory.core.state import RunState, ThreadState, snapshot
-from repertory.core.store import SessionStore
+from repertory.core.store import SessionStore, TreeStore
 from repertory.errors import (
     CommitConflict,
     InvalidResumeToken,
@@ -39,6 +39,7 @@ from repertory.errors import (
     RunSuspended,
     SessionBusy,
     StoreError,
+    TreeSessionRun,
 )
 from repertory.runtime._control import commit_cancelled, pair_unanswered, supersede_open_runs
 from repertory.runtime._decisions import (
@@ -656,7 +657,7 @@ class Session:
         ``done`` and ``cancelled`` runs return their stored result without calling the model;
         a ``suspended`` run raises ``RunSuspended`` (it needs its token).
         """
-        run = await stored_run(store, run_id)
+        run = await bare_run(store, run_id)
         sess = cls(store=store, agent=agent, memory=memory, thread_id=run.thread_id, on_checkpoint=on_checkpoint)
         return await sess.continue_run(run_id, signal=signal)
 
@@ -675,7 +676,7 @@ class Session:
     ) -> RunResult:
         """``resume()`` from nothing but the store, e.g. in a stateless HTTP handler."""
         sess = cls(store=store, agent=agent, memory=memory, on_checkpoint=on_checkpoint)
-        sess._state = await stored_run(store, run_id)
+        sess._state = await bare_run(store, run_id)
         return await sess.resume(resume_token, value, signal=signal)
 
     @classmethod
@@ -694,7 +695,7 @@ class Session:
     ) -> RunResult:
         """``approve_tool()`` after a restart: the pending tool runs exactly once."""
         sess = cls(store=store, agent=agent, memory=memory, on_checkpoint=on_checkpoint)
-        sess._state = await stored_run(store, run_id)
+        sess._state = await bare_run(store, run_id)
         return await sess.approve_tool(resume_token, approval, args, signal=signal)
 
     @classmethod
@@ -712,5 +713,22 @@ class Session:
     ) -> RunResult:
         """``reject_tool()`` after a restart: the pending tool never runs."""
         sess = cls(store=store, agent=agent, memory=memory, on_checkpoint=on_checkpoint)
-        sess._state = await stored_run(store, run_id)
+        sess._state = await bare_run(store, run_id)
         return await sess.reject_tool(resume_token, reason, signal=signal)
+
+
+async def bare_run(store: SessionStore, run_id: str) -> RunState:
+    """The stored run a stateless ``Session`` call works on; ``TreeSessionRun`` when a session of the tree owns it.
+
+    The bare calls write the run alone; a session's run also has a turn, events and waiters that
+    only the tree's front door (a handle, the CLI, the HTTP server) keeps with it.
+    """
+    run = await stored_run(store, run_id)
+    if isinstance(store, TreeStore) and await store.load_session(run.thread_id) is not None:
+        raise TreeSessionRun(
+            f"run {run_id!r} belongs to session {run.thread_id!r} of the session tree: decide or recover it "
+            "through its handle (Runtime.session(...).approve/reject/resume), the CLI or the HTTP server, "
+            "which end its turn with it",
+            run_id=run_id,
+        )
+    return run

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from langgraph_sdk import get_client
 
-from repertory import Runtime, SqliteSessionStore
+from repertory import Runtime, Session, SqliteSessionStore
 from repertory.core.tree import SessionEvent
+from repertory.errors import TreeSessionRun
 from tests.cli.test_session_commands import AGENTS, make_agents
 from tests.http.conftest import human
 
@@ -178,3 +179,17 @@ async def test_a_decision_raced_from_two_processes_is_taken_once(tmp_path: Path)
     assert await _turn_status(path, session_id) == ["done"]
     # The loser wrote nothing to the session: one decision's events past the suspension, no more.
     assert len([e for e in events[before:] if e.type == "turn.completed"]) == 1
+
+
+async def test_the_bare_session_api_refuses_a_run_of_the_tree(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'bare.db'}"
+    session_id, token = await _suspended(url, "deploy it")
+    agent = make_agents()["ops"]
+    async with await SqliteSessionStore.open(tmp_path / "bare.db") as store:
+        [run] = await store.list_runs(session_id)
+        with pytest.raises(TreeSessionRun, match="decide or recover it through its handle"):
+            await Session.approve_suspended(store=store, agent=agent, run_id=run.run_id, resume_token=token)
+        with pytest.raises(TreeSessionRun):
+            await Session.recover(store=store, agent=agent, run_id=run.run_id)
+        [still] = await store.list_runs(session_id)
+        assert still.status == "suspended"  # nothing written
