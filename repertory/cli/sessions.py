@@ -29,12 +29,13 @@ from repertory.cli._options import (
 )
 from repertory.cli._options import stdout_console as _console
 from repertory.cli._tables import Field, Layout, fit_table
+from repertory.core.clock import iso_ms
 from repertory.core.decisions import Approve, Decision, Reject, Resume
 from repertory.core.inbox import DecisionInbox
 from repertory.core.json_limits import JsonRefused, parse_json
 from repertory.core.principal import Principal
 from repertory.core.result import RunResult
-from repertory.core.state import RunState, Usage
+from repertory.core.state import ApprovalRecord, RunState, Usage
 from repertory.core.store import TreeStore
 from repertory.errors import InvalidResumeToken, RepertoryError, SessionNotFound
 from repertory.runtime import Agent, Session
@@ -195,12 +196,31 @@ def sessions_show(session_id: str, store: StoreOption = DEFAULT_STORE) -> None:
         statuses = ", ".join(f"{r.run_id[-6:]}={r.status}" for r in runs[:10])
         cached = f"cache read {usage.cache_read_tokens:,}, cache written {usage.cache_write_tokens:,}"
         summary = f"runs: {len(runs)} ({statuses}); tokens: {usage.total_tokens:,} ({cached})"
+        decisions = [_decision_line(a) for r in reversed(runs) for a in r.approvals]
+        if decisions:
+            summary += "\napprovals:\n" + "\n".join(decisions)
         return f"session {session_id} ({record.agent}, {record.lineage.kind})", rows, summary
 
     title, rows, summary = _run(main, store)
     console = _console()
     console.print(fit_table(console, title, _MESSAGE_FIELDS, rows, _MESSAGE_LAYOUTS))
     console.print(Text(summary))
+
+
+def _decision_line(record: ApprovalRecord) -> str:
+    """``  deploy: approved by user:alice at 2026-12-06T10:00:00.000Z (arguments replaced)``, or ``waiting``."""
+    if record.decision is None:
+        return f"  {record.tool_name}: waiting since {iso_ms(record.requested_at)}"
+    line = f"  {record.tool_name}: {record.decision}"
+    if record.decided_by is not None:
+        line += f" by {record.decided_by}"
+    if record.decided_at is not None:
+        line += f" at {iso_ms(record.decided_at)}"
+    if record.args_replaced:
+        line += " (arguments replaced)"
+    if record.reason:
+        line += f": {record.reason}"
+    return line
 
 
 async def _suspended(store: TreeStore) -> list[RunState]:

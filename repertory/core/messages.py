@@ -139,6 +139,11 @@ class Origin(BaseModel):
     kind: OriginKind
     id: str | None = None
 
+    @property
+    def label(self) -> str:
+        """``kind:id`` (``user:alice``, ``session:4f2a...``), or the kind alone when there is no id."""
+        return self.kind if self.id is None else f"{self.kind}:{self.id}"
+
 
 class ModelMessage(BaseModel):
     """One message of a conversation: a role, its parts and where it came from.

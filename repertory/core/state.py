@@ -162,6 +162,9 @@ class ApprovalRecord(BaseModel):
     approval: JsonValue | None = None
     reason: str | None = None
     args_replaced: bool = False
+    # Who decided, as ``kind:id`` (``user:alice``, ``mod:linter``; ``user`` for an anonymous user): stamped
+    # by the host from the principal the decision came through on every face, never from its payload.
+    decided_by: str | None = None
 
 
 class Delegation(BaseModel):

@@ -103,7 +103,7 @@ def _live_record(run: RunState) -> ApprovalRecord:
     return next(a for a in run.approvals if a.tool_call_id == pending.tool_call_id)
 
 
-def approve(approval: Any, args: dict[str, Any] | None) -> Decider:
+def approve(approval: Any, args: dict[str, Any] | None, decided_by: str | None = None) -> Decider:
     """Approve the live pending call (with replaced arguments, validated by its tool: ``ToolError`` if they fail)."""
 
     def decide(run: RunState, tools: Mapping[str, Tool]) -> Decided:
@@ -111,6 +111,7 @@ def approve(approval: Any, args: dict[str, Any] | None) -> Decider:
         update: dict[str, Any] = {
             "decision": "approved",
             "decided_at": now_ms(),
+            "decided_by": decided_by,
             "approval": json.loads(json.dumps(approval, default=str)),
         }
         if args is not None:
@@ -124,12 +125,12 @@ def approve(approval: Any, args: dict[str, Any] | None) -> Decider:
     return decide
 
 
-def reject(reason: str) -> Decider:
+def reject(reason: str, decided_by: str | None = None) -> Decider:
     """Reject the live pending call; the loop answers it with an error result."""
 
     def decide(run: RunState, tools: Mapping[str, Tool]) -> Decided:
-        record = _live_record(run).model_copy(update={"decision": "rejected", "decided_at": now_ms(), "reason": reason})
-        return Decided(record=record)
+        update = {"decision": "rejected", "decided_at": now_ms(), "reason": reason, "decided_by": decided_by}
+        return Decided(record=_live_record(run).model_copy(update=update))
 
     return decide
 

@@ -221,6 +221,16 @@ class Drive:
                 if held.tool_call_id == record.tool_call_id:
                     run.approvals[i] = record
                     break
+            data: dict[str, Any] = {
+                "tool_call_id": record.tool_call_id,
+                "decision": record.decision,
+                "decided_by": record.decided_by,
+                "args_replaced": record.args_replaced,
+            }
+            if record.reason is not None:
+                data["reason"] = record.reason
+            # Committed with the decision (the commit that spends the token), or not at all.
+            self.emit("approval.decided", data)
         if decision.message is not None:
             self.append(decision.message)
         if decision.results:

@@ -262,6 +262,10 @@ class Session:
                 except CommitConflict:
                     if first_commit is None:
                         raise
+                    if self.outbox is not None:
+                        # The decision never happened: what its drive said (``approval.decided``, its
+                        # checkpoint) goes nowhere, rather than out with the session's next write.
+                        self.outbox.take()
                     raise InvalidResumeToken(
                         "the resume token was already used", run_id=drive.run_state.run_id
                     ) from None
@@ -561,14 +565,16 @@ class Session:
     ) -> RunResult:
         """Approve the pending tool call: it runs exactly once, with ``ctx.approval``; ``args`` replace its own."""
         run = self._require_run()
-        return await self._redeem(run.run_id, token, "approval", signal, approve(approval, args))
+        decided_by = None if self.origin is None else self.origin.label
+        return await self._redeem(run.run_id, token, "approval", signal, approve(approval, args, decided_by))
 
     async def reject_tool(
         self, token: str, reason: str = "not approved", *, signal: AbortSignal | None = None
     ) -> RunResult:
         """Reject the pending tool call: it never runs; ``reason`` is the error result the model reads."""
         run = self._require_run()
-        return await self._redeem(run.run_id, token, "approval", signal, reject(reason))
+        decided_by = None if self.origin is None else self.origin.label
+        return await self._redeem(run.run_id, token, "approval", signal, reject(reason, decided_by))
 
     def _require_run(self) -> RunState:
         if self._state is None:

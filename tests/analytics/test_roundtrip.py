@@ -114,6 +114,11 @@ async def test_tool_calls_approvals_and_failures(runtime: Runtime, store: TreeSt
         ("rejected", True, False, True),
         ("pending", None, True, None),
     ]
+    deciders = con.sql(
+        "SELECT approval_decision, approval_decided_by FROM tool_calls "
+        "WHERE tool_name = 'delete_record' ORDER BY approval_requested_at"
+    ).fetchall()
+    assert deciders == [("approved", "user"), ("rejected", "user"), ("pending", None)]  # the handles' principal
     failing = con.sql("SELECT args, result FROM tool_calls WHERE tool_name = 'flaky' AND is_error").fetchall()
     assert len(failing) == 3 and all("bad-t2" in a and "cannot process" in r for a, r in failing)
     assert con.sql("SELECT count(*) FROM tool_calls WHERE run_id IS NULL").fetchall() == [(0,)]

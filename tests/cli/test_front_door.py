@@ -10,6 +10,7 @@ server stays the session's one driver), else by the deciding process itself.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
 import signal
 import sys
@@ -85,9 +86,17 @@ async def test_a_cli_decision_with_no_server_ends_the_run_and_its_turn(
     assert await _turn_status(path, session_id) == ["done"]
     events = await _log(path, session_id)
     _completed_once(events)
+    decided = [(e.data["decision"], e.data["decided_by"]) for e in events if e.type == "approval.decided"]
+    expected = {"approve": "approved", "reject": "rejected"}.get(args[1]) if args[0] == "approvals" else None
+    me = f"user:{getpass.getuser()}"
+    assert decided == ([] if expected is None else [(expected, me)])
+    code, out, _ = await _cli("sessions", "show", session_id, "--store", f"sqlite:///{path}")
+    assert code == 0 and (expected is None or f"{expected} by {me}" in out)
     async with await SqliteSessionStore.open(path) as store:
         [run] = await store.list_runs(session_id)
         assert run.status == "done"
+        for record in run.approvals:  # the CLI's user, stamped by the host that applied the decision
+            assert record.decided_by == f"user:{getpass.getuser()}"
         history = await store.load_history(run.history_revision_id or "")
         assert history is not None and says in " ".join(str(m.model_dump()) for m in history.messages)
 

@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
+from repertory import SqliteSessionStore
 from tests.http.conftest import ALICE, ServerThread, human, obj, refused
 
 
@@ -61,6 +62,23 @@ async def test_approve_over_a_stream(client: LangGraphClient) -> None:
     assert tool["type"] == "tool" and tool["content"] == "deleted acct_2 (approved by alice)"
     assert reply["content"] == "finished: deleted acct_2 (approved by alice)"
     assert (await client.threads.get(tid))["status"] == "idle"
+
+
+async def test_a_decision_is_on_record_with_who_took_it(client: LangGraphClient, sqlite_server: ServerThread) -> None:
+    tid, _ = await interrupted(client, "delete acct_9")
+    edit = {"type": "edit", "edited_action": {"name": "delete_account", "args": {"account_id": "acct_99"}}}
+    await client.runs.wait(tid, "assistant", command={"resume": {"decisions": [edit]}})
+    async with await SqliteSessionStore.open(sqlite_server.store.removeprefix("sqlite:///")) as store:
+        [run] = await store.list_runs(tid)
+        [record] = run.approvals
+        assert (record.decision, record.decided_by, record.args_replaced) == ("approved", "user:alice", True)
+        [decided] = [e for e in await store.load_events(tid) if e.type == "approval.decided"]
+    assert decided.data == {
+        "tool_call_id": record.tool_call_id,
+        "decision": "approved",
+        "decided_by": "user:alice",  # the key's principal, whatever the payload said
+        "args_replaced": True,
+    }
 
 
 async def test_edit_runs_the_tool_with_the_edited_arguments(client: LangGraphClient) -> None:

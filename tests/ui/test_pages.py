@@ -100,6 +100,7 @@ async def test_two_decisions_of_one_call_decide_it_once(ui_server: UiServer) -> 
         assert run is not None and run.status == "done"
         [record] = run.approvals
         assert record.decision == ("approved" if outcomes[0].kind == "ok" else "rejected")
+        assert record.decided_by == "user:alice"  # the viewer's principal, stamped by the host
 
 
 async def test_a_run_left_running_is_listed_and_recovered(ui_server: UiServer) -> None:

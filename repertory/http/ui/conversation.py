@@ -49,8 +49,15 @@ def origin_label(origin: Origin | None) -> str:
     return origin.kind if origin.id is None else f"{origin.kind} {origin.id}"
 
 
-def _decider(approval: Any) -> str | None:
-    """Who approved, from the payload the UI and the HTTP API record (``{"principal": {...}}``)."""
+def _decider(record: ApprovalRecord) -> str | None:
+    """Who decided: the record's ``decided_by`` (``user:alice`` shown as ``user alice``).
+
+    A record decided before the host stamped it names its decider only in the payload the UI and
+    the HTTP API recorded (``{"principal": {...}}``), which is read then.
+    """
+    if record.decided_by is not None:
+        return record.decided_by.replace(":", " ", 1)
+    approval = record.approval
     if isinstance(approval, dict):
         who = approval.get("principal")
         if isinstance(who, dict):
@@ -78,7 +85,7 @@ class ApprovalView:
             state="waiting" if record.decision is None else record.decision,
             requested_at=record.requested_at,
             decided_at=record.decided_at,
-            by=_decider(record.approval),
+            by=_decider(record),
             reason=record.reason,
             edited=record.args_replaced,
             ran_with=pretty(record.args) if record.args_replaced else None,

@@ -46,7 +46,7 @@ _MESSAGE_TYPE = (
 )
 _APPROVALS_TYPE = (
     '{"approvals":[{"tool_call_id":"VARCHAR","requested_at":"BIGINT","decision":"VARCHAR","decided_at":"BIGINT",'
-    '"reason":"VARCHAR","args_replaced":"BOOLEAN"}]}'
+    '"reason":"VARCHAR","args_replaced":"BOOLEAN","decided_by":"VARCHAR"}]}'
 )
 _DELEGATIONS_TYPE = '{"delegations":[{"tool_call_id":"VARCHAR","session_id":"VARCHAR","submission_id":"VARCHAR"}]}'
 _ENTRY_SCHEMA = pa.schema([("entry_id", pa.string()), ("created_at", pa.int64()), ("message", pa.string())])
@@ -192,7 +192,8 @@ WITH run_info AS (
     SELECT thread_id, a.tool_call_id AS tool_call_id, arg_max(run_id, a.requested_at) AS run_id,
            max(a.requested_at) AS requested_at, arg_max(a.decision, a.requested_at) AS decision,
            arg_max(a.decided_at, a.requested_at) AS decided_at, arg_max(a.reason, a.requested_at) AS reason,
-           arg_max(a.args_replaced, a.requested_at) AS args_replaced
+           arg_max(a.args_replaced, a.requested_at) AS args_replaced,
+           arg_max(a.decided_by, a.requested_at) AS decided_by
     FROM (SELECT run_id, thread_id, unnest(json_transform(state, '{_APPROVALS_TYPE}').approvals) AS a FROM runs)
     GROUP BY thread_id, a.tool_call_id
 ), delegation_info AS (
@@ -208,7 +209,7 @@ SELECT p.tool_call_id, p.thread_id, COALESCE(a.run_id, r.run_id) AS run_id, p.ca
        CASE WHEN a.tool_call_id IS NULL THEN NULL ELSE COALESCE(a.decision, 'pending') END AS approval_decision,
        a.requested_at AS approval_requested_at, a.decided_at AS approval_decided_at,
        a.decided_at - a.requested_at AS approval_wait_ms, a.reason AS approval_reason,
-       a.args_replaced AS args_replaced, g.child_session_id, g.child_submission_id,
+       a.decided_by AS approval_decided_by, a.args_replaced AS args_replaced, g.child_session_id, g.child_submission_id,
        CAST($gen AS BIGINT) AS export_generation
 FROM paired AS p
 ASOF LEFT JOIN run_info AS r ON r.thread_id = p.thread_id AND p.called_at >= r.created_at

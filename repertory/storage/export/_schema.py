@@ -122,7 +122,7 @@ TOOL_CALLS = TableSpec(
         ("tool_name", _S), ("args", _S), ("called_at", _I), ("result", _S), ("is_error", pa.bool_()),
         ("result_at", _I), ("latency_ms", _I), ("approval_decision", _S), ("approval_requested_at", _I),
         ("approval_decided_at", _I), ("approval_wait_ms", _I), ("approval_reason", _S),
-        ("args_replaced", pa.bool_()), ("child_session_id", _S), ("child_submission_id", _S),
+        ("approval_decided_by", _S), ("args_replaced", pa.bool_()), ("child_session_id", _S), ("child_submission_id", _S),
     ),
     ("thread_id", "call_entry_id", "tool_call_id"),
     True,

@@ -20,6 +20,7 @@ DURABLE_TYPES = {
     "tool.call",
     "tool.result",
     "approval.requested",
+    "approval.decided",
     "run.suspended",
     "checkpoint",
     "turn.completed",
@@ -249,6 +250,17 @@ class EventsConformance(BackendSuite):
         requested = next(e for e in stored if e.type == "approval.requested")
         assert json.dumps(requested.data)  # it says what waits for approval, without the token
         assert requested.data["tool_call_id"] == pending.tool_call_id
+        # The decision is on record once, with who took it (the handle's principal, stamped by the host).
+        [decided] = [e for e in stored if e.type == "approval.decided"]
+        assert decided.submission_id == wire_turn.submission_id
+        assert decided.data == {
+            "tool_call_id": pending.tool_call_id,
+            "decision": "approved",
+            "decided_by": "user",
+            "args_replaced": False,
+        }
+        kinds = [e.type for e in stored if e.submission_id == wire_turn.submission_id]
+        assert kinds.index("approval.requested") < kinds.index("approval.decided") < kinds.index("turn.completed")
 
     async def test_turn_events_of_a_notification_and_an_error(self, make_runtime: RuntimeFactory) -> None:
         script = Script({"bad": [ModelError("nope")]})
