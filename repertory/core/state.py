@@ -224,6 +224,10 @@ class RunState(BaseModel):
     # run across resumes, decisions, crashes and processes. Left out of the JSON while unset, so a
     # run never traced is stored exactly as before the field existed.
     traceparent: str | None = Field(default=None, exclude_if=_is_none)
+    # The depth of the thread's head before this run added its input (0: an empty thread). An input
+    # an input guardrail refuses is taken off the thread by putting its head back there, so no later
+    # request carries it. Unset (and left out of the JSON) for a run that did not start one.
+    input_depth: int | None = Field(default=None, exclude_if=_is_none)
 
     @field_validator("schema_version")
     @classmethod

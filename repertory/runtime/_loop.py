@@ -189,6 +189,7 @@ class Drive:
         # Calls a decision taken in this drive approved: they run even where a crash would not re-run them.
         self.just_decided: frozenset[str] = frozenset()
         self.committed_once = False
+        self.withdrawn = False  # the head was put back before the run's input (a refused input)
         self.messages: list[ModelMessage] = []
         self.context_offset = 0  # messages of the lineage before ``messages`` (summarised ones)
         self.context_tokens = 0  # estimated tokens of ``messages``, kept only with compaction
@@ -249,6 +250,26 @@ class Drive:
     def is_detaching(self) -> bool:
         """Whether the host is letting go of this drive (``detach_on_cancel``) rather than cancelling it."""
         return self.detach_on_cancel
+
+    def _withdraw_input(self) -> None:
+        """Put the head back where the run's input went on (``RunState.input_depth``): the input leaves the thread.
+
+        The revisions stay in the store (history is immutable); the thread's head, and with it every
+        later request and reader, no longer reaches them. The ``error`` commit the refusal leads to
+        moves the head back, whether or not the input was committed before the guardrail ran.
+        """
+        depth = self.run_state.input_depth
+        if depth is None:
+            return  # a run that started no input (or before the field existed) has nothing to withdraw
+        target = self.history.revision_id
+        while target is not None:
+            rev = self.history.revision(target)
+            if rev is None or rev.depth <= depth:
+                break
+            target = rev.parent_id
+        self.history = self.history.branch(target) if target is not None else MessageHistory()
+        self.withdrawn = True
+        self.reset_context()
 
     def drop_uncommitted(self) -> None:
         """Forget the messages appended since the last commit (a final reply an output guardrail refused)."""
@@ -390,7 +411,7 @@ class Drive:
         # No empty lists held across the commit: it can wait long enough for the collector to
         # promote every list this coroutine holds (issue 21).
         fresh: list[ModelMessage] | None = None
-        if memory is not None and not compaction:
+        if memory is not None and not compaction and not self.withdrawn:
             fresh = [self.history.entry(r.entry_id).message for r in reversed(self.history.walk_back(self.base))]  # type: ignore[union-attr]
         if outbox is not None:
             # The revisions let a reader (the HTTP server) rebuild the state at this checkpoint and what
@@ -773,6 +794,8 @@ class Drive:
             return
         if stage == "output":
             self.drop_uncommitted()
+        else:
+            self._withdraw_input()
         self.emit(
             "guardrail.tripped",
             {

@@ -362,6 +362,7 @@ class Session:
                 thread = await self.store.load_thread(self.thread_id)
             base = None if thread is None else thread.history_revision_id
             history = fork_of if fork_of is not None else await self._load_history(base)
+            started_at_depth = history.depth  # where a refused input puts the head back (RunState.input_depth)
             pair_unanswered(history, unanswered)
             context: list[ModelMessage] = []
             if self.memory is not None:
@@ -372,6 +373,7 @@ class Session:
                 agent=self.agent.name,
                 context=context,
                 context_depth=history.depth if context else None,
+                input_depth=started_at_depth,
             )
             history.extend(messages)
             created = now_ms() if thread is None else thread.created_at

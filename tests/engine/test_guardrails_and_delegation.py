@@ -18,7 +18,7 @@ from repertory.core.tree import SessionRecord
 from repertory.storage import SessionStore
 from repertory.testing import ScriptedModel
 
-from .helpers import CheckedModel, call, run_history, stored, text_step
+from .helpers import CheckedModel, call, run_history, stored, text_step, thread_history
 
 
 class Verdict(BaseModel):
@@ -61,6 +61,43 @@ async def test_a_tripped_input_guardrail_commits_an_error_before_any_model_reque
     assert run.step_index == 0
     clone = pickle.loads(pickle.dumps(caught.value))  # it crosses Ray hosts as a turn's error
     assert clone.details == caught.value.details and str(clone) == "no politics"
+
+
+async def test_a_refused_input_leaves_the_thread(store: SessionStore) -> None:
+    """The refused text is not part of the thread afterwards: the next run starts where the refused one began."""
+    seen: list[str] = []
+
+    def no_passwords(ctx: GuardrailContext, text: str) -> str | None:
+        seen.append(text)
+        return "no passwords" if "password" in text else None
+
+    model = CheckedModel([text_step("first reply"), text_step("second reply")])
+    sess = Session(store=store, agent=_agent(model, input_guardrails=[no_passwords]))
+    await sess.start("hello")
+    head = await store.load_thread(sess.thread_id)
+    assert head is not None
+    with pytest.raises(GuardrailTripped):
+        await sess.start("my password is x")
+    refused = await stored(store, sess.state.run_id if sess.state else "")
+    assert refused.status == "error" and refused.history_revision_id == head.history_revision_id
+    after = await store.load_thread(sess.thread_id)
+    assert after is not None and after.history_revision_id == head.history_revision_id
+    result = await sess.start("hello again")
+    assert result.text == "second reply"
+    assert seen == ["hello", "my password is x", "hello again"]  # judged alone, not after the refused text
+    assert all("password" not in m.text for request in model.seen for m in request)
+    assert [m.text for m in await thread_history(store, sess.thread_id)] == [
+        "hello",
+        "first reply",
+        "hello again",
+        "second reply",
+    ]
+    # On a new thread whose first input is refused, the thread stays empty.
+    fresh = Session(store=store, agent=_agent(CheckedModel([text_step("hi")]), input_guardrails=[no_passwords]))
+    with pytest.raises(GuardrailTripped):
+        await fresh.start("password first")
+    await fresh.start("now hi")
+    assert [m.text for m in await thread_history(store, fresh.thread_id)] == ["now hi", "hi"]
 
 
 async def test_a_tripped_output_guardrail_refuses_the_final_reply(store: SessionStore) -> None:

@@ -24,7 +24,7 @@ import asyncio
 import threading
 from typing import Any
 
-from repertory import Agent, Compaction, ToolContext, agent_tool, suspend, tool
+from repertory import Agent, Compaction, GuardrailContext, ToolContext, agent_tool, suspend, tool
 from repertory.core.messages import ModelMessage
 from repertory.core.model import ToolSpec
 from repertory.errors import ModelError
@@ -126,12 +126,19 @@ def _lead(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]
     return {"text": f"lead: {messages[-1].tool_results[0].result}"}
 
 
+def no_secrets(ctx: GuardrailContext, text: str) -> str | None:
+    """``second``'s input guardrail: a text with a secret in it is refused."""
+    return "secrets stay out of the thread" if "forbidden-secret" in text else None
+
+
 def make_agents() -> dict[str, Agent]:
     """The served agents: ``assistant`` (every plan above), ``second``, ``compacting`` and ``lead`` (see above)."""
     tools = [lookup, delete_account, ask_human]
     return {
         "assistant": Agent(name="assistant", model=ScriptedModel(_step), tools=tools),
-        "second": Agent(name="second", model=ScriptedModel([{"text": "second here"}] * 100)),
+        "second": Agent(
+            name="second", model=ScriptedModel([{"text": "second here"}] * 100), input_guardrails=[no_secrets]
+        ),
         "compacting": Agent(
             name="compacting",
             model=ScriptedModel(_compacting_step),

@@ -206,3 +206,18 @@ async def test_concurrent_waits_on_many_threads(memory_client: LangGraphClient) 
         )
     )
     assert all(obj(r)["messages"][-1]["content"] == "Hello! How can I help?" for r in results)
+
+
+async def test_a_refused_input_leaves_the_thread(client: LangGraphClient) -> None:
+    """An input the agent's input guardrail refuses is not in the thread afterwards (its run is ``error``)."""
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    await client.runs.wait(tid, "second", input=human("hello"))
+    refused = await client.runs.create(tid, "second", input=human("my forbidden-secret is 42"))
+    await client.runs.join(tid, refused["run_id"])
+    assert (await client.runs.get(tid, refused["run_id"]))["status"] == "error"
+    values = obj(await client.runs.wait(tid, "second", input=human("and now")))
+    texts = [m["content"] for m in values["messages"]]
+    assert texts == ["hello", "second here", "and now", "second here"]
+    state = await client.threads.get_state(tid)
+    assert "forbidden-secret" not in str(state["values"])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from repertory.core.result import RunResult
-from repertory.errors import OutputValidationError, RunSuspended
+from repertory.errors import GuardrailTripped, OutputValidationError, RunSuspended
+from repertory.runtime.guardrails import GuardrailContext
 from repertory.runtime.tools import suspend
 from repertory.testing.conformance.backend.doubles import Answer, Script, history, within
 from repertory.testing.conformance.backend.runtimes import BackendSuite, RuntimeFactory
@@ -19,6 +20,11 @@ OSLO = {"city": "Oslo", "population": 709000}
 def ask_human(question: str) -> str:
     """Ask the person at the keyboard."""
     suspend(reason="need input", payload={"question": question})
+
+
+def no_passwords(ctx: GuardrailContext, text: str) -> str | None:
+    """An input guardrail: a text naming a password is refused."""
+    return "no passwords here" if "password" in text else None
 
 
 def _script() -> Script:
@@ -112,3 +118,25 @@ class RunConformance(BackendSuite):
         plain = await within(h.run("ask"))  # without output the result says it suspended
         assert plain.status == "suspended" and plain.text is None
         assert [m.text for m in await history(rt, h) if m.role == "user"] == ["ask", "ask"]
+
+    async def test_a_refused_input_leaves_the_thread(self, make_runtime: RuntimeFactory) -> None:
+        """An input an input guardrail refuses is not part of the thread afterwards (its run ends ``error``)."""
+        script = _script()
+        rt = await make_runtime(script.agent(input_guardrails=[no_passwords]))
+        h = await rt.create_session(agent="assistant")
+        await within(h.run("hello"))
+        before = [m.text for m in await history(rt, h)]
+        refused = await h.send("my password is hunter2")
+        with pytest.raises(GuardrailTripped, match="no passwords here"):
+            await within(refused.result())
+        assert [m.text for m in await history(rt, h)] == before  # the head went back where the run began
+        assert await refused.status() == "error"
+        again = await within(h.run("and now"))
+        assert again.text == "re: and now"
+        # No model request ever carried the refused text, and the guardrail judged the new input alone.
+        assert all("hunter2" not in m.text for request in script.requests for m in request)
+        assert [m.text for m in await history(rt, h)] == [*before, "and now", "re: and now"]
+        events = [e async for e in refused.events()]
+        kinds = [e.type for e in events]
+        assert "guardrail.tripped" in kinds and kinds[-1] == "turn.completed"
+        assert all("hunter2" not in str(e.data) for e in events)
