@@ -38,7 +38,8 @@ __all__ = [
 LineageKind = Literal["root", "spawned", "forked"]
 Placement = Literal["shared", "dedicated"]
 SessionStatus = Literal["idle", "running", "suspended", "error"]
-TurnKind = Literal["message", "notification"]
+TurnKind = Literal["message", "notification", "reply"]
+"""A turn that sends a message, a notification, or (``reply``) none: the model answers the thread as it stands."""
 IfBusy = Literal["enqueue", "reject", "interrupt"]
 """What a turn sent to a busy session does: wait behind the running one, be refused, or cancel it."""
 TurnStatus = Literal["queued", "running", "suspended", "done", "error", "cancelled"]

@@ -10,17 +10,15 @@ immutable, so the interrupted run's messages stay, followed by error results for
 A ``command.goto`` to ``__end__`` answers like a resume (same run id) and cancels the waiting
 run instead of deciding it (``schemas.Command``).
 
-A run from an earlier checkpoint (``checkpoint`` or ``checkpoint_id`` other than the head: what
-agent-chat-ui's Regenerate and edit-and-rerun send) needs a fork at that revision; ``start``
-refuses it with 409 until that exists, at the one place it would plug in.
-
 A run from an earlier checkpoint (``checkpoint_id``, or ``checkpoint.checkpoint_id``: what
 agent-chat-ui sends to edit a message or regenerate a reply) continues the *same* thread from
 there, as LangGraph does: the thread's head goes back to that revision (``repertory.runtime.forks.rewind``;
 nothing is deleted, the later revisions stay in the store and in any fork or run that points at
-them) and the run's message starts a new branch. With no ``input`` it regenerates: the thread goes
-back to just before the latest human message at or before the checkpoint and that message is sent
-again, so the reply (and any tool calls) is produced afresh. The checkpoint must be on the thread's
+them) and the run's message starts a new branch. With no ``input`` it regenerates: the run adds no
+message and answers the thread as it stands at the checkpoint (a ``reply`` turn), so the calls
+answered there are never run again and only the model's reply is made afresh (a checkpoint that ends
+with a final reply regenerates that reply). Re-running a turn's tools is a fork at an earlier
+revision, never the default. The checkpoint must be on the thread's
 lineage (404 otherwise). A thread that is busy cannot go back under ``multitask_strategy="enqueue"``
 (its running run would lose its head): that answers 409, ``reject`` answers 409 as always, and
 ``interrupt``/``rollback`` cancel what runs first.
@@ -47,6 +45,7 @@ from typing import Any
 
 import pydantic_core
 
+from repertory.core.history import MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.principal import Principal
 from repertory.core.tree import IfBusy, SessionRecord, TurnRecord, TurnStatus
@@ -271,8 +270,8 @@ class RunBook:
             elif if_busy == "interrupt":
                 for other in self.driving(tid):  # a decision in flight is stopped like a running turn
                     await handle.get_turn(other.submission_id).cancel()
-            assert text is not None
-            sent = await handle.send(text, if_busy=if_busy)
+            # No text: a regenerate, answered from the checkpoint as it stands (nothing runs twice).
+            sent = await (handle.reply(if_busy=if_busy) if text is None else handle.send(text, if_busy=if_busy))
             queued = await gw.store.load_turn(sent.submission_id)
             assert queued is not None
             run = make(queued.run_id, queued.submission_id)
@@ -291,8 +290,12 @@ class RunBook:
         head: str | None,
         wanted: str,
         text: str | None,
-    ) -> str:
-        """Set the thread back to checkpoint ``wanted`` (see the module docstring); the text the run sends."""
+    ) -> str | None:
+        """Set the thread back to checkpoint ``wanted`` (see the module docstring); the text the run sends.
+
+        ``None`` (no input: a regenerate) sends nothing: the run is a reply to the thread as it
+        stands at the checkpoint.
+        """
         gw, tid = self.gw, record.session_id
         status, _ = await thread_status(gw.store, record)
         if status == "busy" or self.driving(tid):
@@ -311,7 +314,7 @@ class RunBook:
             head = await gw.head(tid)
         target: str | None = None if wanted == EMPTY_CHECKPOINT else wanted
         if text is None:
-            target, text = await self._regenerate(head, target)
+            target = await self._reply_point(head, target)
         try:
             await rewind(gw.store, tid, target)
         except CommitConflict:
@@ -320,20 +323,23 @@ class RunBook:
             ) from None
         return text
 
-    async def _regenerate(self, head: str | None, target: str | None) -> tuple[str | None, str]:
-        """Where a regenerate goes back to, and what it sends: before the latest human message up to ``target``."""
+    async def _reply_point(self, head: str | None, target: str | None) -> str:
+        """Where a regenerate goes back to: the checkpoint itself, or just before the final reply it ends with.
+
+        The run then answers from there, so what the checkpoint holds (a user's message, the results
+        of calls already run, approvals already given) is never done again: only the model's reply
+        and what follows it are made afresh. Going further back, to run a turn's tools again, is a
+        fork at an earlier revision, chosen explicitly.
+        """
         if target is not None:
             history = await fork_point(self.gw.store, head, target)
-            current: str | None = history.revision_id
-            while current is not None:
-                rev = history.revision(current)
-                entry = None if rev is None else history.entry(rev.entry_id)
-                if rev is None or entry is None:
-                    break
+            rev = history.revision(target)
+            entry = None if rev is None else history.entry(rev.entry_id)
+            if rev is not None and entry is not None and _asked_by_someone(history, target):
                 message = entry.message
-                if message.role == "user" and not message.boundary and message.text:
-                    return rev.parent_id, message.text
-                current = rev.parent_id
+                if message.role == "assistant" and not message.tool_calls and rev.parent_id is not None:
+                    return rev.parent_id  # a final reply's own checkpoint: regenerate that reply
+                return target
         raise HttpError(
             "a run without input regenerates from a checkpoint, and this one has no human message at or before it",
             status=422,
@@ -431,3 +437,17 @@ class RunBook:
         await handle.get_turn(run.submission_id).cancel()
         if wait:
             await self.wait_rest(run)
+
+
+def _asked_by_someone(history: MessageHistory, revision_id: str) -> bool:
+    """Whether a human message lies at or before ``revision_id`` (something a reply would answer)."""
+    current: str | None = revision_id
+    while current is not None:
+        rev = history.revision(current)
+        entry = None if rev is None else history.entry(rev.entry_id)
+        if rev is None or entry is None:
+            return False
+        if entry.message.role == "user" and not entry.message.boundary and entry.message.text:
+            return True
+        current = rev.parent_id
+    return False

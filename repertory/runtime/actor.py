@@ -554,7 +554,7 @@ class SessionActor:
             if stored is None:
                 thread, job.thread = job.thread, None
                 result = await self.session.start(
-                    {"messages": [turn.message]},
+                    None if turn.kind == "reply" else {"messages": [turn.message]},
                     run_id=turn.run_id,
                     signal=job.signal,
                     output_type=job.output_type,

@@ -293,7 +293,7 @@ class Session:
 
     async def start(
         self,
-        input: SessionInput,
+        input: SessionInput | None,
         *,
         run_id: str | None = None,
         signal: AbortSignal | None = None,
@@ -303,6 +303,8 @@ class Session:
     ) -> RunResult:
         """Start a run on this thread from its head; returns once it is ``done`` or ``suspended``.
 
+        ``input`` is what the run says first; ``None`` says nothing: the model answers the thread as
+        it stands (a ``reply`` turn: a reply regenerated after the head was set back to a checkpoint).
         A suspended or running run on the thread is superseded first (committed ``cancelled``, its
         pending calls answered with errors, its token dead). The run row is committed before the
         first model call. Errors and an exceeded ``max_steps`` commit ``error`` and raise; an abort
@@ -333,7 +335,7 @@ class Session:
 
     async def _start(
         self,
-        input: SessionInput,
+        input: SessionInput | None,
         *,
         run_id: str | None,
         signal: AbortSignal | None,
@@ -343,7 +345,7 @@ class Session:
         durable_input: bool = False,
         thread: ThreadState | None = None,
     ) -> RunResult:
-        messages = input_messages(input, self.origin)
+        messages = [] if input is None else input_messages(input, self.origin)
         self._claim()
         try:
             # Tool sources (MCP servers) list their tools before anything is written: a server that
@@ -366,7 +368,9 @@ class Session:
             pair_unanswered(history, unanswered)
             context: list[ModelMessage] = []
             if self.memory is not None:
-                context = fold_context(await self.memory.recall(thread_id=self.thread_id, query=messages))
+                # A reply (no input) recalls for what it answers: the thread's last user message.
+                query = messages or [m for m in history.messages[-8:] if m.role == "user"][-1:]
+                context = fold_context(await self.memory.recall(thread_id=self.thread_id, query=query))
             run = RunState(
                 run_id=run_id,
                 thread_id=self.thread_id,

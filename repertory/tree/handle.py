@@ -16,6 +16,7 @@ from pydantic import BaseModel, JsonValue
 
 from repertory.core.decisions import Approve, Reject, Resume
 from repertory.core.history import MessageHistory
+from repertory.core.messages import ModelMessage
 from repertory.core.principal import Message, NotificationMessage, Principal, to_model_message
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason, Usage
@@ -253,6 +254,18 @@ class SessionHandle:
         model_message, kind = to_model_message(message, self.principal)
         turn = await self._rt.host.send(self.id, model_message, kind, if_busy, output)
         return TurnHandle(self._rt, self.id, turn.submission_id, output)
+
+    async def reply(self, if_busy: IfBusy = "enqueue") -> TurnHandle:
+        """Queue a turn that adds no message: the model answers the thread as it stands.
+
+        What regenerating a reply is once the thread's head was set back to a checkpoint (the HTTP
+        server's run from an earlier checkpoint without input): the calls answered at that
+        checkpoint are never run again, only the model's reply and what follows it are made afresh.
+        The turn records who asked (this handle's principal) with an empty message.
+        """
+        asking = ModelMessage.user("", origin=self.principal.origin)
+        turn = await self._rt.host.send(self.id, asking, "reply", if_busy, None)
+        return TurnHandle(self._rt, self.id, turn.submission_id)
 
     def get_turn(self, submission_id: str) -> TurnHandle:
         """Re-acquire a handle to a turn started earlier."""

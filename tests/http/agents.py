@@ -21,6 +21,7 @@ so its threads compact every few turns (``Agent(compaction=...)``).
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
 from typing import Any
 
@@ -46,9 +47,14 @@ async def lookup(q: str) -> str:
     return f"facts about {q}"
 
 
+DELETED: collections.Counter[str] = collections.Counter()
+"""How many times ``delete_account`` really ran, per account: the side effect a test counts."""
+
+
 @tool(requires_approval=True)
 async def delete_account(ctx: ToolContext, account_id: str) -> str:
-    """Delete an account (needs a human's approval)."""
+    """Delete an account (needs a human's approval; not idempotent)."""
+    DELETED[account_id] += 1
     approval: Any = ctx.approval
     by = approval.get("principal", {}).get("id") if isinstance(approval, dict) else None
     return f"deleted {account_id} (approved by {by})"

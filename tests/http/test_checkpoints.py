@@ -19,7 +19,7 @@ from langgraph_sdk.schema import Checkpoint, ThreadState
 from repertory import open_store
 from repertory.http.convert import BOUNDARY_ID_PREFIX
 from repertory.http.views import EMPTY_CHECKPOINT
-from tests.http.agents import gate
+from tests.http.agents import DELETED, gate
 from tests.http.conftest import ServerThread, human, obj, refused
 
 Dict = dict[str, Any]
@@ -83,7 +83,7 @@ async def test_editing_the_first_message_starts_the_thread_over(client: LangGrap
     assert _contents(edited) == ["hello again", "Hello! How can I help?"]
 
 
-async def test_regenerating_a_reply_after_tool_calls_reruns_its_turn(client: LangGraphClient) -> None:
+async def test_regenerating_a_reply_after_tool_calls_makes_only_the_reply_again(client: LangGraphClient) -> None:
     tid = (await client.threads.create())["thread_id"]
     await client.runs.wait(tid, "assistant", input=human("hello before"))
     first = obj(await client.runs.wait(tid, "assistant", input=human("research owls")))["messages"]
@@ -94,12 +94,37 @@ async def test_regenerating_a_reply_after_tool_calls_reruns_its_turn(client: Lan
     again = obj(
         await client.runs.wait(tid, "assistant", input=None, checkpoint=_parent_checkpoint(states, last_ai["id"]))
     )["messages"]
-    assert [m["type"] for m in again] == [m["type"] for m in first]
     assert [m["content"] for m in again] == [m["content"] for m in first]
-    # The turn ran afresh: the same human text, new messages from "research owls" on.
-    assert [m["id"] for m in again[:2]] == [m["id"] for m in first[:2]]
-    assert not {m["id"] for m in again[2:]} & {m["id"] for m in first[2:]}
-    assert again[2]["additional_kwargs"]["origin"] == {"kind": "user", "id": "alice"}
+    # Everything up to the checkpoint stands (the lookups' calls and results are the same messages);
+    # only the final reply was made afresh.
+    assert [m["id"] for m in again[:-1]] == [m["id"] for m in first[:-1]]
+    assert again[-1]["id"] != first[-1]["id"]
+
+
+async def test_regenerate_after_an_approved_tool_runs_it_once_and_asks_no_second_approval(
+    client: LangGraphClient, sqlite_server: ServerThread
+) -> None:
+    """agent-chat-ui's Regenerate on the final reply of a turn that ran an approved, non-idempotent tool."""
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "assistant", input=human("delete acct_regen"))
+    assert (await client.threads.get(tid))["status"] == "interrupted"
+    done = obj(await client.runs.wait(tid, "assistant", command={"resume": {"decisions": [{"type": "approve"}]}}))
+    first = done["messages"]
+    assert first[-1]["content"] == "finished: deleted acct_regen (approved by alice)"
+    assert DELETED["acct_regen"] == 1
+
+    states = await _states(client, tid)
+    again = await client.runs.wait(tid, "assistant", input=None, checkpoint=_parent_checkpoint(states, first[-1]["id"]))
+    messages = obj(again)["messages"]
+    assert "__interrupt__" not in obj(again)  # no second approval asked
+    assert (await client.threads.get(tid))["status"] == "idle"
+    assert DELETED["acct_regen"] == 1  # the side effect happened once
+    assert [m["id"] for m in messages[:-1]] == [m["id"] for m in first[:-1]]
+    assert messages[-1]["content"] == "finished: deleted acct_regen (approved by alice)"
+    async with await open_store(sqlite_server.store) as store:
+        events = await store.load_events(tid)  # type: ignore[attr-defined]
+    assert [e.type for e in events].count("approval.requested") == 1
+    assert [e.type for e in events].count("tool.result") == 1
 
 
 async def test_regenerating_needs_a_human_message_at_or_before_the_checkpoint(client: LangGraphClient) -> None:
