@@ -127,6 +127,9 @@ class ToolResultPart(BaseModel):
     tool_name: str
     result: JsonValue = None
     is_error: bool = False
+    # The arguments the call ran with when a human's decision replaced the model's (the call in the
+    # history keeps what the model asked for). Left out of the JSON while unset.
+    ran_with: dict[str, JsonValue] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 Part = Annotated[TextPart | ReasoningPart | ToolCallPart | ToolResultPart, Field(discriminator="type")]

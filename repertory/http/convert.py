@@ -32,7 +32,16 @@ from repertory.core.history import HistoryEntry, HistoryRevision, MessageHistory
 from repertory.core.messages import ModelMessage, ReasoningPart
 from repertory.http.errors import HttpError
 
-__all__ = ["BOUNDARY_ID_PREFIX", "chunk_dict", "input_text", "iso", "lineage", "message_dicts", "result_text"]
+__all__ = [
+    "BOUNDARY_ID_PREFIX",
+    "chunk_dict",
+    "input_text",
+    "iso",
+    "lineage",
+    "message_dicts",
+    "result_text",
+    "with_edits",
+]
 
 Dict = dict[str, Any]
 _HUMAN_ROLES = frozenset({"human", "user"})
@@ -100,8 +109,39 @@ def message_dicts(entry_id: str, message: ModelMessage) -> list[Dict]:
             artifact=None,
             status="error" if part.is_error else "success",
         )
+        if part.ran_with is not None:
+            out["additional_kwargs"]["repertory_ran_with"] = part.ran_with
         dicts.append(out)
     return dicts
+
+
+def with_edits(messages: list[Dict]) -> list[Dict]:
+    """``messages`` with each edited call shown with the arguments it ran with.
+
+    A call a human approved with replaced arguments keeps, in the history, the arguments the model
+    asked for; its result records what it ran with (``ToolResultPart.ran_with``). A reader of the
+    thread's values sees the call as it ran, and the model's request under
+    ``additional_kwargs.repertory_requested_args``. The dicts given are not changed (they may be cached).
+    """
+    ran = {
+        m["tool_call_id"]: m["additional_kwargs"]["repertory_ran_with"]
+        for m in messages
+        if m.get("type") == "tool" and "repertory_ran_with" in m.get("additional_kwargs", {})
+    }
+    if not ran:
+        return messages
+    out: list[Dict] = []
+    for m in messages:
+        calls = m.get("tool_calls") if m.get("type") == "ai" else None
+        if calls and any(c["id"] in ran for c in calls):
+            requested = {c["id"]: c["args"] for c in calls if c["id"] in ran}
+            m = {
+                **m,
+                "tool_calls": [{**c, "args": ran[c["id"]]} if c["id"] in ran else c for c in calls],
+                "additional_kwargs": {**m["additional_kwargs"], "repertory_requested_args": requested},
+            }
+        out.append(m)
+    return out
 
 
 def chunk_dict(message_id: str, text: str, *, reasoning: bool = False, tool_calls: Sequence[Dict] = ()) -> Dict:

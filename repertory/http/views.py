@@ -22,7 +22,7 @@ from repertory.core.history import MessageHistory
 from repertory.core.state import PendingCall, RunState
 from repertory.core.store import TreeStore
 from repertory.core.tree import SessionRecord, TurnRecord, TurnStatus
-from repertory.http.convert import iso, lineage, message_dicts
+from repertory.http.convert import iso, lineage, message_dicts, with_edits
 from repertory.runtime import Agent
 
 __all__ = [
@@ -118,7 +118,7 @@ async def nested_wait(store: TreeStore, session_id: str) -> tuple[RunState, Sess
 
 def values_view(messages: list[Dict], interrupts: list[Dict]) -> Dict:
     """Thread values: the messages, plus ``__interrupt__`` while the thread waits for a human."""
-    values: Dict = {"messages": messages}
+    values: Dict = {"messages": with_edits(messages)}
     if interrupts:
         values["__interrupt__"] = interrupts
     return values

@@ -206,7 +206,10 @@ def settle_outcomes(
         if isinstance(outcome.suspend, SleepSignal):
             suspends.append(_timer_call(tool.name, call.tool_call_id, args, outcome.suspend, clock))
             continue  # answered when it wakes
-        results[call.tool_call_id] = outcome.result
+        result = outcome.result
+        if args is not call.args and args != call.args and result is not None:
+            result = result.model_copy(update={"ran_with": args})  # the edit beside the request it replaced
+        results[call.tool_call_id] = result
         if outcome.suspend is not None:
             payload: JsonValue = json.loads(json.dumps(outcome.suspend.payload, default=str))
             suspends.append(

@@ -87,6 +87,14 @@ async def test_edit_runs_the_tool_with_the_edited_arguments(client: LangGraphCli
     values = obj(await client.runs.wait(tid, "assistant", command={"resume": {"decisions": [edit]}}))
     tool = values["messages"][-2]
     assert tool["content"] == "deleted acct_33 (approved by alice)" and tool["status"] == "success"
+    # The thread shows the call as it ran; the model's request is kept beside it, and in the history.
+    call = values["messages"][-3]
+    assert call["tool_calls"][0]["args"] == {"account_id": "acct_33"}
+    assert call["additional_kwargs"]["repertory_requested_args"] == {
+        call["tool_calls"][0]["id"]: {"account_id": "acct_3"}
+    }
+    state = await client.threads.get_state(tid)
+    assert obj(state["values"])["messages"][-3]["tool_calls"][0]["args"] == {"account_id": "acct_33"}
 
 
 async def test_reject_with_a_message(client: LangGraphClient) -> None:
