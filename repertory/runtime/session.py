@@ -364,6 +364,8 @@ class Session:
                 thread = await self.store.load_thread(self.thread_id)
             base = None if thread is None else thread.history_revision_id
             history = fork_of if fork_of is not None else await self._load_history(base)
+            if input is None and history.revision_id is None:
+                raise ValueError("a reply (no input) answers a conversation, and this thread has none yet")
             started_at_depth = history.depth  # where a refused input puts the head back (RunState.input_depth)
             pair_unanswered(history, unanswered)
             context: list[ModelMessage] = []

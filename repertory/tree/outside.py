@@ -127,4 +127,4 @@ async def _answer(store: TreeStore, outcome: DecisionOutcome) -> RunResult:
     state = await store.load_run(outcome.run_id)
     if state is None:
         raise RunNotFound(f"run {outcome.run_id!r} was deleted after the decision", run_id=outcome.run_id)
-    return RunResult(run_id=outcome.run_id, status=outcome.status, state=state, text=outcome.text)
+    return RunResult.of(state)
