@@ -112,7 +112,7 @@ class SessionExists(CommitConflict):
 class StoreFull(StoreError):
     """The store's disk is full (SQLite's ``SQLITE_FULL``, PostgreSQL's ``disk_full``): nothing of the write landed.
 
-    Measured on a full tmpfs (``tests/test_store_full.py``): SQLite fails the ``COMMIT`` and rolls
+    Measured on a full tmpfs (``tests/storage/sqlite/test_store_full.py``): SQLite fails the ``COMMIT`` and rolls
     the whole transaction back itself, the store's connection stays usable (reads go on), and the
     very same write succeeds once space is freed. So it is safe to retry, and worth retrying for a
     while: the failure cannot even be recorded (ending a run ``error`` is a write too), and space

@@ -3,7 +3,7 @@
 Run ``python -m benchmarks.ray_failover [--quick] [--out FILE]``. It starts its own three-node
 cluster on this machine with ``ray.cluster_utils.Cluster`` (a head node and two worker nodes, one
 CPU each, health checks tuned so a dead node is noticed in about two seconds) and stops it at the
-end; nothing else of Ray is touched. ``tests/ray/test_node_failover.py`` runs the quick version in
+end; nothing else of Ray is touched. ``tests/actors/test_node_failover.py`` runs the quick version in
 a subprocess and checks the outcome; this benchmark reports the times. The suite runs it in a child
 process too (``run_suite``): it needs a Ray of its own.
 

@@ -20,7 +20,7 @@ class HostFact(BenchModel):
 
 
 class FailoverFigures(BenchModel):
-    """The scenario's times from the kill and its checks (``tests/ray/test_node_failover.py`` reads them)."""
+    """The scenario's times from the kill and its checks (``tests/actors/test_node_failover.py`` reads them)."""
 
     sessions: int
     running_turns: int

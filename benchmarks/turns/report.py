@@ -17,13 +17,13 @@ __all__ = ["FloorPart", "LangGraphPart", "RayPart", "Sizes", "StepsPart", "Targe
 
 _TOOL_NOTE = (
     "The tool here is not idempotent, so its call is committed before it runs: one transaction and four "
-    "statements more than with an idempotent tool (tests/engine/test_turn_cost.py asserts 3 transactions "
+    "statements more than with an idempotent tool (tests/runtime/test_turn_cost.py asserts 3 transactions "
     "and 12 statements for that, 4 and 16 for this)"
 )
 
 
 def _without_control(sql: TurnSql) -> float:
-    """Statements per turn but BEGIN and COMMIT: how ``tests/engine/test_turn_cost.py`` counts them."""
+    """Statements per turn but BEGIN and COMMIT: how ``tests/runtime/test_turn_cost.py`` counts them."""
     control = sum(v for k, v in sql.statements_by_kind_per_turn.items() if k.split(" ")[0] in ("BEGIN", "COMMIT"))
     return sql.statements_per_turn - control
 

@@ -14,7 +14,7 @@ resume) go through the same mailbox, so they never race a turn.
 Cancellation uses one ``AbortSignal`` per job: aborting before the run starts commits it
 ``cancelled`` at once, aborting mid-run stops the model or tool it waits on.
 
-What a turn costs the store (issue 21; ``tests/engine/test_turn_cost.py`` counts it): accepting it
+What a turn costs the store (issue 21; ``tests/runtime/test_turn_cost.py`` counts it): accepting it
 is one transaction (the turn row, and when the session is idle, so the turn starts at once, its
 ``running`` status and ``turn.started`` event with it); its bookkeeping then rides the run's own
 commits (``_TurnRider``): the turn's end, ``turn.completed`` and the session's ``updated_at`` go

@@ -11,7 +11,7 @@ implementation is written, and the Ray backend's ``RayHostClient`` (the actors l
 backend: a backend is found by name through ``repertory.tree.backends``.
 
 Rules every backend keeps (``repertory.testing.conformance.BackendConformance`` checks them; the
-built-in backends run it in ``tests/handles``):
+built-in backends run it in ``tests/tree``):
 
 - ``send`` returns once the turn is durable; a caller-chosen ``submission_id`` makes it idempotent.
 - ``create_session`` writes ``spec.session_id`` or raises ``SessionExists``; it never returns

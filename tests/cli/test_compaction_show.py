@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from repertory import Runtime
 from repertory.cli import app
-from tests.engine.compact_script import Conversation, compacting_agent, prompt
+from tests.runtime.compact_script import Conversation, compacting_agent, prompt
 
 
 async def _compacted(url: str) -> str:

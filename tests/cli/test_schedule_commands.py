@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from repertory import Runtime
 from repertory.cli import app
 from repertory.testing import ManualClock
-from tests.time.helpers import nap_agent
+from tests.runtime.time.helpers import nap_agent
 
 runner = CliRunner()
 

@@ -24,7 +24,7 @@ from repertory import Agent, Runtime, tool
 from repertory.cli import app
 from repertory.cli._tables import Field, Layout, fit_table, fits, short_id
 from repertory.testing import ManualClock, ScriptedModel
-from tests.time.helpers import nap_agent
+from tests.runtime.time.helpers import nap_agent
 
 runner = CliRunner()
 

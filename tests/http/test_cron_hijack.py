@@ -23,7 +23,7 @@ from repertory.core.timing import firing_submission_id
 from repertory.core.tree import SessionRecord
 from repertory.testing import ManualClock
 from tests.http.conftest import ALICE, BOB, KEYS, ServerThread, human, obj, refused
-from tests.time.helpers import until
+from tests.runtime.time.helpers import until
 
 START = int(datetime(2026, 1, 1, 8, 59, tzinfo=UTC).timestamp() * 1000)
 

@@ -25,7 +25,7 @@ from repertory.http.webhooks import WebhookSettings, signature
 from repertory.testing import ManualClock
 from tests.http.conftest import ALICE, BOB, KEYS, ServerThread, human, obj, refused
 from tests.http.receiver import Receiver
-from tests.time.helpers import until
+from tests.runtime.time.helpers import until
 
 START = int(datetime(2026, 1, 1, 8, 59, tzinfo=UTC).timestamp() * 1000)
 SECRET = "webhook-secret-for-tests"

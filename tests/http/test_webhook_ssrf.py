@@ -37,7 +37,7 @@ from repertory.http.webhook_targets import (
 from repertory.http.webhooks import WebhookSettings
 from tests.http.conftest import ALICE, KEYS, ServerThread, human, obj, refused
 from tests.http.receiver import Receiver
-from tests.time.helpers import until
+from tests.runtime.time.helpers import until
 
 SECRET = "webhook-secret-for-tests"
 NOBODY = HostPolicy()

@@ -23,10 +23,10 @@ import pytest
 from repertory import Session, SqliteSessionStore
 from repertory.core.history import MessageHistory
 from repertory.mcp import close_connections
-from tests.engine.helpers import assert_paired, tool_calls
 from tests.mcp._crash_worker import STEPS, build_agent, once_step
 from tests.mcp.helpers import ROOT, calls, process_alive, wait_until
 from tests.mcp.servers import _log
+from tests.runtime.helpers import assert_paired, tool_calls
 
 KILLS = 20
 

@@ -17,8 +17,8 @@ from repertory import Agent, InMemorySessionStore, Session
 from repertory.errors import ToolError
 from repertory.mcp import MCPServer
 from repertory.testing import ScriptedModel
-from tests.engine.helpers import assert_paired
 from tests.mcp.helpers import calls, result_parts, run_messages, tools_server
+from tests.runtime.helpers import assert_paired
 
 
 async def _policies(server: MCPServer) -> dict[str, tuple[bool, bool]]:

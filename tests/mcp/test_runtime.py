@@ -19,7 +19,6 @@ import pytest
 from repertory import Agent, ModelMessage, Runtime, ToolSpec
 from repertory.errors import ToolError
 from repertory.testing import ScriptedModel
-from tests.engine.helpers import assert_paired
 from tests.mcp.helpers import (
     HttpServer,
     calls,
@@ -30,6 +29,7 @@ from tests.mcp.helpers import (
     tools_server,
     wait_until,
 )
+from tests.runtime.helpers import assert_paired
 
 Start = Callable[[dict[str, Agent]], Awaitable[Runtime]]
 

@@ -23,7 +23,6 @@ from repertory.mcp import MCPServer, MCPTool
 from repertory.models._convert import to_openai_messages
 from repertory.runtime.tools import ToolSource
 from repertory.testing import ScriptedModel
-from tests.engine.helpers import assert_paired
 from tests.mcp.helpers import (
     calls,
     died,
@@ -33,6 +32,7 @@ from tests.mcp.helpers import (
     run_messages,
     tools_server,
 )
+from tests.runtime.helpers import assert_paired
 
 ServerFactory = Callable[..., MCPServer]
 

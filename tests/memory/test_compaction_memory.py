@@ -11,7 +11,7 @@ from pathlib import Path
 from repertory import Session
 from repertory.memory import StoreMemory
 from repertory.storage import SqliteSessionStore
-from tests.engine.compact_script import Conversation, compacting_agent, prompt
+from tests.runtime.compact_script import Conversation, compacting_agent, prompt
 
 
 async def test_a_compacted_thread_is_remembered_whole_and_once(tmp_path: Path) -> None:

@@ -22,8 +22,8 @@ from repertory.storage.postgres.schema import MIGRATIONS as PG_MIGRATIONS
 from repertory.storage.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from repertory.storage.postgres.store import PostgresSessionStore
 from repertory.storage.sqlite.schema import _MIGRATIONS, SCHEMA_VERSION
-from tests.postgres.test_pg_migration import v1_url, write_v1_database
-from tests.test_sqlite_migration import schema_version, tables, write_v1_file
+from tests.storage.postgres.test_pg_migration import v1_url, write_v1_database
+from tests.storage.sqlite.test_sqlite_migration import schema_version, tables, write_v1_file
 
 __all__ = ["v1_url"]  # the fixture, re-exported so pytest finds it here
 

@@ -3,7 +3,7 @@
 A step appends messages it just said, so each of its revisions carries its own message
 (``entry_created_at``, ``message``): one row and one statement for the step's history, where an
 entry row, its id index and a revision row cost three B-tree inserts and two statements
-(``tests/engine/test_turn_cost.py`` counts them). An entry a second revision may name (a
+(``tests/runtime/test_turn_cost.py`` counts them). An entry a second revision may name (a
 compaction re-adding the messages it keeps, a fork, a hand-built history) must be found by its id,
 and the revisions table has no index on entry ids (one more page per step), so every commit that
 does not grow from its base keeps its entries in ``history_entry_rows`` and its revisions without

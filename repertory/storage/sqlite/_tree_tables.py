@@ -87,7 +87,7 @@ def insert_rows(conn: sqlite3.Connection, head: str, width: int, rows: Sequence[
     """``head VALUES (...), (...)`` in statements of up to ``_CHUNK`` rows; returns the rows it changed.
 
     One statement for a step's rows instead of one per row: a turn's cost is counted in
-    statements (``tests/engine/test_turn_cost.py``), and each costs a parse and a VM run.
+    statements (``tests/runtime/test_turn_cost.py``), and each costs a parse and a VM run.
     """
     changed = 0
     for at in range(0, len(rows), _CHUNK):
