@@ -73,7 +73,7 @@ async def test_a_tool_putting_a_set_in_scratch_is_stored_as_json(store: SessionS
     assert sorted(cast("list[str]", tags)) == ["a", "b"]
 
 
-@pytest.mark.parametrize("bad", [123, None, ["hello"], {"text": "hi"}, {"messages": [], "extra": 1}, b"hi"])
+@pytest.mark.parametrize("bad", [123, ["hello"], {"text": "hi"}, {"messages": [], "extra": 1}, b"hi"])
 async def test_a_bad_session_input_type_raises_type_error(store: SessionStore, bad: Any) -> None:
     model = CheckedModel([{"text": "ok"}])
     sess = Session(store=store, agent=make_agent(model))
@@ -82,6 +82,18 @@ async def test_a_bad_session_input_type_raises_type_error(store: SessionStore, b
     assert await store.list_runs() == []
     assert model.requests == 0
     assert (await sess.start("fine")).status == "done"  # the session is not left busy
+
+
+async def test_no_input_is_a_reply_and_needs_a_conversation(store: SessionStore) -> None:
+    model = CheckedModel([{"text": "first"}, {"text": "again"}])
+    sess = Session(store=store, agent=make_agent(model))
+    with pytest.raises(ValueError, match="has none yet"):
+        await sess.start(None)
+    assert await store.list_runs() == [] and model.requests == 0
+    await sess.start("hello")
+    replied = await sess.start(None)  # the model answers the thread as it stands; no message is added
+    assert replied.text == "again"
+    assert [m.text for m in model.seen[-1]] == ["hello", "first"]
 
 
 async def test_malformed_messages_raise_and_store_nothing(store: SessionStore) -> None:
