@@ -353,6 +353,9 @@ class DelegationConformance(BackendSuite):
         [answer] = _results(await history(rt, root))
         assert answer.is_error and "GuardrailTripped" in str(answer.result)
         assert worker.prompts() == []
+        # The child's refused task is not in the child's thread: nothing of it stays to be read or sent on.
+        [child] = await root.children()
+        assert all("password" not in m.text for m in await history(rt, child))
 
     async def test_a_restart_while_a_child_waits_for_approval_keeps_the_same_child(
         self, make_runtime: RuntimeFactory
