@@ -53,6 +53,7 @@ def error_result(call: ToolCallPart, message: str) -> ToolResultPart:
         tool_name=call.tool_name,
         result=message,
         is_error=True,
+        ran_with=None,
     )
 
 
@@ -102,6 +103,7 @@ async def _invoke(tool: Tool, call: ToolCallPart, args: dict[str, Any], ctx: Too
             tool_name=call.tool_name,
             result=value,
             is_error=False,
+            ran_with=None,  # every field given: no default resolved per call
         )
     )
 
