@@ -19,6 +19,7 @@ import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -61,7 +62,13 @@ async def ui_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[U
     """A runtime on a SQLite file, served with API keys for alice and bob (owners) and ops (an admin)."""
     store = tmp_path_factory.mktemp("ui-store") / "ui.db"
     runtime = await Runtime.start(store=f"sqlite:///{store}", agents=make_agents())
-    app = create_app(runtime, KEYS, admin_keys=ADMINS)
+    async with serving(create_app(runtime, KEYS, admin_keys=ADMINS), runtime) as served:
+        yield served
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any, runtime: Runtime) -> AsyncIterator[UiServer]:
+    """Serve ``app`` on a loopback port from this event loop; on exit stop it and close ``runtime``."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(256)

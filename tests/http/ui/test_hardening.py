@@ -9,13 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import socket
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 import pytest_asyncio
-import uvicorn
 
 from repertory import Principal, Runtime
 from repertory.http.auth import Caller
@@ -23,7 +21,7 @@ from repertory.http.limits import ServerLimits
 from repertory.http.ui import ui_only_app
 from repertory.http.ui.logins import Logins
 from tests.http.ui.agents import make_agents
-from tests.http.ui.conftest import ADMINS, ALICE, BOB, KEYS, UiServer, form_token, logged_in
+from tests.http.ui.conftest import ADMINS, ALICE, BOB, KEYS, UiServer, form_token, logged_in, serving
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 ALICE_P, BOB_P = Principal.user("alice"), Principal.user("bob")
@@ -35,21 +33,8 @@ async def ui_only(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[UiS
     """``repertory ui``'s app (the UI alone) on loopback: 2 streams a key, 3 logins at once."""
     store = tmp_path_factory.mktemp("ui-only") / "ui.db"
     runtime = await Runtime.start(store=f"sqlite:///{store}", agents=make_agents())
-    app = ui_only_app(runtime, KEYS, admin_keys=ADMINS, limits=ONLY_LIMITS)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", ws="none", lifespan="on", timeout_graceful_shutdown=2)
-    )
-    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-    try:
-        yield UiServer(f"http://127.0.0.1:{sock.getsockname()[1]}", runtime)
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
-        await runtime.close()
+    async with serving(ui_only_app(runtime, KEYS, admin_keys=ADMINS, limits=ONLY_LIMITS), runtime) as served:
+        yield served
 
 
 # -- finding 2: the body limit of repertory ui --------------------------------------------------------
