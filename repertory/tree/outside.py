@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import assert_never
 
-from repertory.core.decisions import Approve, Decision, Reject, Resume
+from repertory.core.decisions import Decision
 from repertory.core.ids import new_id, now_ms
 from repertory.core.inbox import HOST_ALIVE_MS, DecisionInbox, DecisionOutcome, DecisionRequest
 from repertory.core.principal import Principal
@@ -93,20 +92,11 @@ async def _apply_here(store: TreeStore, agents: Mapping[str, AgentSpec], request
     # recover=False: this process drives only the session it decides for, never the store's open turns.
     runtime = await Runtime.start(store=store, agents=agents, recover=False)
     try:
-        handle = await runtime.session(request.session_id, request.principal)
-        decision = request.decision
         try:
-            match decision:
-                case Approve():
-                    result: RunResult | RepertoryError = await handle.approve(
-                        decision.token, decision.approval, decision.args
-                    )
-                case Reject():
-                    result = await handle.reject(decision.token, decision.reason)
-                case Resume():
-                    result = await handle.resume(decision.token, decision.value)
-                case _:
-                    assert_never(decision)
+            # The path a serving host applies a request by (``InboxKeeper``): the session's mailbox.
+            result: RunResult | RepertoryError = await runtime.host.decide(
+                request.session_id, request.decision, request.principal
+            )
         except RepertoryError as exc:
             result = exc
     finally:
