@@ -18,6 +18,7 @@ from repertory import (
 from repertory.errors import ModelError
 from repertory.storage import SessionStore
 from repertory.testing import ScriptedModel
+from repertory.testing.conformance.backend.compacting import assert_paired as assert_paired
 
 WAIT = 10.0
 """Seconds a handshake may take before the test fails (a deadlock must fail, not hang)."""
@@ -25,38 +26,7 @@ WAIT = 10.0
 StepLike = dict[str, Any] | Callable[[list[ModelMessage]], Any]
 
 
-# -- the pairing invariant ------------------------------------------------------------------------
-
-
-def assert_paired(messages: Sequence[ModelMessage], *, open_calls: Sequence[str] = ()) -> None:
-    """Every tool call has exactly one result, after it and before the next assistant message.
-
-    ``open_calls`` names calls allowed to have no result yet (an approval still pending).
-    No result may answer a call that does not exist, and call ids are unique.
-    """
-    calls: dict[str, int] = {}
-    answered: dict[str, int] = {}
-    waiting: set[str] = set()
-    for i, message in enumerate(messages):
-        if message.role == "assistant":
-            unanswered = waiting - set(open_calls)
-            assert not unanswered, f"calls {sorted(unanswered)} have no result before message {i}"
-            waiting = set()
-        for part in message.parts:
-            if isinstance(part, ToolCallPart):
-                assert message.role == "assistant", f"a tool call in a {message.role} message"
-                assert part.tool_call_id not in calls, f"call id {part.tool_call_id} used twice"
-                calls[part.tool_call_id] = i
-                waiting.add(part.tool_call_id)
-            elif isinstance(part, ToolResultPart):
-                cid = part.tool_call_id
-                assert cid in calls, f"result for unknown call {cid} at message {i}"
-                assert cid not in answered, f"call {cid} has two results (messages {answered[cid]} and {i})"
-                assert cid in waiting, f"result for call {cid} arrives after a later assistant message"
-                answered[cid] = i
-                waiting.discard(cid)
-    unanswered = waiting - set(open_calls)
-    assert not unanswered, f"calls {sorted(unanswered)} have no result"
+# -- the pairing invariant (``assert_paired``: the shipped suite's, re-exported) ----------------------
 
 
 def tool_calls(messages: Sequence[ModelMessage]) -> list[ToolCallPart]:

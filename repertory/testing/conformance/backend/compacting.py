@@ -31,9 +31,10 @@ SUMMARY_USAGE = {"input_tokens": 100_000, "output_tokens": 7}
 _TURN = re.compile(r"\bt(\d+)\b")
 
 
-def assert_paired(messages: Sequence[ModelMessage]) -> None:
+def assert_paired(messages: Sequence[ModelMessage], *, open_calls: Sequence[str] = ()) -> None:
     """Every tool call has exactly one result, after it and before the next assistant message.
 
+    ``open_calls`` names calls allowed to have no result yet (an approval still pending).
     No result may answer a call that does not exist, and call ids are unique.
     """
     calls: dict[str, int] = {}
@@ -41,7 +42,9 @@ def assert_paired(messages: Sequence[ModelMessage]) -> None:
     waiting: set[str] = set()
     for i, message in enumerate(messages):
         if message.role == "assistant":
-            assert not waiting, f"calls {sorted(waiting)} have no result before message {i}"
+            unanswered = waiting - set(open_calls)
+            assert not unanswered, f"calls {sorted(unanswered)} have no result before message {i}"
+            waiting = set()
         for part in message.parts:
             if isinstance(part, ToolCallPart):
                 assert message.role == "assistant", f"a tool call in a {message.role} message"
@@ -55,7 +58,8 @@ def assert_paired(messages: Sequence[ModelMessage]) -> None:
                 assert cid in waiting, f"result for call {cid} arrives after a later assistant message"
                 answered[cid] = i
                 waiting.discard(cid)
-    assert not waiting, f"calls {sorted(waiting)} have no result"
+    unanswered = waiting - set(open_calls)
+    assert not unanswered, f"calls {sorted(unanswered)} have no result"
 
 
 def _is_summary(messages: list[ModelMessage]) -> bool:
