@@ -25,6 +25,7 @@ from repertory.core.tree import SessionEvent
 from repertory.errors import TreeSessionRun
 from tests.cli.test_session_commands import AGENTS, make_agents
 from tests.http.conftest import human
+from tests.http.test_serve import _serve as serve
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = Path(sys.executable).with_name("repertory")
@@ -101,44 +102,17 @@ async def test_a_cli_decision_with_no_server_ends_the_run_and_its_turn(
         assert history is not None and says in " ".join(str(m.model_dump()) for m in history.messages)
 
 
-async def _serve(path: Path) -> tuple[asyncio.subprocess.Process, str]:
-    proc = await asyncio.create_subprocess_exec(
-        str(COMMAND),
-        *("serve", "--port", "0", "--agents", AGENTS, "--store", f"sqlite:///{path}", "--log-level", "warning"),
-        cwd=ROOT,
-        env=ENV,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert proc.stderr is not None
-    while True:
-        line = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
-        if not line:
-            raise AssertionError(f"repertory serve exited with {await proc.wait()} before it listened")
-        if "listening on " in line:
-            return proc, line.split("listening on ")[1].split()[0]
-
-
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[tuple[Path, str, list[str]]]:
     """``repertory serve`` on a SQLite store; yields the store's path, the URL and (at the end) its stderr lines."""
     path = tmp_path / "served.db"
-    proc, url = await _serve(path)
-    assert proc.stderr is not None
     said: list[str] = []
-
-    async def drain() -> None:
-        assert proc.stderr is not None
-        while line := await proc.stderr.readline():
-            said.append(line.decode())
-
-    draining = asyncio.ensure_future(drain())
+    proc, url = await serve("--store", f"sqlite:///{path}", agents=AGENTS, said=said)
     try:
         yield path, url, said
     finally:
         proc.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(proc.wait(), 60) == 0
-        await draining
 
 
 async def test_a_cli_decision_while_the_server_drives_the_session_is_applied_there_once(

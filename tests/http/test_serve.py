@@ -25,8 +25,13 @@ COMMAND = Path(sys.executable).with_name("repertory")
 AGENTS = "tests.http.agents:make_agents"
 
 
-async def _serve(*args: str, env: dict[str, str] | None = None) -> tuple[asyncio.subprocess.Process, str]:
-    """Start ``repertory serve --port 0 ...`` and return it with its URL, read from its start-up line."""
+async def _serve(
+    *args: str, env: dict[str, str] | None = None, agents: str = AGENTS, said: list[str] | None = None
+) -> tuple[asyncio.subprocess.Process, str]:
+    """Start ``repertory serve --port 0 ...`` and return it with its URL, read from its start-up line.
+
+    What it writes on stderr afterwards goes into ``said`` (when given) as it arrives.
+    """
     environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     proc = await asyncio.create_subprocess_exec(
         str(COMMAND),
@@ -34,7 +39,7 @@ async def _serve(*args: str, env: dict[str, str] | None = None) -> tuple[asyncio
         "--port",
         "0",
         "--agents",
-        AGENTS,
+        agents,
         "--log-level",
         "warning",
         *args,
@@ -49,16 +54,17 @@ async def _serve(*args: str, env: dict[str, str] | None = None) -> tuple[asyncio
         if not line:
             raise AssertionError(f"repertory serve exited with {await proc.wait()} before it listened")
         if "listening on " in line:
-            _DRAINS.add(asyncio.ensure_future(_drain(proc.stderr)))  # a full pipe would stall the server
+            _DRAINS.add(asyncio.ensure_future(_drain(proc.stderr, said)))  # a full pipe would stall the server
             return proc, line.split("listening on ")[1].split()[0]
 
 
 _DRAINS: set[asyncio.Future[None]] = set()
 
 
-async def _drain(stream: asyncio.StreamReader) -> None:
-    while await stream.readline():
-        pass
+async def _drain(stream: asyncio.StreamReader, said: list[str] | None) -> None:
+    while line := await stream.readline():
+        if said is not None:
+            said.append(line.decode())
 
 
 @pytest.fixture
