@@ -22,7 +22,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "analytics": ("pyarrow", "duckdb"),
     "memory": ("numpy",),
     "openai": ("openai",),
-    "http": ("fastapi", "uvicorn", "jinja2", "httpx"),
+    "http": ("fastapi", "uvicorn", "jinja2", "httpx", "ag_ui.core"),
     "mcp": ("mcp", "jsonschema", "httpx2"),
     "anthropic": ("anthropic",),
     "otel": ("opentelemetry.trace", "opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http"),
