@@ -1,0 +1,362 @@
+"""AG-UI (``ag-ui-protocol`` 1.x) at ``POST /ag-ui/{assistant_id}``, and the stream again at ``GET``.
+
+A ``RunAgentInput`` is one turn. ``threadId`` is the session id: created on first use for the
+key's owner (an id another owner's thread has is refused as on every route that creates threads),
+bound to the assistant of the URL. The input's new part (``repertory.http.agui_messages``) is
+either a user message, sent as a turn, or answers: ``resume`` entries deciding the interrupts the
+previous run finished with, and tool messages answering calls of tools the client runs
+(``repertory.http.agui_resume``). The answer is an SSE stream of AG-UI events
+(``repertory.http.agui_events``), from ``RUN_STARTED`` to ``RUN_FINISHED`` or ``RUN_ERROR``.
+``RUN_STARTED.runId`` is the turn's run id (the id the LangGraph routes know it by; a resume
+continues the same run, so it answers with the same id); the client's ``runId`` is echoed in the
+event's ``metadata.clientRunId``.
+
+Tools the client lists in ``RunAgentInput.tools`` are tools it runs. The agent declares a tool of
+that name whose body calls ``suspend()``: a call suspends the run durably, the stream shows the
+call and finishes with ``pendingToolCallIds``, and the next input's tool message answers it. The
+names are kept on the thread (a reserved metadata key), so a reconnection and a restarted server
+know them.
+
+Every SSE message carries the ``seq`` of the session event it came from as its id (on the last
+message of those one event yields; live-only deltas carry none). ``GET
+/ag-ui/{assistant_id}/threads/{thread_id}/stream`` streams the thread's latest turn (or the one
+``?run_id=`` names) from its start, or, with ``Last-Event-ID`` (or ``?after_seq=``), only what
+follows that event, preceded by ``RUN_STARTED`` and the openers of what was open there (a text
+message the client has part of is reopened and continued, so nothing is repeated). It is what
+``@ag-ui/client``'s ``connectAgent`` calls where an agent implements ``connect``; ``HttpAgent``
+itself never reconnects. A thread with no turn yet answers 204.
+
+Keys, tenancy, the JSON guard and the per-key stream slots apply as on every route.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, Any
+
+from ag_ui.core import BaseEvent, RunAgentInput, RunErrorEvent, RunStartedEvent
+from ag_ui.encoder import EventEncoder
+from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi.responses import StreamingResponse
+from pydantic import JsonValue
+
+from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
+from repertory.errors import RunCancelled
+from repertory.http.agui_events import AguiTranslator, Ending
+from repertory.http.agui_messages import agui_messages, new_input
+from repertory.http.agui_resume import Answers, decisions_for
+from repertory.http.auth import Caller, StreamSlots
+from repertory.http.errors import HttpError
+from repertory.http.events import MAX_SEQ
+from repertory.http.gateway import Gateway
+from repertory.http.hitl import apply_decisions
+from repertory.http.runbook import HttpRun, RunBook
+from repertory.http.sse import HEARTBEAT_S, EventFeed
+from repertory.http.views import RESERVED_PREFIX, nested_wait, thread_status
+
+__all__ = ["CLIENT_TOOLS_KEY", "agui_routes"]
+
+CLIENT_TOOLS_KEY = f"{RESERVED_PREFIX}ag-ui-client-tools"
+"""The thread metadata key (the server's, never shown) holding the names of the tools its client runs."""
+_PAGE = 1_000
+_ENCODER = EventEncoder()
+_SSE_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "AG-UI events over SSE; each id is the seq of the session event it came from.",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    },
+}
+
+
+class _Stream(StreamingResponse):
+    """An AG-UI SSE response that gives its stream slot back however it ends."""
+
+    def __init__(self, body: AsyncIterator[bytes], release: Callable[[], None], headers: dict[str, str]) -> None:
+        super().__init__(
+            body,
+            media_type=_ENCODER.get_content_type(),
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", **headers},
+        )
+        self._release = release
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
+def _encode(events: list[BaseEvent], seq: int | None) -> bytes:
+    """One session event's AG-UI events as SSE messages, the last one carrying the event's seq as its id."""
+    out = []
+    for i, event in enumerate(events):
+        head = f"id: {seq}\n" if seq is not None and i == len(events) - 1 else ""
+        out.append(head + _ENCODER.encode(event))
+    return "".join(out).encode()
+
+
+def _after(after_seq: int | None, last_event_id: str | None) -> int | None:
+    if last_event_id:
+        value = last_event_id.strip()
+        if not value.isdigit() or len(value) > 18:
+            raise HttpError(f"Last-Event-ID {last_event_id!r} is not an event seq of this stream", status=422)
+        return int(value)
+    return after_seq
+
+
+def agui_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..., Awaitable[Caller]]) -> APIRouter:
+    """The AG-UI routes, bound to one gateway."""
+    router = APIRouter(tags=["ag-ui"])
+    CallerDep = Annotated[Caller, Depends(auth)]
+
+    async def thread_for(caller: Caller, thread_id: str, assistant_id: str) -> SessionRecord:
+        try:
+            record = await gw.record(thread_id, caller)
+        except HttpError as exc:
+            if exc.status != 404:
+                raise
+            record = await gw.create_thread(
+                caller, thread_id=thread_id, metadata=None, if_exists="do_nothing", agent=assistant_id
+            )
+        record = await gw.bind(record, assistant_id, caller)
+        if record.agent != assistant_id:
+            raise HttpError(
+                f"threadId {thread_id!r} runs assistant {record.agent!r}, not {assistant_id!r} "
+                "(a repertory session has one agent)",
+                status=409,
+            )
+        return record
+
+    async def keep_client_tools(record: SessionRecord, names: frozenset[str], caller: Caller) -> frozenset[str]:
+        """The thread's client tools as this input lists them, written to its record when they changed."""
+        if names != client_tools_of(record):
+            handle = await gw.runtime.session(record.session_id, caller.principal)
+            kept: list[JsonValue] = list(sorted(names))
+            await handle.amend(metadata={**record.metadata, CLIENT_TOOLS_KEY: kept})
+        return names
+
+    def client_tools_of(record: SessionRecord) -> frozenset[str]:
+        kept = record.metadata.get(CLIENT_TOOLS_KEY)
+        return frozenset(n for n in kept if isinstance(n, str)) if isinstance(kept, list) else frozenset()
+
+    async def waiting_turn(record: SessionRecord, answers: Answers) -> tuple[TurnRecord, Any, Any]:
+        """The turn the thread's interrupts hold, the suspended run to decide and that run's agent; 409 if none."""
+        tid = record.session_id
+        ids = ", ".join(repr(i) for i in [*answers.resume, *answers.tools])
+        none_waiting = HttpError(
+            f"resume: {ids} is not pending on this thread: it was already answered, or never asked", status=409
+        )
+        status, latest = await thread_status(gw.store, record)
+        nested = await nested_wait(gw.store, tid) if status == "busy" else None
+        agent = gw.agents.get(record.agent)
+        if nested is not None:
+            latest, agent = nested[0], gw.agents.get(nested[1].agent)
+        if latest is None or latest.status != "suspended":
+            raise none_waiting
+        turns = await gw.store.list_turns(tid, ["running"] if nested is not None else ["suspended"])
+        turn = next((t for t in turns if nested is not None or t.run_id == latest.run_id), None)
+        if turn is None:
+            raise none_waiting
+        return turn, latest, agent
+
+    async def stream(
+        caller: Caller,
+        record: SessionRecord,
+        run: HttpRun,
+        feed: EventFeed,
+        client_tools: frozenset[str],
+        *,
+        client_run_id: str | None,
+        resume_from: int | None,
+    ) -> AsyncIterator[bytes]:
+        stored = await gw.store.load_run(run.run_id)
+        translator = AguiTranslator(
+            gw.store,
+            gw.agents,
+            gw.agents.get(record.agent),
+            thread_id=record.session_id,
+            run_id=run.run_id,
+            client_tools=client_tools,
+            # A resume picks the run up where it stopped; a turn streamed from its start counts from 0.
+            steps_done=stored.step_index if stored is not None and run.driver is not None else 0,
+        )
+        meta = {"clientRunId": client_run_id} if client_run_id else None
+        yield _encode([RunStartedEvent(thread_id=record.session_id, run_id=run.run_id, metadata=meta)], None)
+        reopened = resume_from is None
+        resting: asyncio.Task[Any] = asyncio.ensure_future(runs.wait_rest(run))
+        getting: asyncio.Task[SessionEvent] | None = None
+        last: int | None = None
+        try:
+            while last is None or feed.last_seq < last:
+                if getting is None:
+                    getting = asyncio.ensure_future(feed.get())
+                waiting: set[asyncio.Future[Any]] = {getting} if last is not None else {getting, resting}
+                done, _ = await asyncio.wait(waiting, timeout=HEARTBEAT_S, return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    yield b": heartbeat\n\n"
+                    continue
+                if last is None and resting.done():
+                    last = await gw.store.last_event_seq(record.session_id)
+                    await feed.catch_up()  # everything up to ``last`` is stored: read it from there
+                    if not getting.done():
+                        getting.cancel()
+                        getting = None
+                        continue
+                if not getting.done():
+                    continue
+                event, getting = getting.result(), None
+                if event.submission_id != run.submission_id:
+                    continue
+                opening = [] if reopened or _seen(event, resume_from) else translator.reopen()
+                events = await translator.translate(event)
+                if _seen(event, resume_from):
+                    continue  # the client had these before it reconnected
+                reopened = True
+                if opening or events:
+                    yield _encode(opening + events, event.seq)
+            opening = [] if reopened else translator.reopen()
+            yield _encode(opening + await translator.ending(await ending_of(run)), None)
+        except HttpError as exc:  # the thread went away under the stream
+            yield _encode([RunErrorEvent(message=str(exc), code="HttpError")], None)
+        finally:
+            for task in (getting, resting):
+                if task is not None and not task.done():
+                    task.cancel()
+            feed.close()
+
+    async def ending_of(run: HttpRun) -> Ending:
+        error = run.driver_error()
+        if error is not None:
+            return Ending("error", type(error).__name__, str(error))
+        turn = await gw.store.load_turn(run.submission_id)
+        if turn is None:
+            raise HttpError(f"run {run.run_id!r} has no turn", status=404)
+        return Ending(turn.status)
+
+    def respond(caller: Caller, body: AsyncIterator[bytes], record: SessionRecord, run: HttpRun) -> Response:
+        path = f"/ag-ui/{record.agent}/threads/{record.session_id}/stream?run_id={run.run_id}"
+        return _Stream(body, lambda: caller_release(caller), {"Content-Location": path})
+
+    def caller_release(caller: Caller) -> None:
+        slots.give_back(caller.who)
+
+    @router.post("/ag-ui/{assistant_id}", responses=_SSE_DOC, summary="Run a turn (AG-UI RunAgentInput), streamed")
+    async def run_agent(assistant_id: str, body: RunAgentInput, caller: CallerDep) -> Response:
+        gw.agent(assistant_id)
+        try:
+            found: SessionRecord | None = await gw.record(body.thread_id, caller)
+        except HttpError as exc:
+            if exc.status != 404:
+                raise
+            found = None
+        head = await gw.head(found.session_id) if found is not None else None
+        known = {m.id for m in agui_messages(await gw.store.load_history(head) if head else None)}
+        # Read before the thread is made: a refused input leaves no thread behind.
+        new = new_input(list(body.messages), known)
+        answers = Answers(
+            resume={e.interrupt_id: (i, e) for i, e in enumerate(body.resume or [])}, tools=new.tool_answers
+        )
+        if answers and new.text is not None:
+            raise HttpError(
+                "messages: an input either answers the thread's interrupts (resume, tool messages) "
+                "or adds a user message, not both",
+                status=422,
+            )
+        if not answers and new.text is None:
+            raise HttpError("messages: the input adds no user message, tool result or resume entry", status=422)
+        record = await thread_for(caller, body.thread_id, assistant_id)
+        tid = record.session_id
+        client_tools = await keep_client_tools(record, frozenset(t.name for t in body.tools or []), caller)
+        handle = await gw.runtime.session(tid, caller.principal)
+        slots.take(caller.who)
+        feed: EventFeed | None = None
+        try:
+            if answers:
+                turn, waiting, agent = await waiting_turn(record, answers)
+                decisions, cancels = decisions_for(
+                    waiting.pending, answers, agent, caller.principal.model_dump(mode="json")
+                )
+                feed = await EventFeed(handle, gw.store, await gw.store.last_event_seq(tid)).open()
+                run = HttpRun(turn.run_id, tid, turn.submission_id, record.agent, feed.last_seq)
+                run.driver = gw.spawn(decide(handle, waiting.run_id, decisions, turn.submission_id, cancels))
+            else:
+                assert new.text is not None
+                feed = await EventFeed(handle, gw.store, await gw.store.last_event_seq(tid)).open()
+                sent = await handle.send(new.text)
+                queued = await gw.store.load_turn(sent.submission_id)
+                assert queued is not None
+                run = HttpRun(queued.run_id, tid, queued.submission_id, record.agent, feed.last_seq)
+        except BaseException:
+            if feed is not None:
+                feed.close()
+            slots.give_back(caller.who)
+            raise
+        body_bytes = stream(caller, record, run, feed, client_tools, client_run_id=body.run_id, resume_from=None)
+        return respond(caller, body_bytes, record, run)
+
+    async def decide(handle: Any, run_id: str, decisions: list[Any], submission_id: str, cancels: bool) -> None:
+        try:
+            if decisions:
+                await apply_decisions(handle, gw.store, run_id, decisions)
+        except RunCancelled:
+            return
+        if cancels:
+            await handle.get_turn(submission_id).cancel()
+
+    @router.get(
+        "/ag-ui/{assistant_id}/threads/{thread_id}/stream",
+        responses=_SSE_DOC,
+        summary="A turn's AG-UI stream again: from its start, or after Last-Event-ID",
+    )
+    async def join_stream(
+        assistant_id: str,
+        thread_id: str,
+        caller: CallerDep,
+        run_id: Annotated[str | None, Query(max_length=128)] = None,
+        after_seq: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
+        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    ) -> Response:
+        resume_from = _after(after_seq, last_event_id)
+        gw.agent(assistant_id)
+        record = await gw.record(thread_id, caller)
+        if record.agent != assistant_id:
+            raise HttpError(f"no thread {thread_id!r} of assistant {assistant_id!r}", status=404)
+        turns = await gw.store.list_turns(record.session_id)
+        if run_id is not None:
+            turns = [t for t in turns if t.run_id == run_id]
+            if not turns:
+                raise HttpError(f"thread {thread_id!r} has no run {run_id!r}", status=404)
+        if not turns:
+            return Response(status_code=204)
+        turn = turns[-1]
+        start = await first_seq(record.session_id, turn.submission_id)
+        handle = await gw.runtime.session(record.session_id, caller.principal)
+        slots.take(caller.who)
+        try:
+            feed = await EventFeed(handle, gw.store, start).open()
+        except BaseException:
+            slots.give_back(caller.who)
+            raise
+        run = HttpRun(turn.run_id, record.session_id, turn.submission_id, record.agent, start)
+        body_bytes = stream(
+            caller, record, run, feed, client_tools_of(record), client_run_id=None, resume_from=resume_from
+        )
+        return respond(caller, body_bytes, record, run)
+
+    async def first_seq(session_id: str, submission_id: str) -> int:
+        """The seq just before the turn's first stored event (the log's end when it has none yet)."""
+        after = 0
+        while True:
+            page = await gw.store.load_events(session_id, after, limit=_PAGE)
+            for event in page:
+                if event.submission_id == submission_id and event.seq is not None:
+                    return event.seq - 1
+            if len(page) < _PAGE:
+                return await gw.store.last_event_seq(session_id)
+            after = page[-1].seq or after
+
+    return router
+
+
+def _seen(event: SessionEvent, resume_from: int | None) -> bool:
+    """Whether a client resuming after ``resume_from`` had this event (live deltas are always new)."""
+    return resume_from is not None and event.seq is not None and event.seq <= resume_from
