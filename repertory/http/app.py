@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 from repertory.core.principal import Principal
 from repertory.errors import RepertoryError, RevisionNotFound
 from repertory.http.agui import agui_routes
+from repertory.http.aisdk import aisdk_routes
 from repertory.http.auth import ApiKeys, BodyLimit, Caller, StreamSlots
 from repertory.http.crons import cron_routes
 from repertory.http.docs import AssistantOut, responses
@@ -188,6 +189,7 @@ def create_app(
     app.mount("/ui", ui.app)  # the web UI (repertory.http.ui): its own pages, login and CSRF checks
     app.include_router(event_routes(gw, slots, auth))
     app.include_router(agui_routes(gw, runs, slots, auth))  # AG-UI (repertory.http.agui)
+    app.include_router(aisdk_routes(gw, runs, slots, auth))  # the Vercel AI SDK's useChat (repertory.http.aisdk)
     origins = list(cors_origins or ())
     if origins:
         # Preflights are answered before any route (so before the key check); the SDK reads the
