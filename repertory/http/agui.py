@@ -30,10 +30,10 @@ Keys, tenancy, the JSON guard and the per-key stream slots apply as on every rou
 """
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Annotated, Any
 
-from ag_ui.core import BaseEvent, RunAgentInput, RunErrorEvent, RunStartedEvent
+from ag_ui.core import BaseEvent, Message, RunAgentInput, RunErrorEvent, RunStartedEvent
 from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
@@ -167,6 +167,7 @@ def agui_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[.
         *,
         client_run_id: str | None,
         resume_from: int | None,
+        client_messages: Sequence[Message] = (),
     ) -> AsyncIterator[bytes]:
         stored = await gw.store.load_run(run.run_id)
         translator = AguiTranslator(
@@ -176,11 +177,15 @@ def agui_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[.
             thread_id=record.session_id,
             run_id=run.run_id,
             client_tools=client_tools,
+            client_messages=client_messages,
             # A resume picks the run up where it stopped; a turn streamed from its start counts from 0.
             steps_done=stored.step_index if stored is not None and run.driver is not None else 0,
         )
         meta = {"clientRunId": client_run_id} if client_run_id else None
-        yield _encode([RunStartedEvent(thread_id=record.session_id, run_id=run.run_id, metadata=meta)], None)
+        started: list[BaseEvent] = [RunStartedEvent(thread_id=record.session_id, run_id=run.run_id, metadata=meta)]
+        if resume_from is None and not client_messages and run.driver is None:
+            started.append(await translator.opening())
+        yield _encode(started, None)
         reopened = resume_from is None
         resting: asyncio.Task[Any] = asyncio.ensure_future(runs.wait_rest(run))
         getting: asyncio.Task[SessionEvent] | None = None
@@ -290,7 +295,16 @@ def agui_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[.
                 feed.close()
             slots.give_back(caller.who)
             raise
-        body_bytes = stream(caller, record, run, feed, client_tools, client_run_id=body.run_id, resume_from=None)
+        body_bytes = stream(
+            caller,
+            record,
+            run,
+            feed,
+            client_tools,
+            client_run_id=body.run_id,
+            resume_from=None,
+            client_messages=list(body.messages),
+        )
         return respond(caller, body_bytes, record, run)
 
     async def decide(handle: Any, run_id: str, decisions: list[Any], submission_id: str, cancels: bool) -> None:

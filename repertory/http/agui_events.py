@@ -32,7 +32,7 @@ needs before the rest (``TEXT_MESSAGE_START`` of a message it has part of: the c
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ from ag_ui.core import (
     BaseEvent,
     CustomEvent,
     Interrupt,
+    Message,
     MessagesSnapshotEvent,
     ReasoningEndEvent,
     ReasoningMessageContentEvent,
@@ -159,6 +160,7 @@ class AguiTranslator:
         thread_id: str,
         run_id: str,
         client_tools: frozenset[str],
+        client_messages: Sequence[Message] = (),
         steps_done: int = 0,
     ) -> None:
         self.store = store
@@ -167,6 +169,7 @@ class AguiTranslator:
         self.thread_id = thread_id
         self.run_id = run_id
         self.client_tools = client_tools
+        self.client_messages = client_messages
         self.revision: str | None = None  # the last checkpoint's revision this stream saw
         self._steps_done = steps_done
         self._step: str | None = None
@@ -281,14 +284,29 @@ class AguiTranslator:
             self._history = await self.store.load_history(revision)
         return self._history
 
-    async def snapshot(self, revision: str | None, hidden: frozenset[str] = frozenset()) -> MessagesSnapshotEvent:
-        """The conversation at ``revision`` (the thread's head when ``None``), without the results in ``hidden``."""
+    async def snapshot(self, revision: str | None) -> MessagesSnapshotEvent:
+        """The conversation at ``revision`` (the thread's head when ``None``), under the ids the client knows."""
         if revision is None:
             thread = await self.store.load_thread(self.thread_id)
             revision = None if thread is None else thread.history_revision_id
         history = await self._load(revision) if revision is not None else None
-        messages = [m for m in agui_messages(history) if getattr(m, "tool_call_id", None) not in hidden]
+        messages = agui_messages(history, self.client_messages, self.client_tools)
         return MessagesSnapshotEvent(messages=messages)
+
+    async def opening(self) -> MessagesSnapshotEvent:
+        """For a client that holds nothing (a reload): the conversation up to the turn's own input, before its events.
+
+        Without it, the turn's messages would come first and the input after them (a snapshot's
+        messages that a client lacks go at the end).
+        """
+        run = await self.store.load_run(self.run_id)
+        if run is None or run.history_revision_id is None or run.input_depth is None:
+            return await self.snapshot(None)
+        history = await self._load(run.history_revision_id)
+        upto = next(
+            (rev.id for rev in (history.lineage() if history else []) if rev.depth == run.input_depth + 1), None
+        )
+        return await self.snapshot(upto or run.history_revision_id)
 
     async def _client_pending(self, revision: str) -> frozenset[str]:
         """Calls of tools the client runs that the run waits on at this checkpoint (their notes are not shown)."""
@@ -344,10 +362,23 @@ class AguiTranslator:
 
     async def _tool_call(self, data: dict[str, Any]) -> list[BaseEvent]:
         call_id, name = str(data.get("tool_call_id")), str(data.get("tool_name"))
-        if call_id in self._calls:
+        if call_id in self._calls or self._message is None:
+            # Without text before it the call's message id is unknown here: the checkpoint that
+            # commits the message announces it under that id (a client files a call under its message).
             return []
         out = self._close_text() + self._close_reasoning() + self._open_step(self._steps_done + 1)
-        out += self._announce(call_id, name, data.get("args") or {}, self._message)
+        return out + await self._announce(call_id, name, data.get("args") or {}, self._message)
+
+    async def _announce(self, call_id: str, name: str, args: Any, parent: str) -> list[BaseEvent]:
+        self._calls.add(call_id)
+        self._step_calls.add(call_id)
+        if name in self.client_tools:
+            self._client_calls.add(call_id)
+        out: list[BaseEvent] = [
+            ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name, parent_message_id=parent),
+            ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(args)),
+            ToolCallEndEvent(tool_call_id=call_id),
+        ]
         child_agent = self._delegating(name)
         if child_agent is not None:
             run = await self.store.load_run(self.run_id)
@@ -357,23 +388,15 @@ class AguiTranslator:
                 self._names[call_id] = child_agent
                 out.append(
                     SubagentStartedEvent(
-                        subagent_run_id=found.session_id, name=child_agent, parent_tool_call_id=call_id
+                        subagent_run_id=found.session_id,
+                        name=child_agent,
+                        parent_tool_call_id=call_id,
+                        parent_message_id=parent,
                     )
                 )
         return out
 
-    def _announce(self, call_id: str, name: str, args: Any, parent: str | None) -> list[BaseEvent]:
-        self._calls.add(call_id)
-        self._step_calls.add(call_id)
-        if name in self.client_tools:
-            self._client_calls.add(call_id)
-        return [
-            ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name, parent_message_id=parent),
-            ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(args)),
-            ToolCallEndEvent(tool_call_id=call_id),
-        ]
-
-    def _assistant(self, entry_id: str, message: ModelMessage) -> list[BaseEvent]:
+    async def _assistant(self, entry_id: str, message: ModelMessage) -> list[BaseEvent]:
         """What the client lacks of a committed assistant message: the rest of its text, its calls."""
         out: list[BaseEvent] = []
         reasoning = "".join(p.text for p in message.parts if isinstance(p, ReasoningPart))
@@ -390,7 +413,7 @@ class AguiTranslator:
             out += self._text_events(open_t, rest, keep_open=False)
         for call in message.tool_calls:
             if call.tool_call_id not in self._calls:
-                out += self._announce(call.tool_call_id, call.tool_name, call.args, entry_id)
+                out += await self._announce(call.tool_call_id, call.tool_name, call.args, entry_id)
         self._message = None
         return out
 
@@ -431,7 +454,7 @@ class AguiTranslator:
             if entry is None:
                 continue
             if entry.message.role == "assistant" and not entry.message.boundary:
-                out += self._open_step(step) + self._assistant(entry.id, entry.message)
+                out += self._open_step(step) + await self._assistant(entry.id, entry.message)
             elif entry.message.role == "tool":
                 out += self._results(entry.id, entry.message, hidden)
         self._steps_done = step
@@ -473,7 +496,7 @@ class AguiTranslator:
                 interrupts, _ = interrupts_of(child_run.pending, child_agent, frozenset(), subagent=child.session_id)
                 suspended = {child.session_id: [i.id for i in interrupts]}
         closing = self._close_all(suspended)
-        snap = await self.snapshot(revision, frozenset(client_calls))
+        snap = await self.snapshot(revision)
         if interrupts:
             outcome = RunFinishedInterruptOutcome(interrupts=interrupts)
         else:
