@@ -171,8 +171,8 @@ async def ui_messages(store: TreeStore, session_id: str, history: MessageHistory
 def _assistant_parts(group: list[tuple[HistoryRevision, HistoryEntry]], run: RunState | None) -> list[Dict]:
     """One response's parts: a step per assistant message, its calls with their results and approvals."""
     decided = {a.tool_call_id: a for a in (run.approvals if run is not None else []) if a.decision is not None}
-    waiting = {p.tool_call_id for p in (run.pending if run is not None and run.status == "suspended" else [])
-               if p.kind == "approval"}  # fmt: skip
+    pending = run.pending if run is not None and run.status == "suspended" else []
+    waiting = {p.tool_call_id: p.kind for p in pending}
     results = {r.tool_call_id: r for _, e in group for r in e.message.tool_results}
     parts: list[Dict] = []
     for _, entry in group:
@@ -194,10 +194,11 @@ def _assistant_parts(group: list[tuple[HistoryRevision, HistoryEntry]], run: Run
                     approval["reason"] = record.reason
                 part["approval"] = approval
             result = results.get(call.tool_call_id)
-            if result is None:
-                part["state"] = "approval-requested" if call.tool_call_id in waiting else "input-available"
-                if call.tool_call_id in waiting:
-                    part["approval"] = {"id": call.tool_call_id}
+            kind = waiting.get(call.tool_call_id)
+            if kind == "approval":
+                part.update(state="approval-requested", approval={"id": call.tool_call_id})
+            elif result is None or kind is not None:  # a waiting suspend()'s stored result is a placeholder
+                part["state"] = "input-available"
             elif record is not None and record.decision != "approved":
                 part["state"] = "output-denied"
             elif result.is_error:

@@ -25,7 +25,8 @@ approval (which continues the same run) and a resumed GET. What each event becom
   drops every part of the current step, which holds exactly the abandoned reply (a step's parts
   are only ever the one model request's), and the reply asked again streams into the same step.
   A transient ``data-repertory-retracted`` names the dropped message ids.
-- A ``suspend()`` waiting for a value is ``data-repertory-suspended`` (id: the tool call id); a
+- A ``suspend()`` waiting for a value is ``data-repertory-suspended`` (id: the tool call id) and
+  leaves the call without output (``addToolOutput`` answers it) until the value comes; a
   guardrail's refusal ``data-repertory-guardrail``; a checkpoint a transient
   ``data-repertory-checkpoint`` (what is durable so far); a compaction a transient
   ``data-repertory-compacted``.
@@ -72,6 +73,7 @@ class UIStreamParts:
         self._outputs: set[str] = set()
         self._asked: set[str] = set()
         self._denied: set[str] = set()
+        self._waiting: list[str] = []  # calls whose ``suspend()`` waits for a value, oldest first
         self._history: MessageHistory | None = None
 
     # -- the frame ----------------------------------------------------------------------------------
@@ -220,8 +222,8 @@ class UIStreamParts:
         out: list[Chunk] = []
         for result in message.tool_results:
             call_id = result.tool_call_id
-            if call_id in self._outputs:
-                continue
+            if call_id in self._outputs or call_id in self._waiting:
+                continue  # a waiting call's stored result is a placeholder: its output is the value it gets
             self._outputs.add(call_id)
             if call_id in self._denied:
                 out.append({"type": "tool-output-denied", "toolCallId": call_id})
@@ -255,6 +257,11 @@ class UIStreamParts:
                 out += self._assistant(entry.id, message)
             elif message.role == "tool":
                 out += self._results(message)
+            elif message.role == "user" and self._waiting:
+                # A resumed ``suspend()``: its value arrives as a message, and is the call's output.
+                call_id = self._waiting.pop(0)
+                self._outputs.add(call_id)
+                out.append({"type": "tool-output-available", "toolCallId": call_id, "output": message.text})
         # A step goes on while its calls wait for their results (a call committed before it runs).
         if last is not None and not (last.role == "assistant" and last.tool_calls):
             out += self._close_step()
@@ -278,6 +285,8 @@ class UIStreamParts:
     async def _suspended(self, data: dict[str, Any]) -> list[Chunk]:
         call_id = str(data.get("tool_call_id"))
         if data.get("kind") != "approval":
+            if call_id not in self._waiting and call_id not in self._outputs:
+                self._waiting.append(call_id)
             info = {k: data.get(k) for k in ("kind", "reason", "payload", "wake_at")}
             return [{"type": "data-repertory-suspended", "id": call_id, "data": {"toolCallId": call_id, **info}}]
         # Every approval of the step at once (the engine asks them one at a time), while the run still waits.
