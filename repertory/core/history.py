@@ -269,16 +269,17 @@ class MessageHistory(BaseModel):
             current = revs.get(current.parent_id) if current.parent_id is not None else None
         return current is not None and current.id == revision_id
 
-    def append(self, message: ModelMessage) -> HistoryRevision:
+    def append(self, message: ModelMessage, *, entry_id: str | None = None) -> HistoryRevision:
         """Add ``message`` on top of the head, in place, and return the new revision.
 
-        The new entry and revision get fresh ids; nothing already in the graph changes, so any
-        other view that shares the old head is unaffected.
+        The new entry and revision get fresh ids (``entry_id``: one minted before the message
+        existed, as a streamed reply's deltas name it); nothing already in the graph changes, so
+        any other view that shares the old head is unaffected.
         """
         parent = self.head
         at = now_ms()
         # Minted here from our own ids around a message that is already a record: nothing to validate.
-        entry = trusted(HistoryEntry, id=new_id(), message=message, created_at=at)
+        entry = trusted(HistoryEntry, id=entry_id or new_id(), message=message, created_at=at)
         rev = trusted(
             HistoryRevision,
             id=new_id(),

@@ -48,6 +48,7 @@ EventType = Literal[
     "turn.started",
     "text.delta",
     "reasoning.delta",
+    "reply.retracted",
     "tool.call",
     "tool.result",
     "approval.requested",

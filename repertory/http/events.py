@@ -2,11 +2,14 @@
 
 The run streams speak LangGraph (``values``, ``messages``, ...); this route carries what a
 repertory client wants instead: every ``SessionEvent`` of the thread (``turn.started``,
-``tool.call``, ``approval.requested``, ``checkpoint``, ``turn.completed``, the live text and
+``tool.call``, ``approval.requested``, ``checkpoint``, ``turn.completed``, the text and
 reasoning deltas, ...). Each SSE message is named after the event type and holds the event as
 JSON; a durable event's SSE id is its ``seq``, so a client that reconnects with
 ``Last-Event-ID: <seq>`` (or ``?after_seq=<seq>``) gets everything after it, with no gap and no
-repeat. Deltas are live-only and carry no id. The stream follows the session until the client
+repeat: the text and reasoning deltas too (stored, coalesced, by the agent's ``delta_window``), so
+a reader that reconnects mid-reply, also after a server restart, gets exactly the text it missed,
+and a ``reply.retracted`` event names a partial reply that will never be completed. An agent
+without a delta window sends its deltas live only, without an id. The stream follows the session until the client
 goes away (a comment line every 15 seconds keeps proxies from closing it) and counts against the
 key's open-stream limit.
 """

@@ -35,6 +35,7 @@ from repertory.core.state import (
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import Compaction, CompactionResult
 from repertory.runtime.cron import next_fire
+from repertory.runtime.deltas import DeltaWindow
 from repertory.runtime.forks import fork_point, rewind
 from repertory.runtime.gc_tuning import tune_gc
 from repertory.runtime.guardrails import GuardrailContext
@@ -50,6 +51,7 @@ __all__ = [
     "ApprovalRecord",
     "Compaction",
     "CompactionResult",
+    "DeltaWindow",
     "Delegation",
     "ErrorInfo",
     "GuardrailContext",

@@ -32,7 +32,7 @@ from pydantic_core import to_jsonable_python
 
 from repertory.core.clock import Clock, SystemClock
 from repertory.core.history import MessageHistory
-from repertory.core.ids import now_ms
+from repertory.core.ids import new_id, now_ms
 from repertory.core.memory import Memory
 from repertory.core.messages import ModelMessage, Origin, TextPart, ToolResultPart
 from repertory.core.model import ModelResponse, ModelSettings, ReasoningDelta, TextDelta, TokenCounter
@@ -69,6 +69,7 @@ from repertory.runtime._settle import (
 )
 from repertory.runtime.agent import Agent
 from repertory.runtime.compaction import CompactionResult, estimate_tokens, message_tokens
+from repertory.runtime.deltas import RETRACTED, Batch, ReplyDeltas
 from repertory.runtime.events import Outbox
 from repertory.runtime.guardrails import GuardrailContext, GuardrailStage, check_guardrails, run_input
 from repertory.runtime.output import parse_output
@@ -172,6 +173,7 @@ class Drive:
         base_revision_id: str | None,
         thread_created_at: int,
         detach_on_cancel: bool = False,
+        recovering: bool = False,
     ) -> None:
         self.deps = deps
         self.agent = agent = deps.agent  # read on every step: one attribute, not two
@@ -189,6 +191,9 @@ class Drive:
         # Calls a decision taken in this drive approved: they run even where a crash would not re-run them.
         self.just_decided: frozenset[str] = frozenset()
         self.committed_once = False
+        # Re-driven from its last checkpoint: replies a dead drive streamed past it are retracted first.
+        self.recovering = recovering
+        self.streamed: list[str] = []  # replies with deltas since the last commit (retracted if dropped)
         self.withdrawn = False  # the head was put back before the run's input (a refused input)
         self.messages: list[ModelMessage] = []
         self.context_offset = 0  # messages of the lineage before ``messages`` (summarised ones)
@@ -275,10 +280,17 @@ class Drive:
         """Forget the messages appended since the last commit (a final reply an output guardrail refused)."""
         self.history = self.history.branch(self.base) if self.base is not None else MessageHistory()
         self.messages = self.history.messages
+        self.retract(self.streamed)
 
-    def append(self, message: ModelMessage) -> None:
+    def retract(self, message_ids: Sequence[str]) -> None:
+        """Say that the replies streamed as ``message_ids`` will never be in the history (``reply.retracted``)."""
+        if message_ids:
+            self.emit(RETRACTED, {"run_id": self.run_state.run_id, "message_ids": list(message_ids)})
+            self.streamed = [m for m in self.streamed if m not in message_ids]
+
+    def append(self, message: ModelMessage, *, entry_id: str | None = None) -> None:
         """Add a message to the run's history (committed with the next checkpoint)."""
-        self.history.append(message)
+        self.history.append(message, entry_id=entry_id)
         self.messages.append(message)
         if self.agent.compaction is not None:
             self.context_tokens += message_tokens(message)
@@ -463,6 +475,9 @@ class Drive:
             outbox.committed(events)
         self.base = self.history.revision_id
         self.committed_once = True
+        if self.streamed:
+            # Those in the history now are said; the one still streaming (a turn's first commit) is not.
+            self.streamed = [m for m in self.streamed if self.history.entry(m) is None]
         if riding is not None and rider is not None:
             rider.landed(riding)
         if memory is not None and fresh:
@@ -504,30 +519,75 @@ class Drive:
             self.tools, self.tool_specs = self.agent.with_tools(getattr(self.deps.memory, "tools", None) or ())
             self._agent_tools = self.agent.tools
 
-    async def request(self) -> ModelResponse:
-        """One model request inside its ``chat`` span (``repertory.tracing``)."""
+    async def request(self) -> tuple[ModelResponse, str]:
+        """One model request inside its ``chat`` span (``repertory.tracing``); the reply and its entry id."""
         with chat_span(self.agent.model, self.settings, self.request_messages) as span:
-            response = await self._request()
+            response, reply_id = await self._request()
             span.response(response)
-        return response
+        return response, reply_id
 
-    async def _request(self) -> ModelResponse:
-        """One model request; deltas go to the listener, the final response comes back."""
+    async def _request(self) -> tuple[ModelResponse, str]:
+        """One model request; deltas go to the outbox, the final response comes back with the id it will have.
+
+        The id is minted before the request, so the deltas name the history entry the reply
+        becomes. With a delta window they are gathered and written as they come (``ReplyDeltas``);
+        what is still gathering when the response arrives rides the step's next commit.
+        """
         if self.agent.compaction is not None:  # a coroutine per request for nothing, otherwise
             await self.fit_context()
+        outbox, window = self.deps.outbox, self.agent.delta_window
+        run_id, reply_id = self.run_state.run_id, new_id()
+        deltas = (
+            None
+            if outbox is None or window is None
+            else ReplyDeltas(window, self._write_deltas, run_id=run_id, message_id=reply_id)
+        )
         response: ModelResponse | None = None
         stream = self.agent.model.request(self.request_messages(), self.tool_specs, self.settings)
-        async for event in stream:
-            if isinstance(event, ModelResponse):
-                response = event
-            elif self.deps.outbox is not None and isinstance(event, TextDelta | ReasoningDelta):
-                kind = "text.delta" if isinstance(event, TextDelta) else "reasoning.delta"
-                self.emit(kind, {"text": event.text})
+        try:
+            async for event in stream:
+                if isinstance(event, ModelResponse):
+                    response = event
+                elif outbox is not None and isinstance(event, TextDelta | ReasoningDelta):
+                    kind = "text.delta" if isinstance(event, TextDelta) else "reasoning.delta"
+                    if deltas is None:
+                        outbox.publish(kind, {"text": event.text, "run_id": run_id, "message_id": reply_id})
+                    else:
+                        if not self.streamed or self.streamed[-1] != reply_id:
+                            self.streamed.append(reply_id)
+                        deltas.add(kind, event.text)
+            if deltas is not None:
+                rest = deltas.rest()
+                await deltas.settle()
+                for kind, data in rest:
+                    self.emit(kind, data)
+        except BaseException:
+            if deltas is not None:
+                deltas.abort()
+                # A reply cut off mid-stream never enters the history: its text leaves every reader.
+                self.retract([reply_id] if reply_id in self.streamed else [])
+            raise
         if response is None:
+            self.retract([reply_id] if reply_id in self.streamed else [])
             raise ModelError("the model's stream ended without a response")
         if response.message.role != "assistant":
+            self.retract([reply_id] if reply_id in self.streamed else [])
             raise ModelError(f"the model answered with a {response.message.role!r} message")
-        return response
+        return response, reply_id
+
+    async def _write_deltas(self, batch: Batch) -> None:
+        """Write a window's deltas now; a turn whose first commit is still ahead makes it first.
+
+        That commit (the run, its input, ``turn.started``) would otherwise follow the deltas into
+        the log, and a reader would see a reply before the turn that asked for it.
+        """
+        outbox = self.deps.outbox
+        assert outbox is not None
+        if self.deps.durable_input and not self.committed_once:
+            await self.commit()
+        for kind, data in batch:
+            outbox.emit(kind, data)
+        await outbox.flush()
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -622,6 +682,8 @@ class Drive:
 
     async def _loop(self) -> RunResult:
         run = self.run_state
+        if self.recovering and self.deps.outbox is not None:
+            self.retract(await self.deps.outbox.abandoned(run.run_id))
         run.to_running()
         if await self._settle(fresh=False):
             return self.result()
@@ -637,13 +699,13 @@ class Drive:
                 )
             if self.agent.tool_sources:  # only a source's listing can change the tools between steps
                 await self._sync_tools()
-            response = await self.request()
+            response, reply_id = await self.request()
             run.step_index += 1
             run.usage = run.usage + response.usage
             if response.cost is not None:
                 run.cost = (run.cost or 0.0) + response.cost
             message = _stamped(response.message)
-            self.append(message)
+            self.append(message, entry_id=reply_id)
             calls = message.tool_calls
             if not calls:
                 if await self._finish(message):

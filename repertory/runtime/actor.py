@@ -193,7 +193,7 @@ class SessionActor:
         self.id = record.session_id
         self.record = record
         self.store = store
-        self.bus = EventBus(self.id, last_seq, listeners)
+        self.bus = EventBus(self.id, last_seq, listeners, store=store)
         self.session = Session(
             store=store,
             agent=agent,

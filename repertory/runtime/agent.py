@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from repertory.core.model import Model, ModelSettings, ToolSpec
 from repertory.runtime.compaction import Compaction
+from repertory.runtime.deltas import DEFAULT_WINDOW, DeltaWindow
 from repertory.runtime.guardrails import Guardrail
 from repertory.runtime.tools import Tool, ToolSource, tool
 
@@ -44,6 +45,9 @@ class Agent:
     ``input_guardrails`` check a run's input before its first model request, ``output_guardrails``
     its final reply: callables ``(ctx, text) -> str | None``, sync or async, where a string ends
     the run ``error`` with ``GuardrailTripped`` (see ``repertory.runtime.guardrails``).
+    ``delta_window`` gathers the reply's text and reasoning deltas into stored events, so a reader
+    that reconnects (or outlives the server) replays the partial reply (``repertory.DeltaWindow``);
+    ``None`` streams them live only.
     """
 
     def __init__(
@@ -59,6 +63,7 @@ class Agent:
         compaction: Compaction | None = None,
         input_guardrails: Sequence[Guardrail] = (),
         output_guardrails: Sequence[Guardrail] = (),
+        delta_window: DeltaWindow | None = DEFAULT_WINDOW,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
@@ -81,6 +86,9 @@ class Agent:
                 raise TypeError(f"agent {name!r}: a guardrail is a callable (ctx, text) -> str | None: {guardrail!r}")
         self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
         self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
+        if delta_window is not None and not isinstance(delta_window, DeltaWindow):
+            raise TypeError(f"delta_window must be a DeltaWindow or None, got {type(delta_window).__name__}")
+        self.delta_window = delta_window
         self.tools: dict[str, Tool] = {}
         sources: list[ToolSource] = []
         for t in tools:

@@ -1,10 +1,11 @@
 """The event bus of one session: a durable, gap-free log plus live delivery.
 
-The step loop emits events into the bus (the ``Outbox`` protocol). Text and reasoning deltas are
-published at once and never stored. Every other event is buffered and numbered only when the next
-checkpoint commits it (``take`` -> ``commit_session(events=...)`` -> ``committed``), so the stored
-log and the checkpoints never disagree and a failed commit leaves no hole in the numbering
-(``restore``). The actor's own events ride its writes too: ``turn.started`` (and ``notification``)
+The step loop emits events into the bus (the ``Outbox`` protocol). An event is buffered and
+numbered only when the next checkpoint commits it (``take`` -> ``commit_session(events=...)`` ->
+``committed``), so the stored log and the checkpoints never disagree and a failed commit leaves no
+hole in the numbering (``restore``). A reply's deltas, gathered by ``repertory.runtime.deltas``,
+are written between checkpoints (``flush``); an agent without a delta window ``publish``es them
+live only, never stored. The actor's own events ride its writes too: ``turn.started`` (and ``notification``)
 the turn's acceptance, ``turn.completed`` the final checkpoint; only a turn that waited in the
 queue, or ended with no commit to carry its end, writes them through ``append`` on their own.
 
@@ -23,10 +24,10 @@ from repertory.core.ids import now_ms
 from repertory.core.store import TreeStore
 from repertory.core.tree import SessionEvent
 from repertory.core.trusted import trusted
+from repertory.runtime.deltas import abandoned_replies
 
-__all__ = ["LIVE_ONLY", "EventBus", "Outbox"]
+__all__ = ["EventBus", "Outbox"]
 
-LIVE_ONLY = frozenset({"text.delta", "reasoning.delta"})
 _log = logging.getLogger("repertory.events")
 
 
@@ -34,7 +35,16 @@ class Outbox(Protocol):
     """Where the step loop puts events; see the module docstring for the commit handshake."""
 
     def emit(self, type: str, data: dict[str, Any]) -> None:
-        """Publish a live-only event now, or buffer a durable one for the next commit."""
+        """Buffer an event for the next commit (or ``flush``)."""
+
+    def publish(self, type: str, data: dict[str, Any]) -> None:
+        """Hand a live-only event (no seq, never stored) to whoever reads now."""
+
+    async def flush(self) -> None:
+        """Write what is buffered now, outside a checkpoint (a reply's deltas)."""
+
+    async def abandoned(self, run_id: str) -> list[str]:
+        """The replies of ``run_id`` streamed into the log after its last checkpoint (``abandoned_replies``)."""
 
     def take(self) -> Sequence[SessionEvent]:
         """Number the buffered events for the commit about to happen and hand them over."""
@@ -50,9 +60,15 @@ class EventBus:
     """One session's outbox, subscriber queues and progress listeners."""
 
     def __init__(
-        self, session_id: str, last_seq: int | None, listeners: list[Callable[[SessionEvent], None]] | None = None
+        self,
+        session_id: str,
+        last_seq: int | None,
+        listeners: list[Callable[[SessionEvent], None]] | None = None,
+        *,
+        store: TreeStore | None = None,
     ) -> None:
         self.session_id = session_id
+        self._store = store  # where ``flush`` writes; commits bring their own
         # ``None`` until ``load_seq``: a session activated only to be read (its status, its
         # events) never needs its log position, so activation does not pay for reading it.
         self.last_seq = last_seq
@@ -77,22 +93,23 @@ class EventBus:
     # -- the outbox ---------------------------------------------------------------------------------
 
     def emit(self, type: str, data: dict[str, Any]) -> None:
-        """Deltas go out at once without a seq; everything else waits for the next commit."""
-        if type in LIVE_ONLY:
-            if self.watched:
-                self._publish(
-                    trusted(
-                        SessionEvent,
-                        session_id=self.session_id,
-                        seq=None,
-                        submission_id=self.submission_id,
-                        type=type,
-                        data=data,
-                        at=now_ms(),
-                    )
-                )
-            return
+        """Buffer an event; it is numbered and published when the commit (or ``flush``) carrying it lands."""
         self._buffer.append((type, data, self.submission_id, now_ms()))
+
+    def publish(self, type: str, data: dict[str, Any]) -> None:
+        """Publish a live-only event now, without a seq: only current readers ever see it."""
+        if self.watched:
+            self._publish(
+                trusted(
+                    SessionEvent,
+                    session_id=self.session_id,
+                    seq=None,
+                    submission_id=self.submission_id,
+                    type=type,
+                    data=data,
+                    at=now_ms(),
+                )
+            )
 
     def take(self) -> Sequence[SessionEvent]:
         """Number the buffer from ``last_seq + 1`` for the commit about to happen (``()`` when it is empty)."""
@@ -142,6 +159,29 @@ class EventBus:
         await self.load_seq(store)
         self._buffer.append((type, data, submission_id or self.submission_id, now_ms()))
         return self.take()
+
+    async def flush(self) -> None:
+        """Write everything buffered now, outside a checkpoint, and publish it once it landed."""
+        store = self._bound()
+        await self.load_seq(store)
+        events = self.take()
+        if not events:
+            return
+        try:
+            await store.append_events(events)
+        except BaseException:
+            self.restore(events)
+            raise
+        self.committed(events)
+
+    async def abandoned(self, run_id: str) -> list[str]:
+        """The replies of ``run_id`` whose deltas the log holds after its last checkpoint."""
+        return await abandoned_replies(self._bound(), self.session_id, run_id)
+
+    def _bound(self) -> TreeStore:
+        if self._store is None:
+            raise RuntimeError("this event bus was made without a store: it cannot write between checkpoints")
+        return self._store
 
     async def append(
         self, store: TreeStore, type: str, data: dict[str, Any], submission_id: str | None = None

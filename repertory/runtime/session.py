@@ -194,6 +194,7 @@ class Session:
         *,
         durable_input: bool = False,
         on_commit: Callable[[RunState], None] | None = None,
+        recovering: bool = False,
     ) -> Drive:
         """A drive built whole from this session's parts and the run it drives."""
         deps = DriveDeps(
@@ -217,6 +218,7 @@ class Session:
             base_revision_id=base,
             thread_created_at=created_at,
             detach_on_cancel=self.detach_on_cancel,
+            recovering=recovering,
         )
 
     async def _drive_for(
@@ -224,8 +226,10 @@ class Session:
         run: RunState,
         signal: AbortSignal | None,
         output_type: type[BaseModel] | None = None,
+        *,
+        recovering: bool = False,
     ) -> Drive:
-        """A drive of a stored run, from the thread head it must still own."""
+        """A drive of a stored run, from the thread head it must still own (``recovering``: its last drive died)."""
         # Before a decision is recorded: approving with edited arguments validates them with the tool.
         await self.agent.refresh_tools()
         thread = await self.store.load_thread(run.thread_id)
@@ -238,7 +242,7 @@ class Session:
             )
         history = await self._load_history(head)
         created = now_ms() if thread is None else thread.created_at
-        return self._new_drive(run, history, head, created, signal, output_type)
+        return self._new_drive(run, history, head, created, signal, output_type, recovering=recovering)
 
     async def _run(
         self, drive: Drive, first_commit: str | None = None, *, commit: bool = False, start: bool = False
@@ -649,7 +653,7 @@ class Session:
         self._claim()
         self.thread_id = run.thread_id
         try:
-            drive = await self._drive_for(run, signal, output_type)
+            drive = await self._drive_for(run, signal, output_type, recovering=True)
         except BaseException:
             self._busy = False
             raise

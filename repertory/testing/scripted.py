@@ -31,7 +31,7 @@ __all__ = ["ScriptedModel", "Step", "StepFunction"]
 Step: TypeAlias = dict[str, Any]
 StepFunction: TypeAlias = Callable[[list[ModelMessage], list[ToolSpec]], Step | Awaitable[Step]]
 
-_KNOWN_KEYS = {"text", "tool", "args", "tools", "json", "reasoning", "usage"}
+_KNOWN_KEYS = {"text", "tool", "args", "tools", "json", "reasoning", "usage", "chunks", "chunk_delay", "midway"}
 
 
 class ScriptedModel:
@@ -43,6 +43,9 @@ class ScriptedModel:
     ``"usage": {"input_tokens": n, "output_tokens": m}`` (also ``cache_read_tokens`` and
     ``cache_write_tokens``, parts of ``input_tokens``). Without ``usage`` the tokens are
     estimated at four characters a token, so analytics over scripted runs are not all zeros.
+    ``"chunks": n`` streams each text and reasoning part as ``n`` deltas (``"chunk_delay"`` seconds
+    apart), and ``"midway"``, a zero-argument async callable, is awaited once half of them are out:
+    a reply caught mid-stream, for tests of what readers see of a partial reply.
     ``delay`` seconds pass before each reply. Running out of steps raises ``ModelError``.
     Every reply records ``name`` as the model that wrote it (``ModelMessage.model``).
     """
@@ -69,11 +72,19 @@ class ScriptedModel:
         if self.delay:
             await asyncio.sleep(self.delay)
         message, usage = self._build(step, messages)
+        pieces: list[ModelEvent] = []
+        n = max(1, int(step.get("chunks", 1)))
         for part in message.parts:
-            if isinstance(part, ReasoningPart):
-                yield ReasoningDelta(text=part.text)
-            elif isinstance(part, TextPart):
-                yield TextDelta(text=part.text)
+            if isinstance(part, ReasoningPart | TextPart):
+                kind = ReasoningDelta if isinstance(part, ReasoningPart) else TextDelta
+                pieces.extend(kind(text=chunk) for chunk in _split(part.text, n))
+        pause, midway = float(step.get("chunk_delay", 0.0)), step.get("midway")
+        for i, piece in enumerate(pieces):
+            if midway is not None and i == len(pieces) // 2:
+                await midway()
+            elif pause and i:
+                await asyncio.sleep(pause)
+            yield piece
         yield ModelResponse(message=message, usage=usage)
 
     async def _step(self, messages: list[ModelMessage], tools: list[ToolSpec]) -> Step:
@@ -158,3 +169,11 @@ class ScriptedModel:
             cache_write_tokens=write,
         )
         return message, usage
+
+
+def _split(text: str, n: int) -> list[str]:
+    """``text`` in ``n`` pieces of near-equal length (fewer when it is shorter), none empty."""
+    if n <= 1 or len(text) <= 1:
+        return [text] if text else []
+    size = -(-len(text) // n)
+    return [text[i : i + size] for i in range(0, len(text), size)]

@@ -60,7 +60,7 @@ from repertory.http.ui import plots
 from repertory.http.ui.access import CSRF_COOKIE, SESSION_COOKIE, Access, Viewer
 from repertory.http.ui.conversation import MessageView, accepted_input, conversation, origin_label, pretty
 from repertory.http.ui.decisions import RECORD_WAIT_S, Action, Decider, Outcome
-from repertory.http.ui.live import LiveResponse, live_events, refused, resume_point
+from repertory.http.ui.live import LiveResponse, live_events, refused, reply_start, resume_point
 from repertory.http.ui.reads import (
     ACTIVITY_RUNS,
     inbox,
@@ -547,7 +547,8 @@ class WebUI:
             "tree": tree,
             "tree_cut": cut,
             "parent": parent,
-            "last_seq": last_seq,
+            # Mid-reply, the live feed starts before the reply's deltas: the page shows its text so far.
+            "last_seq": await reply_start(store, session_id, last_seq),
             "fork_at_revision": self.fork_at_revision,
             "back": "session",
             "page_id": session_id,  # a card of a descendant's call decides there and shows this page again

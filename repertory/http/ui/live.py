@@ -1,14 +1,19 @@
 """The session page's live feed: its events as server-sent events, resumable after a reconnect.
 
-A page is rendered at the session's last event seq ``n`` and opens ``live?after=n``. Durable
-events carry ``id: <seq>``, so when the connection drops the browser's ``EventSource`` reconnects
-with ``Last-Event-ID`` and the stream goes on after the last event it had, read back from the
-store (``EventFeed``: nothing lost, nothing repeated). Deltas are live-only and carry no id; text
-lost in a reconnect arrives whole with the next checkpoint.
+A page is rendered at the session's last event seq ``n`` and opens ``live?after=m``, where ``m``
+is ``n`` or, while a reply is being written, the seq before its first delta (``reply_start``): a
+page loaded mid-reply shows the partial text at once. Stored events carry ``id: <seq>``, so when
+the connection drops the browser's ``EventSource`` reconnects with ``Last-Event-ID`` and the
+stream goes on after the last event it had, read back from the store (``EventFeed``: nothing
+lost, nothing repeated). Deltas are stored too (an agent's ``delta_window``); an agent that keeps
+them live-only sends them without an id, and text lost in a reconnect arrives whole with the next
+checkpoint.
 
 What the page receives (each ``data`` one line of JSON):
 
 - ``delta`` / ``reasoning``: ``{"text": ...}`` as the model writes;
+- ``retract``: ``{}``, the reply being written will never be completed (the server died, the run
+  was cancelled or failed mid-reply): the page drops its partial text;
 - ``items``: ``{"html": ...}``, the messages a checkpoint added, rendered like the page renders
   them (the page skips those it already shows, by element id);
 - ``status``: ``{"type": ..., "rest": bool}``; at rest (a turn completed, the run suspended) the
@@ -37,10 +42,14 @@ from repertory.http.sse import EventFeed
 from repertory.http.ui.conversation import conversation
 from repertory.tree.handle import SessionHandle
 
-__all__ = ["HEARTBEAT_S", "LiveResponse", "live_events", "refused", "resume_point"]
+__all__ = ["HEARTBEAT_S", "LiveResponse", "live_events", "refused", "reply_start", "resume_point"]
 
 HEARTBEAT_S = 15.0
 _REST = {"turn.completed", "run.suspended"}
+_DELTAS = {"text.delta", "reasoning.delta"}
+_REPLY_BOUNDS = {"checkpoint", "turn.started", "reply.retracted"}
+_BACK_PAGE = 256
+_BACK_LIMIT = 4096  # events read back at most: a reply streamed longer shows from there on
 
 
 _HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
@@ -77,6 +86,27 @@ def resume_point(last_event_id: str | None, after: int) -> int:
     return max(after, 0)
 
 
+async def reply_start(store: TreeStore, session_id: str, last_seq: int) -> int:
+    """Where a page's live feed starts: ``last_seq``, or before the deltas of the reply being written.
+
+    Read back from the end of the log to the last checkpoint, turn start or retraction: the
+    deltas after it are a reply the history does not hold yet, and replaying them shows its
+    partial text on a page loaded mid-reply. Without such deltas the feed starts at ``last_seq``.
+    """
+    after, read, bound, deltas = last_seq, 0, last_seq, False
+    while after > 0 and read < _BACK_LIMIT:
+        start = max(0, after - _BACK_PAGE)
+        page = await store.load_events(session_id, after_seq=start, limit=after - start)
+        read += len(page)
+        for event in reversed(page):
+            if event.type in _REPLY_BOUNDS:
+                return (event.seq or last_seq) if deltas else last_seq
+            if event.type in _DELTAS:
+                deltas, bound = True, (event.seq or bound) - 1
+        after = start
+    return bound if deltas else last_seq
+
+
 def _frame(event: str, data: Any, seq: int | None = None) -> bytes:
     body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return (f"event: {event}\ndata: {body}\n" + (f"id: {seq}\n" if seq is not None else "") + "\n").encode()
@@ -105,9 +135,11 @@ async def _convert(
     event: SessionEvent, store: TreeStore, session_id: str, render_items: Callable[[list[Any]], str]
 ) -> list[bytes]:
     if event.type == "text.delta":
-        return [_frame("delta", {"text": event.data.get("text", "")})]
+        return [_frame("delta", {"text": event.data.get("text", "")}, event.seq)]
     if event.type == "reasoning.delta":
-        return [_frame("reasoning", {"text": event.data.get("text", "")})]
+        return [_frame("reasoning", {"text": event.data.get("text", "")}, event.seq)]
+    if event.type == "reply.retracted":
+        return [_frame("retract", {}, event.seq)]
     out: list[bytes] = []
     if event.type == "checkpoint":
         head = event.data.get("history_revision_id")

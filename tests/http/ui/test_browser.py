@@ -204,6 +204,29 @@ async def test_the_live_stream_of_a_running_turn(page: Page, ui_server: UiServer
     await page.screenshot(path=shots / "live-done.png", full_page=True)
 
 
+async def test_a_page_loaded_mid_reply_shows_the_text_so_far(page: Page, ui_server: UiServer, shots: Path) -> None:
+    # The reply's deltas are in the session's log (the agent's delta window), so a page opened while
+    # the model is still writing starts its live feed before them and shows the partial reply.
+    handle = await ui_server.runtime.create_session(
+        agent="assistant", title="Reloaded", principal=ALICE_P, owner="alice"
+    )
+    turn = await handle.send("stream reload-1")
+    await login(page)
+    await page.goto(f"/ui/sessions/{handle.id}")
+    live = page.locator("#live")
+    await expect(live).to_contain_text("Streaming the first words")
+    await page.reload()
+    await expect(page.locator("#session[data-connected='1']")).to_have_count(1)
+    await expect(live).to_contain_text("Streaming the first words")  # from the log, not from the model
+    await page.screenshot(path=shots / "live-reloaded.png", full_page=True)
+    gate("reload-1").set()
+    await turn.result()
+    await expect(page.locator("#conversation article.assistant").last).to_contain_text(
+        "Streaming the first words, and the rest."
+    )
+    await expect(live).to_be_hidden()
+
+
 async def test_a_reload_asked_while_another_is_in_flight_is_not_lost(
     page: Page, ui_server: UiServer, shots: Path
 ) -> None:

@@ -81,6 +81,9 @@
       live.hidden = false;
       text.textContent += JSON.parse(e.data).text;
     });
+    // The reply being written will never be completed (the server died, the run was cancelled):
+    // its text goes; a reply asked again streams in after this.
+    source.addEventListener("retract", function () { clearLive(); });
     source.addEventListener("reasoning", function (e) {
       live.hidden = false;
       reasoning.parentElement.hidden = false;

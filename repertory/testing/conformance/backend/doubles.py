@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -186,8 +187,14 @@ class Script(Carried):
         active_board().put(self._gate_slot(prompt, step), gate.key)
         return gate
 
-    def _gate_slot(self, prompt: str, step: int) -> str:
-        return f"{self.key}/hold/{step}/{prompt}"
+    def hold_midway(self, prompt: str, step: int = 0, *, chunks: int = 8) -> Gate:
+        """Hold the next reply to ``prompt`` at ``step`` halfway through its ``chunks`` deltas."""
+        gate = Gate()
+        active_board().put(self._gate_slot(prompt, step, "midway"), f"{gate.key} {chunks}")
+        return gate
+
+    def _gate_slot(self, prompt: str, step: int, kind: str = "hold") -> str:
+        return f"{self.key}/{kind}/{step}/{prompt}"
 
     def count(self, prompt: str) -> int:
         """How many model requests answered ``prompt`` (any step)."""
@@ -214,6 +221,10 @@ class Script(Carried):
         step: Step | BaseException = plan[k] if plan is not None and k < len(plan) else {"text": f"re: {prompt}"}
         if isinstance(step, BaseException):
             raise step
+        midway = await board.pop_async(self._gate_slot(prompt, k, "midway"))
+        if midway is not None:
+            key, chunks = midway.split(" ")
+            step = {**step, "chunks": int(chunks), "midway": functools.partial(board.enter, key)}
         return step
 
 
@@ -268,6 +279,21 @@ async def history(rt: Runtime, handle: SessionHandle | str) -> list[ModelMessage
     loaded = await rt.store.load_history(thread.history_revision_id)
     assert loaded is not None
     return loaded.messages
+
+
+async def entries(rt: Runtime, handle: SessionHandle) -> list[tuple[str, ModelMessage]]:
+    """``(entry id, message)`` of each message on a session's thread, oldest first."""
+    thread = await rt.store.load_thread(handle.id)
+    if thread is None or thread.history_revision_id is None:
+        return []
+    loaded = await rt.store.load_history(thread.history_revision_id)
+    assert loaded is not None
+    out = []
+    for rev in reversed(loaded.walk_back(None)):
+        entry = loaded.entry(rev.entry_id)
+        assert entry is not None
+        out.append((entry.id, entry.message))
+    return out
 
 
 def texts(messages: Sequence[ModelMessage], role: str | None = None) -> list[str]:

@@ -9,12 +9,13 @@ import json
 from repertory.core.tree import SessionEvent
 from repertory.errors import ModelError
 from repertory.runtime.tools import ToolContext, suspend, tool
-from repertory.testing.conformance.backend.doubles import Script, Sink, collect, completed, dumps, within
+from repertory.testing.conformance.backend.doubles import Script, Sink, collect, completed, dumps, entries, within
 from repertory.testing.conformance.backend.runtimes import BackendSuite, RuntimeFactory
 
 __all__ = ["EventsConformance"]
 
 
+DELTAS = ("text.delta", "reasoning.delta")
 DURABLE_TYPES = {
     "turn.started",
     "tool.call",
@@ -125,8 +126,52 @@ class EventsConformance(BackendSuite):
         durable_a = [e for e in a if e.seq is not None]
         assert [e for e in b if e.seq is not None][: len(durable_a)] == durable_a
 
-    async def test_stored_seq_is_gap_free_from_one_and_deltas_carry_none(self, make_runtime: RuntimeFactory) -> None:
+    async def test_deltas_are_stored_gap_free_and_name_the_reply_they_become(
+        self, make_runtime: RuntimeFactory
+    ) -> None:
         rt = await make_runtime(_script().agent(tools=[lookup]))
+        h = await rt.create_session(agent="assistant")
+        live: list[SessionEvent] = []
+        disposable = h.on_progress(live.append)
+        done = await within(h.run("research"))
+        disposable.dispose()
+
+        stored = await collect(h.events(), lambda e: e.type == "turn.completed")
+        _assert_gap_free(stored)
+        assert [e.seq for e in live] == [e.seq for e in stored]  # the live stream is the stored one
+        assert {e.type for e in stored} <= DURABLE_TYPES | set(DELTAS)
+        deltas = [e for e in stored if e.type in DELTAS]
+        assert "".join(e.data["text"] for e in deltas if e.type == "text.delta") == "research done"
+        assert "".join(e.data["text"] for e in deltas if e.type == "reasoning.delta") == "let me look"
+        assert {e.data["run_id"] for e in deltas} == {done.run_id}
+        # Each delta names the history entry its reply became: the reader can close the partial reply.
+        replies = [(entry_id, m) for entry_id, m in await entries(rt, h) if m.role == "assistant"]
+        [text_reply] = {e.data["message_id"] for e in deltas if e.type == "text.delta"}
+        assert [i for i, m in replies if m.text == "research done"] == [text_reply]
+        [reasoned] = {e.data["message_id"] for e in deltas if e.type == "reasoning.delta"}
+        assert reasoned == replies[0][0]  # the first step's reply reasoned before its tool call
+
+    async def test_a_reader_reconnecting_mid_reply_gets_exactly_the_text_it_has_not_seen(
+        self, make_runtime: RuntimeFactory
+    ) -> None:
+        script = Script({"tell": [{"text": "one two three four five six seven eight"}]})
+        gate = script.hold_midway("tell", chunks=8)
+        rt = await make_runtime(script.agent())
+        h = await rt.create_session(agent="assistant")
+        turn = await h.send("tell")
+        await gate.reached()
+        # The first half is in the log before the model says more: a reader sees it and goes away.
+        first = await collect(h.events(), lambda e: e.type == "text.delta")
+        last_seq = first[-1].seq
+        assert last_seq is not None
+        gate.release()
+        rest = await collect(h.events(after_seq=last_seq), completed(turn.submission_id))
+        text = "".join(e.data["text"] for e in first + rest if e.type == "text.delta")
+        assert text == "one two three four five six seven eight"  # nothing lost, nothing twice
+        _assert_gap_free(first + rest)
+
+    async def test_deltas_without_a_window_are_live_only(self, make_runtime: RuntimeFactory) -> None:
+        rt = await make_runtime(_script().agent(tools=[lookup], delta_window=None))
         h = await rt.create_session(agent="assistant")
         live: list[SessionEvent] = []
         disposable = h.on_progress(live.append)

@@ -21,6 +21,7 @@ from repertory.testing.conformance.backend.doubles import (
     Script,
     collect,
     completed,
+    entries,
     history,
     texts,
     within,
@@ -212,3 +213,34 @@ class RestartConformance(BackendSuite):
         assert result.status == "done"
         assert second.count("city") == 3  # validated, with both retries, in the new process
         assert Answer.model_validate_json(result.text or "") == Answer(city="Oslo", population=9)
+
+    async def test_a_reply_cut_off_by_close_is_retracted_before_the_one_asked_again(
+        self, make_runtime: RuntimeFactory
+    ) -> None:
+        plans: dict[str, list[Any]] = {"tell": [{"text": "alpha beta gamma delta epsilon zeta eta theta"}]}
+        first = Script(plans)
+        gate = first.hold_midway("tell", chunks=8)  # never released: the runtime closes mid-reply
+        rt1 = await make_runtime(first.agent())
+        h = await rt1.create_session(agent="assistant")
+        turn = await h.send("tell")
+        await gate.reached()
+        seen = await collect(h.events(), lambda e: e.type == "text.delta")  # half the reply is in the log
+        cut = seen[-1].data["message_id"]
+        await rt1.close()
+
+        second = Script(plans)
+        rt2 = await make_runtime(second.agent())
+        h2 = await rt2.session(h.id)
+        result = await within(h2.get_turn(turn.submission_id).result())
+        assert (result.status, result.text) == ("done", "alpha beta gamma delta epsilon zeta eta theta")
+
+        # A reader that had the cut-off half reconnects: first it hears the half will never be
+        # completed, then it gets the reply asked again, whole, under the id the history has.
+        after = await collect(h2.events(after_seq=seen[-1].seq or 0), completed(turn.submission_id))
+        retracted = [i for i, e in enumerate(after) if e.type == "reply.retracted"]
+        assert len(retracted) == 1 and after[retracted[0]].data["message_ids"] == [cut]
+        fresh = [e for e in after[retracted[0] :] if e.type == "text.delta"]
+        assert "".join(e.data["text"] for e in fresh) == result.text
+        assert not [e for e in after[: retracted[0]] if e.type == "text.delta"]
+        [(reply_id, _)] = [(i, m) for i, m in await entries(rt2, h2) if m.role == "assistant"]
+        assert {e.data["message_id"] for e in fresh} == {reply_id} != {cut}
