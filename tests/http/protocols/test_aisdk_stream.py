@@ -16,6 +16,8 @@ import json
 import os
 from pathlib import Path
 
+import httpx
+
 from tests.http.protocols.aisdk_agents import DELETED
 from tests.http.protocols.aisdk_support import ALICE, BOB, JS, node, served, stored_reply
 
@@ -59,3 +61,22 @@ async def test_the_ai_packages_reader_against_the_routes(tmp_path: Path) -> None
         stopped = await runtime.store.list_turns(seen["stop"]["chatId"])
         assert [t.status for t in stopped] == ["cancelled"]
         assert "messages" in seen["badInput"] and "messages.0.parts.0" in seen["fileInput"]
+
+
+async def test_every_open_stream_holds_a_slot_of_its_key(tmp_path: Path) -> None:
+    async with served(f"sqlite:///{tmp_path / 'slots.db'}", max_streams_per_key=1) as server:
+        api = f"{server.url}/ai-sdk/chat/chat"
+        body = {
+            "id": "slots-1",
+            "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "slow 40"}]}],
+        }
+        async with httpx.AsyncClient(headers={"x-api-key": ALICE}, timeout=30) as alice:
+            async with alice.stream("POST", api, json=body) as held:
+                assert held.headers["x-vercel-ai-ui-message-stream"] == "v1"
+                resumed = await alice.get(f"{api}/slots-1/stream")
+                assert resumed.status_code == 429  # the POST's stream holds alice's one slot
+                async with httpx.AsyncClient(headers={"x-api-key": BOB}) as bob:  # another key has its own
+                    assert (await bob.get(f"{api}/slots-1/stream")).status_code == 204
+                async for _ in held.aiter_lines():
+                    pass
+            assert (await alice.get(f"{api}/slots-1/stream")).status_code == 204  # the slot came back
