@@ -44,6 +44,7 @@ from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
 from repertory.core.store import DeletedRows, TreeStore
+from repertory.core.toolspec import ToolSpec
 from repertory.core.tree import (
     IfBusy,
     NewSession,
@@ -296,6 +297,7 @@ class RayHostClient:
         if_busy: IfBusy,
         output_type: type[BaseModel] | None,
         submission_id: str | None = None,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> TurnRecord:
         """Queue a turn on the session's host (deduplicated on retry by the submission id)."""
         turn: TurnRecord = await self._call(
@@ -308,6 +310,7 @@ class RayHostClient:
             output_type,
             submission_id or new_id(),
             current_traceparent(),  # the turn's span continues the caller's, as on the local backend
+            list(client_tools),
         )
         return turn
 

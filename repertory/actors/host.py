@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import ray
@@ -40,6 +40,7 @@ from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
 from repertory.core.store import TreeStore
+from repertory.core.toolspec import ToolSpec
 from repertory.core.tree import (
     IfBusy,
     NewSession,
@@ -267,11 +268,12 @@ class SessionHost:
         output_type: type[BaseModel] | None,
         submission_id: str,
         traceparent: str | None = None,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> TurnRecord:
         """Queue a turn (idempotent by ``submission_id``), under the caller's span (``traceparent``)."""
         host = await self._ready()
         with under_traceparent(traceparent):
-            return await host.send(session_id, message, kind, if_busy, output_type, submission_id)
+            return await host.send(session_id, message, kind, if_busy, output_type, submission_id, client_tools)
 
     async def send_many(
         self, batch: list[tuple[str, ModelMessage, TurnKind, str]], traceparent: str | None = None

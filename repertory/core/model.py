@@ -2,7 +2,7 @@
 
 A model streams ``ModelEvent``s (text and reasoning deltas, for live display) and ends with one
 ``ModelResponse`` holding the whole assistant message, its usage and its cost. The loop only
-relies on the final response; deltas are forwarded to listeners and never persisted.
+relies on the final response; the session stores deltas as the agent's ``delta_window`` says.
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from repertory.core.messages import ModelMessage
 from repertory.core.state import Usage
+from repertory.core.toolspec import ToolSpec
 
 __all__ = [
     "Model",
@@ -25,15 +26,6 @@ __all__ = [
     "TokenCounter",
     "ToolSpec",
 ]
-
-
-class ToolSpec(BaseModel):
-    """A tool as the model sees it: name, description and a JSON schema of its arguments."""
-
-    model_config = ConfigDict(frozen=True)
-    name: str
-    description: str = ""
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
 class ModelSettings(BaseModel):

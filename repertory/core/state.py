@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from repertory.core.ids import Id, now_ms
 from repertory.core.messages import ModelMessage
+from repertory.core.toolspec import ToolSpec
 from repertory.core.trusted import copied, trusted
 from repertory.errors import IllegalTransition
 
@@ -216,6 +217,9 @@ class RunState(BaseModel):
     approvals: list[ApprovalRecord] = Field(default_factory=list)
     # Left out of the JSON while empty, so a run that never delegated keeps its stored shape.
     delegations: list[Delegation] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # Tools the turn's client runs itself (an AG-UI frontend's): the model sees them, a call to one
+    # suspends the run, and the value it is resumed with is the call's result.
+    client_tools: list[ToolSpec] = Field(default_factory=list, exclude_if=lambda v: not v)
     # Memory recalled at start, folded into every request at ``context_depth``; never in history.
     context: list[ModelMessage] = Field(default_factory=list)
     context_depth: int | None = None

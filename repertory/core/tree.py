@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from repertory.core.ids import Id, new_id, now_ms
 from repertory.core.messages import ModelMessage
 from repertory.core.state import ErrorInfo
+from repertory.core.toolspec import ToolSpec
 
 __all__ = [
     "EventType",
@@ -184,6 +185,8 @@ class TurnRecord(BaseModel):
     # span continues the sender's trace even when it runs after a restart. Left out of the JSON
     # while unset, so an untraced turn is stored exactly as before the field existed.
     traceparent: str | None = Field(default=None, exclude_if=_is_none)
+    # Tools the sender runs itself (``RunState.client_tools``): given to the turn's run when it starts.
+    client_tools: list[ToolSpec] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class SessionEvent(BaseModel):

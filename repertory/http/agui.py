@@ -11,11 +11,11 @@ previous run finished with, and tool messages answering calls of tools the clien
 continues the same run, so it answers with the same id); the client's ``runId`` is echoed in the
 event's ``metadata.clientRunId``.
 
-Tools the client lists in ``RunAgentInput.tools`` are tools it runs. The agent declares a tool of
-that name whose body calls ``suspend()``: a call suspends the run durably, the stream shows the
-call and finishes with ``pendingToolCallIds``, and the next input's tool message answers it. The
-names are kept on the thread (a reserved metadata key), so a reconnection and a restarted server
-know them.
+Tools the client lists in ``RunAgentInput.tools`` are tools it runs (the turn's client tools,
+``SessionHandle.send(client_tools=...)``): the model sees them beside the agent's own (a name the
+agent already uses is a 422); a call suspends the run durably, the stream shows the call and
+finishes with ``pendingToolCallIds``, and the next input's tool message answers it: its content
+is the call's result. The run keeps the tools, so a reconnection and a restarted server know them.
 
 Every SSE message carries the ``seq`` of the session event it came from as its id (on the last
 message of those one event yields; live-only deltas carry none). ``GET
@@ -37,8 +37,8 @@ from ag_ui.core import BaseEvent, Message, RunAgentInput, RunErrorEvent, RunStar
 from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
-from pydantic import JsonValue
 
+from repertory.core.toolspec import ToolSpec
 from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
 from repertory.errors import RunCancelled
 from repertory.http.agui_events import AguiTranslator, Ending
@@ -51,12 +51,10 @@ from repertory.http.gateway import Gateway
 from repertory.http.hitl import apply_decisions
 from repertory.http.runbook import HttpRun, RunBook
 from repertory.http.sse import HEARTBEAT_S, EventFeed
-from repertory.http.views import RESERVED_PREFIX, nested_wait, thread_status
+from repertory.http.views import nested_wait, thread_status
 
-__all__ = ["CLIENT_TOOLS_KEY", "agui_routes"]
+__all__ = ["agui_routes", "client_specs"]
 
-CLIENT_TOOLS_KEY = f"{RESERVED_PREFIX}ag-ui-client-tools"
-"""The thread metadata key (the server's, never shown) holding the names of the tools its client runs."""
 _PAGE = 1_000
 _ENCODER = EventEncoder()
 _SSE_DOC: dict[int | str, dict[str, Any]] = {
@@ -103,6 +101,21 @@ def _after(after_seq: int | None, last_event_id: str | None) -> int | None:
     return after_seq
 
 
+def client_specs(body: RunAgentInput) -> list[ToolSpec]:
+    """The tools an input says its client runs, as the model will see them; 422 naming the one that cannot be."""
+    specs: list[ToolSpec] = []
+    for i, tool in enumerate(body.tools or []):
+        if not isinstance(tool.parameters, dict):
+            raise HttpError(
+                f"tools[{i}].parameters: a JSON schema object, not {type(tool.parameters).__name__}", status=422
+            )
+        specs.append(ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters))
+    names = [t.name for t in specs]
+    if len(set(names)) != len(names):
+        raise HttpError("tools: two tools share a name", status=422)
+    return specs
+
+
 def agui_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..., Awaitable[Caller]]) -> APIRouter:
     """The AG-UI routes, bound to one gateway."""
     router = APIRouter(tags=["ag-ui"])
@@ -125,18 +138,6 @@ def agui_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[.
                 status=409,
             )
         return record
-
-    async def keep_client_tools(record: SessionRecord, names: frozenset[str], caller: Caller) -> frozenset[str]:
-        """The thread's client tools as this input lists them, written to its record when they changed."""
-        if names != client_tools_of(record):
-            handle = await gw.runtime.session(record.session_id, caller.principal)
-            kept: list[JsonValue] = list(sorted(names))
-            await handle.amend(metadata={**record.metadata, CLIENT_TOOLS_KEY: kept})
-        return names
-
-    def client_tools_of(record: SessionRecord) -> frozenset[str]:
-        kept = record.metadata.get(CLIENT_TOOLS_KEY)
-        return frozenset(n for n in kept if isinstance(n, str)) if isinstance(kept, list) else frozenset()
 
     async def waiting_turn(record: SessionRecord, answers: Answers) -> tuple[TurnRecord, Any, Any]:
         """The turn the thread's interrupts hold, the suspended run to decide and that run's agent; 409 if none."""
@@ -270,13 +271,15 @@ def agui_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[.
             raise HttpError("messages: the input adds no user message, tool result or resume entry", status=422)
         record = await thread_for(caller, body.thread_id, assistant_id)
         tid = record.session_id
-        client_tools = await keep_client_tools(record, frozenset(t.name for t in body.tools or []), caller)
+        specs = client_specs(body)
+        client_tools = frozenset(t.name for t in specs)
         handle = await gw.runtime.session(tid, caller.principal)
         slots.take(caller.who)
         feed: EventFeed | None = None
         try:
             if answers:
                 turn, waiting, agent = await waiting_turn(record, answers)
+                client_tools = frozenset(t.name for t in waiting.client_tools)
                 decisions, cancels = decisions_for(
                     waiting.pending, answers, agent, caller.principal.model_dump(mode="json")
                 )
@@ -286,7 +289,10 @@ def agui_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[.
             else:
                 assert new.text is not None
                 feed = await EventFeed(handle, gw.store, await gw.store.last_event_seq(tid)).open()
-                sent = await handle.send(new.text)
+                try:
+                    sent = await handle.send(new.text, client_tools=specs)
+                except ValueError as exc:  # a client tool named like one of the agent's
+                    raise HttpError(f"tools: {exc}", status=422) from None
                 queued = await gw.store.load_turn(sent.submission_id)
                 assert queued is not None
                 run = HttpRun(queued.run_id, tid, queued.submission_id, record.agent, feed.last_seq)
@@ -351,9 +357,11 @@ def agui_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[.
             slots.give_back(caller.who)
             raise
         run = HttpRun(turn.run_id, record.session_id, turn.submission_id, record.agent, start)
-        body_bytes = stream(
-            caller, record, run, feed, client_tools_of(record), client_run_id=None, resume_from=resume_from
-        )
+        stored = await gw.store.load_run(turn.run_id)
+        client_tools = frozenset(t.name for t in stored.client_tools) if stored is not None else frozenset()
+        if stored is None:  # the turn's run is not written yet: its tools are still on the turn
+            client_tools = frozenset(t.name for t in turn.client_tools)
+        body_bytes = stream(caller, record, run, feed, client_tools, client_run_id=None, resume_from=resume_from)
         return respond(caller, body_bytes, record, run)
 
     async def first_seq(session_id: str, submission_id: str) -> int:

@@ -290,7 +290,7 @@ class AguiTranslator:
             thread = await self.store.load_thread(self.thread_id)
             revision = None if thread is None else thread.history_revision_id
         history = await self._load(revision) if revision is not None else None
-        messages = agui_messages(history, self.client_messages, self.client_tools)
+        messages = agui_messages(history, self.client_messages)
         return MessagesSnapshotEvent(messages=messages)
 
     async def opening(self) -> MessagesSnapshotEvent:

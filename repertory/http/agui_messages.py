@@ -84,36 +84,30 @@ def message_messages(entry_id: str, message: ModelMessage) -> list[Message]:
     ]
 
 
-def agui_messages(
-    history: MessageHistory | None, client: Sequence[Message] = (), client_tools: frozenset[str] = frozenset()
-) -> list[Message]:
+def agui_messages(history: MessageHistory | None, client: Sequence[Message] = ()) -> list[Message]:
     """The conversation at a history's head, oldest first, as AG-UI messages, under the ids ``client`` knows them by.
 
     The client's own messages keep their ids, so a snapshot replaces nothing it shows (its reducer
     would move a message whose id changed to the end): each stored user message takes the id of the
-    client's next user message with the same text, in order. A call of a tool the client runs has a
-    stand-in result (the run suspended on it) and its answer in the user message after it: shown
-    as one tool message, the client's, or none while the call waits.
+    client's next user message with the same text, in order, and the result of a call of a tool the
+    client runs (the client's answer, stored as the call's result) the id of the client's tool message.
     """
     if history is None:
         return []
     users = [(m.id, _plain(m.content)) for m in client if isinstance(m, UserMessage)]
     tool_ids = {m.tool_call_id: m.id for m in client if isinstance(m, ToolMessage)}
     out: list[Message] = []
-    waiting: str | None = None  # a client-run call whose answer the next user message is
     at = 0
     for _, entry in lineage(history):
         message = entry.message
-        if message.role == "user" and waiting is not None and not message.boundary:
-            out.append(ToolMessage(id=tool_ids.get(waiting, entry.id), content=message.text, tool_call_id=waiting))
-            waiting = None
-            continue
-        waiting = None
         converted = message_messages(entry.id, message)
-        if message.role == "tool":
-            runs_there = {r.tool_call_id for r in message.tool_results if r.tool_name in client_tools}
-            waiting = next(iter(runs_there), None)
-            converted = [m for m in converted if getattr(m, "tool_call_id", None) not in runs_there]
+        if message.role == "tool" and tool_ids:
+            converted = [
+                m.model_copy(update={"id": tool_ids[m.tool_call_id]})
+                if isinstance(m, ToolMessage) and m.tool_call_id in tool_ids
+                else m
+                for m in converted
+            ]
         elif message.role == "user" and not message.boundary:
             match = next((i for i in range(at, len(users)) if users[i][1] == message.text), None)
             if match is not None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import JsonValue, TypeAdapter
 
 from repertory.core.clock import Clock, iso_ms
 from repertory.core.ids import now_ms
@@ -27,6 +27,7 @@ from repertory.errors import (
     RunNotFound,
     WrongSuspensionKind,
 )
+from repertory.runtime._settle import is_client_call
 from repertory.runtime.tools import Tool
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
 
 SessionInput = str | dict[str, Any]
 _MESSAGES = TypeAdapter(list[ModelMessage])
+_JSON: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
 
 
 def input_messages(value: SessionInput, origin: Origin | None) -> list[ModelMessage]:
@@ -155,11 +157,20 @@ def wake_timer(at: int, early: bool, value: Any = None) -> Decider:
 
 
 def resume(value: Any, origin: Origin | None, clock: Clock) -> Decider:
-    """Answer a ``suspend()`` with ``value`` as a user message said by ``origin``, or wake a timer early with it."""
+    """Answer a ``suspend()`` with ``value`` as a user message said by ``origin``, or wake a timer early with it.
+
+    A call of a tool the client runs (``RunState.client_tools``) is answered by ``value`` as its result.
+    """
 
     def decide(run: RunState, tools: Mapping[str, Tool]) -> Decided:
         if run.pending and run.pending[0].kind == "timer":
             return wake_timer(clock.now_ms(), True, value)(run, tools)
+        if run.pending and is_client_call(run, run.pending[0]):
+            call = run.pending[0]
+            result: JsonValue = _JSON.validate_python(json.loads(json.dumps(value, default=str)))
+            return Decided(
+                results=(ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=result),)
+            )
         return Decided(message=ModelMessage.user(value_text(value), origin=origin))
 
     return decide

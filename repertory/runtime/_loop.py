@@ -183,6 +183,8 @@ class Drive:
         self.thread_created_at = thread_created_at
         # A memory may contribute tools (``Memory``'s docstring): they join the agent's for this drive.
         self.tools, self.tool_specs = agent.with_tools(getattr(deps.memory, "tools", None) or ())
+        if run.client_tools:  # the turn's client runs these itself: the model sees them all the same
+            self.tool_specs = self.tool_specs + run.client_tools
         self._agent_tools = agent.tools  # what ``tools`` was built from (see ``_sync_tools``)
         # A drive told to detach (the host shutting down) leaves the run as last committed when
         # its task is cancelled, as a crash would, so the next start re-drives it.
@@ -517,6 +519,8 @@ class Drive:
         await self.agent.refresh_tools()
         if self.agent.tools is not self._agent_tools:
             self.tools, self.tool_specs = self.agent.with_tools(getattr(self.deps.memory, "tools", None) or ())
+            if self.run_state.client_tools:
+                self.tool_specs = self.tool_specs + self.run_state.client_tools
             self._agent_tools = self.agent.tools
 
     async def request(self) -> tuple[ModelResponse, str]:
@@ -745,6 +749,8 @@ class Drive:
         errors, ran, suspends = plan.errors, None, None
         if plan.jobs:
             ran, suspends = settle_outcomes(plan.jobs, await self._run_jobs(plan.jobs), self.deps.clock)
+        if plan.clients:
+            suspends = (suspends or []) + plan.clients
         if errors or ran:
             ordered: list[ToolResultPart] = []
             for call in unanswered:

@@ -40,6 +40,8 @@ __all__ = [
     "CallJob",
     "CallPlan",
     "approval_record",
+    "client_call",
+    "is_client_call",
     "new_delegations",
     "plan_calls",
     "queue_pending",
@@ -68,12 +70,14 @@ class CallPlan:
 
     ``errors`` maps a call id to the error result it gets instead of running, "outcome unknown"
     included; ``approvals`` are the calls to put to a human, in call order; ``jobs`` the calls to
-    run now, in call order.
+    run now, in call order; ``clients`` the calls of tools the turn's client runs (the run
+    suspends on each, ``RunState.client_tools``), in call order.
     """
 
     errors: dict[str, ToolResultPart]
     approvals: list[PendingCall]
     jobs: list[CallJob]
+    clients: list[PendingCall]
 
 
 def new_delegations(
@@ -135,11 +139,16 @@ def plan_calls(
     errors: dict[str, ToolResultPart] = {}
     jobs: list[CallJob] = []
     approvals: list[PendingCall] = []
+    clients: list[PendingCall] = []
+    client_tools = {t.name for t in run.client_tools} if run.client_tools else ()
     for call in unanswered:
         cid = call.tool_call_id
         if cid in queued:
             continue
         tool = tools.get(call.tool_name)
+        if tool is None and call.tool_name in client_tools:
+            clients.append(client_call(call))
+            continue
         if tool is None:
             known = ", ".join(sorted(tools)) or "none"
             errors[cid] = error_result(call, f"unknown tool {call.tool_name!r}; available tools: {known}")
@@ -182,7 +191,35 @@ def plan_calls(
             errors[cid] = error_result(call, OUTCOME_UNKNOWN)
             continue
         jobs.append(CallJob(tool, call, args, None if decision is None else decision.approval, delegation))
-    return CallPlan(errors, approvals, jobs)
+    return CallPlan(errors, approvals, jobs, clients)
+
+
+def client_call(call: ToolCallPart) -> PendingCall:
+    """The suspension on a call of a tool the client runs: its payload is the call, its answer the result.
+
+    The whole call travels (arguments that did not parse as JSON too, as the raw text): the client
+    runs it, and the value the run is resumed with becomes its result (``is_client_call``).
+    """
+    payload: dict[str, JsonValue] = {"client_tool": call.tool_name, "tool_call_id": call.tool_call_id}
+    payload["args"] = call.args if call.invalid_args is None else call.invalid_args
+    return PendingCall(
+        kind="suspend",
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        args=call.args,
+        reason=f"the client runs tool {call.tool_name!r}",
+        payload=payload,
+    )
+
+
+def is_client_call(run: RunState, pending: PendingCall) -> bool:
+    """Whether ``pending`` waits on a tool the run's client runs (its answer is the call's result)."""
+    return (
+        pending.kind == "suspend"
+        and isinstance(pending.payload, dict)
+        and pending.payload.get("client_tool") == pending.tool_name
+        and any(t.name == pending.tool_name for t in run.client_tools)
+    )
 
 
 def approval_record(asked: PendingCall) -> ApprovalRecord:

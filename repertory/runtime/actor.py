@@ -48,6 +48,7 @@ from repertory.core.messages import ModelMessage
 from repertory.core.result import RunResult
 from repertory.core.state import ErrorInfo, RunState, SuspendReason, ThreadState
 from repertory.core.store import TreeStore
+from repertory.core.toolspec import ToolSpec
 from repertory.core.tree import (
     OPEN_TURN_STATUSES,
     IfBusy,
@@ -265,6 +266,7 @@ class SessionActor:
         if_busy: IfBusy,
         output_type: type[BaseModel] | None,
         submission_id: str | None = None,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> TurnRecord:
         """Queue a turn durably and return it; ``if_busy`` decides what happens when the session is busy.
 
@@ -273,6 +275,9 @@ class SessionActor:
         """
         if if_busy not in ("enqueue", "reject", "interrupt"):
             raise ValueError(f"if_busy must be 'enqueue', 'reject' or 'interrupt', not {if_busy!r}")
+        clash = sorted({t.name for t in client_tools} & set(self.session.agent.tools))
+        if clash:
+            raise ValueError(f"client tools {clash} have the names of agent {self.session.agent.name!r}'s own tools")
         if submission_id is not None:
             known = await self.store.load_turn(submission_id)
             if known is not None:
@@ -299,6 +304,7 @@ class SessionActor:
                 run_id=new_id(),
                 output_type=type_path(output_type),
                 traceparent=current_traceparent(),  # the turn's span continues the sender's trace
+                client_tools=list(client_tools),
             )
             events: Sequence[SessionEvent] = ()
             mine = 0
@@ -560,6 +566,7 @@ class SessionActor:
                     output_type=job.output_type,
                     durable_input=True,
                     thread=thread,
+                    client_tools=turn.client_tools,
                 )
             elif stored.status in ("running", "error"):
                 result = await self.session.continue_run(turn.run_id, signal=job.signal, output_type=job.output_type)

@@ -26,7 +26,7 @@ built-in backends run it in ``tests/tree``):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, JsonValue
@@ -37,6 +37,7 @@ from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
 from repertory.core.store import DeletedRows
+from repertory.core.toolspec import ToolSpec
 from repertory.core.tree import (
     IfBusy,
     NewSession,
@@ -97,8 +98,13 @@ class SessionBackend(Protocol):
         if_busy: IfBusy,
         output_type: type[BaseModel] | None,
         submission_id: str | None = None,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> TurnRecord:
-        """Queue a turn durably; ``if_busy`` says what happens while another runs or waits."""
+        """Queue a turn durably; ``if_busy`` says what happens while another runs or waits.
+
+        ``client_tools`` are tools the sender runs itself: the turn's run suspends on a call to one,
+        and the value it is resumed with is the call's result (``Session.start``).
+        """
         ...
 
     async def send_many(self, batch: list[Submission]) -> list[TurnRecord]:

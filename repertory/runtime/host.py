@@ -23,7 +23,7 @@ import contextlib
 import functools
 import importlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, assert_never
 
 from pydantic import BaseModel, JsonValue
@@ -49,6 +49,7 @@ from repertory.core.timing import (
     firing_webhook_id,
     is_own_firing_session,
 )
+from repertory.core.toolspec import ToolSpec
 from repertory.core.tree import (
     IfBusy,
     NewSession,
@@ -384,6 +385,7 @@ class LocalHost(SessionBackend):
         if_busy: IfBusy,
         output_type: type[BaseModel] | None,
         submission_id: str | None = None,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> TurnRecord:
         """Queue a turn on a session."""
         if output_type is not None:
@@ -391,7 +393,7 @@ class LocalHost(SessionBackend):
             assert path is not None
             self._output_types[path] = output_type
         actor = await self.actor(session_id)
-        return await actor.send(message, kind, if_busy, output_type, submission_id)
+        return await actor.send(message, kind, if_busy, output_type, submission_id, client_tools)
 
     async def metadata(self, session_id: str) -> SessionMetadata:
         """Title, model, live status, cwd and times."""

@@ -17,7 +17,7 @@ decision, so of several racing redemptions exactly one proceeds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -30,6 +30,7 @@ from repertory.core.messages import ModelMessage, Origin
 from repertory.core.result import RunResult
 from repertory.core.state import RunState, ThreadState, snapshot
 from repertory.core.store import SessionStore, TreeStore
+from repertory.core.toolspec import ToolSpec
 from repertory.errors import (
     CommitConflict,
     InvalidResumeToken,
@@ -304,6 +305,7 @@ class Session:
         output_type: type[BaseModel] | None = None,
         durable_input: bool = False,
         thread: ThreadState | None = None,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> RunResult:
         """Start a run on this thread from its head; returns once it is ``done`` or ``suspended``.
 
@@ -324,7 +326,14 @@ class Session:
         turn read it (``TreeStore.accept_turn``), so the head is not read a second time; ``None``
         reads it here. Once a turn is accepted only its session moves the head until the turn ends
         (an HTTP run from an earlier checkpoint refuses a busy thread, or cancels its turn first).
+
+        ``client_tools`` are tools the caller runs itself (``RunState.client_tools``): the model
+        sees them beside the agent's; a call to one suspends the run, and the value it is resumed
+        with becomes the call's result. A name the agent's tools already use raises ``ValueError``.
         """
+        clash = sorted({t.name for t in client_tools} & set(self.agent.tools))
+        if clash:
+            raise ValueError(f"client tools {clash} have the names of agent {self.agent.name!r}'s own tools")
         if thread is not None and thread.thread_id != self.thread_id:
             raise ValueError(f"thread {thread.thread_id!r} is not this session's thread {self.thread_id!r}")
         return await self._start(
@@ -335,6 +344,7 @@ class Session:
             fork_of=None,
             durable_input=durable_input,
             thread=thread,
+            client_tools=client_tools,
         )
 
     async def _start(
@@ -348,6 +358,7 @@ class Session:
         unanswered: str = "superseded: the conversation moved on before this call was answered",
         durable_input: bool = False,
         thread: ThreadState | None = None,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> RunResult:
         messages = [] if input is None else input_messages(input, self.origin)
         self._claim()
@@ -384,6 +395,7 @@ class Session:
                 context=context,
                 context_depth=history.depth if context else None,
                 input_depth=started_at_depth,
+                client_tools=list(client_tools),
             )
             history.extend(messages)
             created = now_ms() if thread is None else thread.created_at

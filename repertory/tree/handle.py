@@ -9,7 +9,7 @@ backend.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pydantic import BaseModel, JsonValue
@@ -20,6 +20,7 @@ from repertory.core.messages import ModelMessage
 from repertory.core.principal import Message, NotificationMessage, Principal, to_model_message
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason, Usage
+from repertory.core.toolspec import ToolSpec
 from repertory.core.tree import IfBusy, Lineage, NewSession, SessionEvent, SessionMetadata, SessionRecord, TurnStatus
 from repertory.errors import RepertoryError, RunSuspended
 from repertory.runtime.compaction import CompactionResult
@@ -248,11 +249,21 @@ class SessionHandle:
     # -- turns --------------------------------------------------------------------------------------
 
     async def send(
-        self, message: Message, if_busy: IfBusy = "enqueue", *, output: type[BaseModel] | None = None
+        self,
+        message: Message,
+        if_busy: IfBusy = "enqueue",
+        *,
+        output: type[BaseModel] | None = None,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> TurnHandle:
-        """Queue a message as a turn; returns once the turn is durable (it runs exactly once)."""
+        """Queue a message as a turn; returns once the turn is durable (it runs exactly once).
+
+        ``client_tools`` are tools the caller runs itself (a browser's): the model may call them,
+        the turn then suspends, and ``resume(token, value)`` answers the call with ``value`` as its
+        result. Their names must differ from the agent's own tools (``ValueError``).
+        """
         model_message, kind = to_model_message(message, self.principal)
-        turn = await self._rt.host.send(self.id, model_message, kind, if_busy, output)
+        turn = await self._rt.host.send(self.id, model_message, kind, if_busy, output, client_tools=client_tools)
         return TurnHandle(self._rt, self.id, turn.submission_id, output)
 
     async def reply(self, if_busy: IfBusy = "enqueue") -> TurnHandle:

@@ -101,6 +101,10 @@ async def _step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str
         if done == 0:
             return {"tool": "ask_human", "args": {"question": "which color?"}}
         return {"text": f"you said {since[-1].text}"}
+    if word == "paint":  # pick_color is a tool the client declares and runs (AG-UI's RunAgentInput.tools)
+        if done == 0:
+            return {"tool": "pick_color", "args": {"of": rest or "wall"}}
+        return {"text": f"painted {results[-1].result}"}
     if word == "stepwise":
         if done == 1:
             await asyncio.to_thread(gate(rest).wait, 60)

@@ -172,17 +172,21 @@ async def test_edited_arguments_are_validated_before_anything_is_decided(sqlite_
 
 async def test_a_client_tool_suspends_and_the_next_input_answers_it(sqlite_server: ServerThread) -> None:
     thread = f"agui-{uuid.uuid4()}"
-    tool = {"name": "ask_human", "description": "Ask the person at the browser", "parameters": {"type": "object"}}
-    frames = await post(sqlite_server, _input(thread, [_user("ask")], tools=[tool]))
+    tool = {"name": "pick_color", "description": "Ask the person at the browser", "parameters": {"type": "object"}}
+    clash = {**tool, "name": "ask_human"}  # the agent's own tool: the client cannot run it instead
+    status, detail = await post(sqlite_server, _input(thread, [_user("paint door")], tools=[clash]))
+    assert status == 422 and "ask_human" in str(detail)
+    frames = await post(sqlite_server, _input(thread, [_user("paint door")], tools=[tool]))
     call = one(frames, "TOOL_CALL_START")
-    assert call["toolCallName"] == "ask_human" and "TOOL_CALL_RESULT" not in types(frames)
+    assert call["toolCallName"] == "pick_color" and "TOOL_CALL_RESULT" not in types(frames)
+    assert "".join(e["delta"] for _, e in frames if e["type"] == "TOOL_CALL_ARGS") == '{"of": "door"}'
     outcome = one(frames, "RUN_FINISHED")["outcome"]
     assert outcome == {"type": "success", "pendingToolCallIds": [call["toolCallId"]]}
     messages = one(frames, "MESSAGES_SNAPSHOT")["messages"]
     assert not [m for m in messages if m["role"] == "tool"]  # the call's stand-in result is not shown
     answer = {"id": str(uuid.uuid4()), "role": "tool", "toolCallId": call["toolCallId"], "content": "green"}
     answered = await post(sqlite_server, _input(thread, [*messages, answer], tools=[tool]))
-    assert text_of(answered) == "you said green"
+    assert text_of(answered) == "painted green"  # the client's answer is the call's result
     status, detail = await post(sqlite_server, _input(thread, [*messages, answer], tools=[tool]))
     assert status == 409 and call["toolCallId"] in detail
 

@@ -77,7 +77,7 @@ async def test_http_agent_chats_decides_and_reconnects(sqlite_server: ServerThre
         "tools": ["facts about owls", "facts about owls again"],
         "again": 409,
         "rejected": "finished: not today (error)",
-        "clientTool": "you said green",
+        "clientTool": "painted green",
         "reload": 7,
         "badInput": 422,
         "otherOwner": 422,

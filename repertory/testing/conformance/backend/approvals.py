@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from repertory.core.toolspec import ToolSpec
 from repertory.errors import InvalidResumeToken, RunCancelled, WrongSuspensionKind
 from repertory.runtime.tools import ToolContext, suspend, tool
 from repertory.testing.conformance.backend.doubles import Recorder, Script, history, within
@@ -135,6 +136,30 @@ class ApprovalsConformance(BackendSuite):
         assert await turn.status() == "done"
         with pytest.raises(InvalidResumeToken):
             await h.resume(token, "again")
+
+    async def test_a_client_tool_suspends_and_its_resume_value_is_the_call_result(
+        self, make_runtime: RuntimeFactory
+    ) -> None:
+        script = Script({"paint": [{"tool": "pick_color", "args": {"of": "wall"}}, {"text": "painted"}]})
+        rt = await make_runtime(script.agent(tools=[transfer]))
+        h = await rt.create_session(agent="assistant")
+        spec = ToolSpec(name="pick_color", description="Ask the browser for a colour.")
+        with pytest.raises(ValueError, match="transfer"):
+            await h.send("paint", client_tools=[spec, ToolSpec(name="transfer")])  # the agent's own name
+        turn = await h.send("paint", client_tools=[spec])
+        suspended = await within(turn.result())
+        assert suspended.status == "suspended"
+        assert [t.name for t in script.requests_tools[0]] == ["transfer", "pick_color"]  # the model saw it
+        on = suspended.state.suspended_on
+        assert on is not None and on.kind == "suspend"
+        assert on.payload == {"client_tool": "pick_color", "tool_call_id": on.tool_call_id, "args": {"of": "wall"}}
+        result = await within(h.resume(on.token, {"color": "teal"}))
+        assert (result.status, result.text) == ("done", "painted")
+        [answer] = [p for p in _tool_results(await history(rt, h)) if p.tool_name == "pick_color"]
+        assert (answer.tool_call_id, answer.result, answer.is_error) == (on.tool_call_id, {"color": "teal"}, False)
+        assert [m.role for m in await history(rt, h)] == ["user", "assistant", "tool", "assistant"]
+        with pytest.raises(InvalidResumeToken):
+            await h.resume(on.token, {"color": "red"})
 
     async def test_a_new_turn_supersedes_a_suspended_run(self, make_runtime: RuntimeFactory) -> None:
         rt = await make_runtime(_script().agent(tools=[transfer]))

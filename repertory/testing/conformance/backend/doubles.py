@@ -174,12 +174,17 @@ class Script(Carried):
     @property
     def log(self) -> list[tuple[str, int]]:
         """``(prompt, step)`` of every request, in request order."""
-        return [(p, k) for p, k, _ in active_board().items(self.key)]
+        return [(p, k) for p, k, _, _ in active_board().items(self.key)]
 
     @property
     def requests(self) -> list[list[ModelMessage]]:
         """The messages of every request, in request order."""
-        return [messages for _, _, messages in active_board().items(self.key)]
+        return [messages for _, _, messages, _ in active_board().items(self.key)]
+
+    @property
+    def requests_tools(self) -> list[list[ToolSpec]]:
+        """The tools each request offered the model, in request order."""
+        return [tools for _, _, _, tools in active_board().items(self.key)]
 
     def hold(self, prompt: str, step: int = 0) -> Gate:
         """Hold the next request answering ``prompt`` at ``step`` until the gate is released."""
@@ -213,7 +218,7 @@ class Script(Carried):
     async def __call__(self, messages: list[ModelMessage], tools: list[ToolSpec]) -> Step:
         prompt, k = prompt_of(messages)
         board = active_board()
-        await board.append_async(self.key, (prompt, k, list(messages)))
+        await board.append_async(self.key, (prompt, k, list(messages), list(tools)))
         gate_key = await board.pop_async(self._gate_slot(prompt, k))
         if gate_key is not None:
             await board.enter(gate_key)

@@ -99,17 +99,22 @@ await run(reject, { resume: no });
 assert.ok(last(reject, "assistant").content.endsWith("(error)"));
 summary.rejected = last(reject, "assistant").content;
 
-// A tool the client runs: the run stops on its call, the next input's tool message answers it.
-const tools = [{ name: "ask_human", description: "Ask the person at the browser", parameters: { type: "object" } }];
+// A tool the client runs: the run stops on its call, the next input's tool message answers it (its result).
+const tools = [{ name: "pick_color", description: "Ask the person at the browser", parameters: { type: "object" } }];
 const client = agent();
-say(client, "ask");
+say(client, "paint door");
 r = await run(client, { tools });
 assert.equal(r.finished.outcome, "success");
 assert.equal(r.finished.pendingToolCallIds.length, 1);
 const [callId] = r.finished.pendingToolCallIds;
 client.addMessage({ id: randomUUID(), role: "tool", toolCallId: callId, content: "green" });
 await run(client, { tools });
-assert.equal(last(client, "assistant").content, "you said green");
+assert.equal(last(client, "assistant").content, "painted green");
+assert.deepEqual(
+  client.messages.filter((m) => m.role === "tool").map((m) => m.content),
+  ["green"],
+  "the client's answer is the call's one result, under the client's own message",
+);
 summary.clientTool = last(client, "assistant").content;
 
 // A reload: a new agent on the same thread reconnects and ends holding exactly the stored conversation.
