@@ -21,6 +21,7 @@ EXPECTED = (
     "store",
     "latency",
     "steps",
+    "deltas",
     "fork",
     "concurrency",
     "recovery",
@@ -29,6 +30,7 @@ EXPECTED = (
     "export",
     "turns",
     "limits",
+    "sse_readers",
 )
 PLOTS = ("throughput_vs_concurrency.png", "fork_cost_vs_history_length.png", "bytes_per_step_vs_run_length.png")
 
