@@ -11,6 +11,8 @@ the prompt picks the step.
 - ``stepwise NAME``: a lookup, then waits for ``gate(NAME)``, then another lookup and a reply.
 - ``block NAME``: waits until the test opens ``gate(NAME)`` (a threading event, because the
   server runs on its own thread), then replies.
+- ``halfway NAME``: a reply streamed in 8 deltas that stops after the first 4 until ``gate(NAME)``
+  opens (a reply a cancel cuts off mid-stream).
 - ``fail``: the model raises.
 
 ``compacting`` is another assistant: it echoes each prompt at length, under a small token budget,
@@ -117,6 +119,12 @@ async def _step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str
     if word == "block":
         await asyncio.to_thread(gate(rest).wait, 60)
         return {"text": f"unblocked {rest}"}
+    if word == "halfway":
+
+        async def midway() -> None:
+            await asyncio.to_thread(gate(rest).wait, 60)
+
+        return {"text": f"a reply about {rest} that stops halfway through", "chunks": 8, "midway": midway}
     if word == "fail":
         raise ModelError("the model is down")
     return {"text": f"echo: {prompt}"}

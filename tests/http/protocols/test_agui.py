@@ -8,14 +8,15 @@ the same routes in ``test_agui_client.py``.
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 from ag_ui.core import Event
 from pydantic import TypeAdapter
 
-from tests.http.agents import DELETED
-from tests.http.conftest import ALICE, BOB, ServerThread
+from tests.http.agents import DELETED, gate
+from tests.http.conftest import ALICE, BOB, ServerThread, sse_events
 
 EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 Frame = tuple[str | None, dict[str, Any]]
@@ -29,18 +30,21 @@ def _user(text: str) -> dict[str, Any]:
     return {"id": str(uuid.uuid4()), "role": "user", "content": text}
 
 
-async def _frames(response: httpx.Response) -> list[Frame]:
-    """Each SSE message as ``(id, event)``, the event validated by the protocol's own models first."""
-    out: list[Frame] = []
+async def _each(response: httpx.Response) -> AsyncIterator[Frame]:
+    """Each SSE message as ``(id, event)`` as it arrives, the event validated by the protocol's own models first."""
     ident: str | None = None
     async for line in response.aiter_lines():
         if line.startswith("id: "):
             ident = line[4:]
         elif line.startswith("data: "):
             event = EVENT.validate_json(line[6:])
-            out.append((ident, event.model_dump(mode="json", by_alias=True)))
+            yield ident, event.model_dump(mode="json", by_alias=True)
             ident = None
-    return out
+
+
+async def _frames(response: httpx.Response) -> list[Frame]:
+    """Every SSE message of the response (see ``_each``)."""
+    return [frame async for frame in _each(response)]
 
 
 async def post(server: ServerThread, body: dict[str, Any], key: str = ALICE, assistant: str = "assistant") -> Any:
@@ -269,3 +273,55 @@ async def test_another_owners_thread_is_refused(sqlite_server: ServerThread) -> 
     async with httpx.AsyncClient(base_url=sqlite_server.url, timeout=30) as http:
         response = await http.post("/ag-ui/assistant", json=_input(thread, [_user("hello")]))
         assert response.status_code == 401
+
+
+async def test_a_reply_cut_off_by_a_cancel_is_replaced_by_the_stored_conversation(sqlite_server: ServerThread) -> None:
+    thread, name = f"agui-{uuid.uuid4()}", f"cut-{uuid.uuid4().hex[:8]}"
+    frames: list[Frame] = []
+    async with (
+        httpx.AsyncClient(base_url=sqlite_server.url, timeout=30, headers={"x-api-key": ALICE}) as http,
+        http.stream("POST", "/ag-ui/assistant", json=_input(thread, [_user(f"halfway {name}")])) as response,
+    ):
+        assert response.status_code == 200
+        events = _each(response)
+        async for frame in events:
+            frames.append(frame)
+            if frame[1]["type"] == "TEXT_MESSAGE_CONTENT":
+                break  # the model waits at the gate with half its reply out, and that half is stored
+        run_id = one(frames, "RUN_STARTED")["runId"]
+        assert (await http.post(f"/threads/{thread}/runs/{run_id}/cancel")).status_code == 204
+        gate(name).set()
+        frames += [frame async for frame in events]
+    full, partial = f"a reply about {name} that stops halfway through", text_of(frames)
+    assert partial and full.startswith(partial) and len(partial) < len(full)
+    message_id = one(frames, "TEXT_MESSAGE_START")["messageId"]
+
+    def retraction_of(frames: list[Frame]) -> int:
+        """Where the retraction's snapshot is: the first one that came from a stored event (the end's has no id)."""
+        found = [i for i, (seq, e) in enumerate(frames) if e["type"] == "MESSAGES_SNAPSHOT" and seq is not None]
+        assert found, f"no snapshot of the retraction in {types(frames)}"
+        at = found[0]
+        # After every piece of the partial text, the open message closed first, and without it.
+        assert at > max(i for i, (_, e) in enumerate(frames) if e["type"] == "TEXT_MESSAGE_CONTENT")
+        assert frames[at - 1][1] == {"type": "TEXT_MESSAGE_END", "messageId": message_id}
+        assert [m["role"] for m in frames[at][1]["messages"]] == ["user"]
+        return at
+
+    at = retraction_of(frames)
+    kinds = types(frames)
+    assert kinds[-1] == "RUN_FINISHED" and one(frames, "RUN_FINISHED")["outcome"] == {"type": "cancelled"}
+    assert kinds.count("TEXT_MESSAGE_END") == 1  # the end does not close it again
+    final = [e["messages"] for _, e in frames if e["type"] == "MESSAGES_SNAPSHOT"][-1]
+    assert [m["role"] for m in final] == ["user"]
+    # The snapshot stands for the session's reply.retracted of that message (its SSE id is the event's seq).
+    log = await sse_events(sqlite_server.url, f"/threads/{thread}/events?after_seq=0", ALICE, until="turn.completed")
+    retracted = next(event for _, seq, event in log if seq == frames[at][0])
+    assert retracted["type"] == "reply.retracted"
+    assert retracted["data"] == {"run_id": run_id, "message_ids": [message_id]}
+
+    # A client that reloads reads the turn from its start: the partial text, then the same retraction.
+    replay = await get(sqlite_server, thread)
+    assert types(replay)[-1] == "RUN_FINISHED" and text_of(replay) == partial
+    assert replay[retraction_of(replay)][0] == frames[at][0]
+    final = [e["messages"] for _, e in replay if e["type"] == "MESSAGES_SNAPSHOT"][-1]
+    assert [m["role"] for m in final] == ["user"]
