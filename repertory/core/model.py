@@ -22,6 +22,7 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "ReasoningDelta",
+    "StreamRestart",
     "TextDelta",
     "TokenCounter",
     "ToolSpec",
@@ -60,7 +61,17 @@ class ModelResponse(BaseModel):
     cost: float | None = None
 
 
-ModelEvent = TextDelta | ReasoningDelta | ModelResponse
+class StreamRestart(BaseModel):
+    """The deltas streamed so far belong to no reply: the answer starts over (a fallback model takes over).
+
+    The session retracts what was streamed (``reply.retracted``) and streams the rest as a new reply.
+    """
+
+    type: Literal["stream-restart"] = "stream-restart"
+    reason: str = ""
+
+
+ModelEvent = TextDelta | ReasoningDelta | StreamRestart | ModelResponse
 
 
 @runtime_checkable

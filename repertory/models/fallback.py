@@ -11,7 +11,17 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from repertory.core.messages import ModelMessage
-from repertory.core.model import Model, ModelEvent, ModelResponse, ModelSettings, TokenCounter, ToolSpec
+from repertory.core.model import (
+    Model,
+    ModelEvent,
+    ModelResponse,
+    ModelSettings,
+    ReasoningDelta,
+    StreamRestart,
+    TextDelta,
+    TokenCounter,
+    ToolSpec,
+)
 from repertory.errors import ModelError
 
 __all__ = ["FallbackModel"]
@@ -31,8 +41,9 @@ class FallbackModel:
     When every model fails, the ``ModelError`` names each failure (``failures`` in its details) and
     carries the last one's ``status_code``.
 
-    Deltas a failed model streamed before it failed were already shown to listeners (deltas are
-    live-only, never stored); the history only ever holds the one reply that finished.
+    Deltas a failed model streamed before it failed were already shown (and stored, with an agent's
+    delta window): the next model's answer starts with a ``StreamRestart``, so the session retracts
+    them; the history only ever holds the one reply that finished.
     """
 
     def __init__(
@@ -53,12 +64,18 @@ class FallbackModel:
     ) -> AsyncIterator[ModelEvent]:
         """Stream the first model's answer that finishes; on its ``ModelError``, the next model's."""
         failures: list[tuple[Model, ModelError]] = []
+        streamed = False  # this model's deltas are out
+        restart = False  # a failed model's deltas are out: the next answer starts over
         for model in self.models:
             answered = False
             stream = model.request(messages, tools, settings)
             try:
                 async for event in stream:
                     answered = answered or isinstance(event, ModelResponse)
+                    if restart:
+                        restart = False
+                        yield StreamRestart(reason=f"model {_name(failures[-1][0])!r} failed: {failures[-1][1]}")
+                    streamed = streamed or isinstance(event, TextDelta | ReasoningDelta)
                     yield event
                 if not answered:
                     raise ModelError(f"model {_name(model)!r}: its stream ended without a response")
@@ -67,6 +84,7 @@ class FallbackModel:
                 if answered or (self.fallback_on is not None and not self.fallback_on(exc)):
                     raise
                 failures.append((model, exc))
+                restart, streamed = restart or streamed, False
             finally:
                 close: Any = getattr(stream, "aclose", None)  # a caller that stops early closes the model's stream too
                 if callable(close):

@@ -35,7 +35,7 @@ from repertory.core.history import MessageHistory
 from repertory.core.ids import new_id, now_ms
 from repertory.core.memory import Memory
 from repertory.core.messages import ModelMessage, Origin, TextPart, ToolResultPart
-from repertory.core.model import ModelResponse, ModelSettings, ReasoningDelta, TextDelta, TokenCounter
+from repertory.core.model import ModelResponse, ModelSettings, ReasoningDelta, StreamRestart, TextDelta, TokenCounter
 from repertory.core.result import RunResult
 from repertory.core.state import (
     SCHEMA_VERSION,
@@ -539,13 +539,9 @@ class Drive:
         """
         if self.agent.compaction is not None:  # a coroutine per request for nothing, otherwise
             await self.fit_context()
-        outbox, window = self.deps.outbox, self.agent.delta_window
+        outbox = self.deps.outbox
         run_id, reply_id = self.run_state.run_id, new_id()
-        deltas = (
-            None
-            if outbox is None or window is None
-            else ReplyDeltas(window, self._write_deltas, run_id=run_id, message_id=reply_id)
-        )
+        deltas = self._reply_deltas(reply_id)
         response: ModelResponse | None = None
         stream = self.agent.model.request(self.request_messages(), self.tool_specs, self.settings)
         try:
@@ -560,6 +556,19 @@ class Drive:
                         if not self.streamed or self.streamed[-1] != reply_id:
                             self.streamed.append(reply_id)
                         deltas.add(kind, event.text)
+                elif isinstance(event, StreamRestart) and outbox is not None:
+                    # The answer starts over (a fallback model took over): what was streamed is no reply.
+                    if deltas is not None:
+                        deltas.rest()
+                        await deltas.settle()
+                        if deltas.written:
+                            self.retract([reply_id])
+                        elif reply_id in self.streamed:
+                            self.streamed.remove(reply_id)  # gathered, never written: nothing to take back
+                    else:
+                        outbox.publish(RETRACTED, {"run_id": run_id, "message_ids": [reply_id]})
+                    reply_id = new_id()
+                    deltas = self._reply_deltas(reply_id)
             if deltas is not None:
                 rest = deltas.rest()
                 await deltas.settle()
@@ -578,6 +587,13 @@ class Drive:
             self.retract([reply_id] if reply_id in self.streamed else [])
             raise ModelError(f"the model answered with a {response.message.role!r} message")
         return response, reply_id
+
+    def _reply_deltas(self, reply_id: str) -> ReplyDeltas | None:
+        """The gatherer of one reply's deltas, when they are stored (an outbox and a delta window)."""
+        window = self.agent.delta_window
+        if self.deps.outbox is None or window is None:
+            return None
+        return ReplyDeltas(window, self._write_deltas, run_id=self.run_state.run_id, message_id=reply_id)
 
     async def _write_deltas(self, batch: Batch) -> None:
         """Write a window's deltas now; a turn whose first commit is still ahead makes it first.

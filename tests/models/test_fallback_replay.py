@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 from collections.abc import AsyncIterator
 
@@ -9,11 +10,14 @@ import pytest
 
 from repertory import (
     Agent,
+    DeltaWindow,
     InMemorySessionStore,
     ModelMessage,
     ModelResponse,
     ModelSettings,
+    Runtime,
     Session,
+    SessionEvent,
     TextDelta,
     TextPart,
     ToolSpec,
@@ -67,6 +71,8 @@ async def test_first_model_that_answers_wins() -> None:
     events, response = await collect(model)
     assert response.message.text == "from second" and response.message.model == "second"
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["first-0 ", "from second"]  # shown live, both
+    # Between them the answer starts over: what the first model streamed belongs to no reply.
+    assert [type(e).__name__ for e in events] == ["TextDelta", "StreamRestart", "TextDelta"]
     assert (first.calls, third.calls) == (1, 0)
     assert model.model == "first" and "Failing" in repr(model)
 
@@ -118,6 +124,51 @@ async def test_count_tokens_and_aclose() -> None:
     assert plain.closed and counting.closed
     with pytest.raises(TypeError, match="takes models"):
         FallbackModel(plain, "openai:gpt-4o-mini")  # type: ignore[arg-type]
+
+
+class Slow(Failing):
+    """``Failing`` that takes a moment before it fails: long enough for its deltas to be stored."""
+
+    async def request(
+        self, messages: list[ModelMessage], tools: list[ToolSpec], settings: ModelSettings
+    ) -> AsyncIterator[ModelEvent]:
+        async for event in super().request(messages, tools, settings):
+            yield event
+            await asyncio.sleep(0.05)
+
+
+async def test_a_session_retracts_what_a_failed_model_streamed() -> None:
+    model = FallbackModel(Slow("first", shown=2), ScriptedModel([{"text": "ok"}]))
+    agent = Agent(name="a", model=model, delta_window=DeltaWindow(ms=0))
+    async with await Runtime.start(store=InMemorySessionStore(), agents={"a": agent}) as rt:
+        h = await rt.create_session(agent="a")
+        turn = await h.send("hi")
+        await turn.result()
+        events = [e async for e in _until_completed(h.events())]
+        kinds = [
+            (e.type, e.data.get("text"), e.data.get("message_ids"))
+            for e in events
+            if "delta" in e.type or "retracted" in e.type
+        ]
+        failed = events[[e.type for e in events].index("text.delta")].data["message_id"]
+        assert kinds == [
+            ("text.delta", "first-0 ", None),
+            ("text.delta", "first-1 ", None),
+            ("reply.retracted", None, [failed]),
+            ("text.delta", "ok", None),
+        ]
+        thread = await rt.store.load_thread(h.id)
+        assert thread is not None and thread.history_revision_id is not None
+        history = await rt.store.load_history(thread.history_revision_id)
+        assert history is not None and history.head is not None
+        assert [e.data["message_id"] for e in events if e.type == "text.delta"][-1] == history.head.entry_id != failed
+
+
+async def _until_completed(events: AsyncIterator[SessionEvent]) -> AsyncIterator[SessionEvent]:
+    async for event in events:
+        yield event
+        if event.type == "turn.completed":
+            return
 
 
 @tool
