@@ -119,7 +119,7 @@ class StreamConverter:
         """Every message a checkpoint added, in full, whether or not its text was streamed.
 
         The same parts whether live or replayed (so event ids line up after a reconnect); the
-        deltas streamed before are extra, live-only parts. The old ``messages`` mode closes a
+        deltas streamed before are extra parts. The old ``messages`` mode closes a
         streamed message under its chunk id, as its partials used.
         """
         parts: list[Part] = []

@@ -4,8 +4,9 @@ Event ids are ``<seq>-<n>``: the n-th part derived from the session event with t
 (live deltas continue the numbering of the last durable event before them; ``metadata`` is
 ``<start>-0``). A client that reconnects with ``Last-Event-ID: s-n`` gets the parts of event
 ``s`` after the n-th and everything after that, rebuilt from the durable log, so nothing durable
-is lost or repeated. Deltas are live-only: after a reconnect their text arrives in the complete
-message of the next checkpoint.
+is lost or repeated, the stored text deltas included. An agent that keeps its deltas live-only
+(``delta_window=None``) sends them without a seq: after a reconnect their text arrives in the
+complete message of the next checkpoint.
 
 A stream ends (``end``) when its run is at rest: done, failed, cancelled, or waiting for a human.
 """
