@@ -12,7 +12,7 @@ as a third-party package would (or declared in the entry-point group ``repertory
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest_asyncio
@@ -24,6 +24,7 @@ from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import SuspendReason
 from repertory.core.store import DeletedRows
+from repertory.core.toolspec import ToolSpec
 from repertory.core.tree import IfBusy, NewSession, SessionEvent, SessionMetadata, SessionRecord, TurnKind, TurnRecord
 from repertory.runtime.agent import Agent
 from repertory.runtime.backend import SessionBackend, Submission
@@ -76,8 +77,9 @@ class WrappedBackend:
         if_busy: IfBusy,
         output_type: type[BaseModel] | None,
         submission_id: str | None = None,
+        client_tools: Sequence[ToolSpec] = (),
     ) -> TurnRecord:
-        return await self._count().send(session_id, message, kind, if_busy, output_type, submission_id)
+        return await self._count().send(session_id, message, kind, if_busy, output_type, submission_id, client_tools)
 
     async def send_many(self, batch: list[Submission]) -> list[TurnRecord]:
         return await self._count().send_many(batch)
