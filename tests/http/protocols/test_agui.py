@@ -1,14 +1,19 @@
 """AG-UI at ``POST /ag-ui/{assistant_id}`` over HTTP: every SSE message parsed by ``ag-ui-protocol``'s event union.
 
 The server is the suite's SQLite server (``tests/http/conftest.py``) with the agents of
-``tests/http/agents.py``; each test makes its own thread. ``@ag-ui/client``'s ``HttpAgent`` drives
-the same routes in ``test_agui_client.py``.
+``tests/http/agents.py``; each test makes its own thread. A ``repertory serve`` process SIGKILLed in
+the middle of a reply and started again on its SQLite file serves the AI SDK tests' word-by-word
+agents (``aisdk_agents.py``). ``@ag-ui/client``'s ``HttpAgent`` drives the same routes in
+``test_agui_client.py``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,8 +22,11 @@ from pydantic import TypeAdapter
 
 from tests.http.agents import DELETED, gate
 from tests.http.conftest import ALICE, BOB, ServerThread, sse_events
+from tests.http.test_serve import _serve as serve
 
 EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+STREAMING = "tests.http.protocols.aisdk_agents:make_agents"
+"""Agents whose model streams word by word (``slow N``), for a ``repertory serve`` killed mid-reply."""
 Frame = tuple[str | None, dict[str, Any]]
 
 
@@ -85,6 +93,18 @@ def one(frames: list[Frame], kind: str) -> dict[str, Any]:
 
 def text_of(frames: list[Frame]) -> str:
     return "".join(e["delta"] for _, e in frames if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+def retraction(frames: list[Frame], message_id: str) -> int:
+    """Where a retraction's snapshot is: the first from a stored event (the end's has no id), after ``message_id``."""
+    found = [i for i, (seq, e) in enumerate(frames) if e["type"] == "MESSAGES_SNAPSHOT" and seq is not None]
+    assert found, f"no snapshot of a retraction in {types(frames)}"
+    at = found[0]
+    # The open message closed first, nothing more of it after, and the snapshot without it.
+    assert frames[at - 1][1] == {"type": "TEXT_MESSAGE_END", "messageId": message_id}
+    assert not [e for _, e in frames[at:] if e.get("messageId") == message_id]
+    assert [m["role"] for m in frames[at][1]["messages"]] == ["user"]
+    return at
 
 
 async def test_a_chat_streams_text_under_the_id_the_history_gives_it(sqlite_server: ServerThread) -> None:
@@ -296,18 +316,7 @@ async def test_a_reply_cut_off_by_a_cancel_is_replaced_by_the_stored_conversatio
     assert partial and full.startswith(partial) and len(partial) < len(full)
     message_id = one(frames, "TEXT_MESSAGE_START")["messageId"]
 
-    def retraction_of(frames: list[Frame]) -> int:
-        """Where the retraction's snapshot is: the first one that came from a stored event (the end's has no id)."""
-        found = [i for i, (seq, e) in enumerate(frames) if e["type"] == "MESSAGES_SNAPSHOT" and seq is not None]
-        assert found, f"no snapshot of the retraction in {types(frames)}"
-        at = found[0]
-        # After every piece of the partial text, the open message closed first, and without it.
-        assert at > max(i for i, (_, e) in enumerate(frames) if e["type"] == "TEXT_MESSAGE_CONTENT")
-        assert frames[at - 1][1] == {"type": "TEXT_MESSAGE_END", "messageId": message_id}
-        assert [m["role"] for m in frames[at][1]["messages"]] == ["user"]
-        return at
-
-    at = retraction_of(frames)
+    at = retraction(frames, message_id)
     kinds = types(frames)
     assert kinds[-1] == "RUN_FINISHED" and one(frames, "RUN_FINISHED")["outcome"] == {"type": "cancelled"}
     assert kinds.count("TEXT_MESSAGE_END") == 1  # the end does not close it again
@@ -322,6 +331,65 @@ async def test_a_reply_cut_off_by_a_cancel_is_replaced_by_the_stored_conversatio
     # A client that reloads reads the turn from its start: the partial text, then the same retraction.
     replay = await get(sqlite_server, thread)
     assert types(replay)[-1] == "RUN_FINISHED" and text_of(replay) == partial
-    assert replay[retraction_of(replay)][0] == frames[at][0]
+    assert replay[retraction(replay, message_id)][0] == frames[at][0]
     final = [e["messages"] for _, e in replay if e["type"] == "MESSAGES_SNAPSHOT"][-1]
     assert [m["role"] for m in final] == ["user"]
+
+
+async def test_sigkill_mid_reply_then_restart_retracts_before_the_new_reply(tmp_path: Path) -> None:
+    options = ("--store", f"sqlite:///{tmp_path / 'killed.db'}", "--api-key", f"alice={ALICE}")
+    env = {"REPERTORY_TEST_WORD_DELAY": "0.05"}
+    proc, url = await serve(*options, env=env, agents=STREAMING)
+    try:
+        thread = f"agui-{uuid.uuid4()}"
+        seen: list[Frame] = []
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=30, headers={"x-api-key": ALICE}) as http,
+            http.stream("POST", "/ag-ui/chat", json=_input(thread, [_user("slow 40")])) as response,
+        ):
+            assert response.status_code == 200
+            async for frame in _each(response):
+                seen.append(frame)
+                if "w3 " in text_of(seen):
+                    break
+            proc.send_signal(signal.SIGKILL)  # mid-reply, with the client still connected
+            await proc.wait()
+        abandoned, partial = one(seen, "TEXT_MESSAGE_START")["messageId"], text_of(seen)
+        last = [seq for seq, _ in seen if seq is not None][-1]
+        proc, url = await serve(*options, "--port", url.rsplit(":", 1)[1], env=env, agents=STREAMING)
+
+        # The client reconnects where it was: the restarted server re-drives the turn by itself.
+        rest = await get_from(url, thread, last)
+        kinds = types(rest)
+        assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED", kinds
+        assert one(rest, "RUN_FINISHED")["outcome"] == {"type": "success"}
+        # First the retraction (the reopened partial message closed, a snapshot without it), then the
+        # new reply under a new id: the recovered run asked the model again.
+        assert kinds.index("TEXT_MESSAGE_CONTENT") > retraction(rest, abandoned)
+        new = [e for _, e in rest if e["type"] == "TEXT_MESSAGE_CONTENT"]
+        assert all(e["messageId"] != abandoned for e in new)
+        async with httpx.AsyncClient(base_url=url, headers={"x-api-key": ALICE}) as http:
+            state = (await http.get(f"/threads/{thread}/state")).json()
+        stored = [m["content"] for m in state["values"]["messages"] if m["type"] == "ai"]
+        assert stored == ["".join(e["delta"] for e in new)]  # the whole new reply, once
+        assert not stored[0].startswith(partial[:8])  # a new attempt (its nonce differs), not the killed one's text
+        final = [e["messages"] for _, e in rest if e["type"] == "MESSAGES_SNAPSHOT"][-1]
+        assert [m["content"] for m in final if m["role"] == "assistant"] == stored
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
+            await asyncio.wait_for(proc.wait(), 60)
+
+
+async def get_from(url: str, thread_id: str, last_event_id: str) -> list[Frame]:
+    """The ``chat`` thread's stream after ``last_event_id``, as a reconnecting client reads it."""
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+        http.stream(
+            "GET",
+            f"/ag-ui/chat/threads/{thread_id}/stream",
+            headers={"x-api-key": ALICE, "Last-Event-ID": last_event_id},
+        ) as response,
+    ):
+        assert response.status_code == 200
+        return await _frames(response)
