@@ -21,6 +21,7 @@ PINNED = [
     "CommitConflict",
     "Compaction",
     "CompactionResult",
+    "DeltaWindow",
     "Disposable",
     "ErrorInfo",
     "GuardrailContext",

@@ -162,6 +162,9 @@ class Webhooks:
             try:
                 await self._follow_pending(store, firings=firings)  # runs' are promised here, or found at start
             except Exception:  # the store away for a moment: look again at the next poll
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError from None  # a cancel the store turned into an error: stop
                 log.warning("looking for pending webhook deliveries failed", exc_info=True)
                 continue
             if not firings:

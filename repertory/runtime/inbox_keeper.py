@@ -102,6 +102,11 @@ class InboxKeeper:
                 raise
             except Exception:  # a store hiccup: try again at the next poll, never stop applying
                 log.exception("the decision inbox's pass failed; retrying at the next poll")
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # ``close`` cancelled the pass inside a store call that turned the cancel into an
+                # error or swallowed it (a PostgreSQL pool does): stop as asked, not at a sleep nobody ends.
+                raise asyncio.CancelledError
             await asyncio.sleep(self.poll_s)
 
     async def tick(self) -> int:
