@@ -36,7 +36,6 @@ from typing import Annotated, Any
 from ag_ui.core import BaseEvent, Message, RunAgentInput, RunErrorEvent, RunStartedEvent
 from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter, Depends, Header, Query, Response
-from fastapi.responses import StreamingResponse
 
 from repertory.core.toolspec import ToolSpec
 from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
@@ -50,7 +49,7 @@ from repertory.http.events import MAX_SEQ
 from repertory.http.gateway import Gateway
 from repertory.http.hitl import apply_decisions
 from repertory.http.runbook import HttpRun, RunBook
-from repertory.http.sse import HEARTBEAT_S, EventFeed
+from repertory.http.sse import HEARTBEAT_S, EventFeed, SlotStream
 from repertory.http.views import nested_wait, thread_status
 
 __all__ = ["agui_routes", "client_specs"]
@@ -63,24 +62,6 @@ _SSE_DOC: dict[int | str, dict[str, Any]] = {
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     },
 }
-
-
-class _Stream(StreamingResponse):
-    """An AG-UI SSE response that gives its stream slot back however it ends."""
-
-    def __init__(self, body: AsyncIterator[bytes], release: Callable[[], None], headers: dict[str, str]) -> None:
-        super().__init__(
-            body,
-            media_type=_ENCODER.get_content_type(),
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", **headers},
-        )
-        self._release = release
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._release()
 
 
 def _encode(events: list[BaseEvent], seq: int | None) -> bytes:
@@ -240,7 +221,9 @@ def agui_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[.
 
     def respond(caller: Caller, body: AsyncIterator[bytes], record: SessionRecord, run: HttpRun) -> Response:
         path = f"/ag-ui/{record.agent}/threads/{record.session_id}/stream?run_id={run.run_id}"
-        return _Stream(body, lambda: caller_release(caller), {"Content-Location": path})
+        return SlotStream(
+            body, lambda: caller_release(caller), {"Content-Location": path}, media_type=_ENCODER.get_content_type()
+        )
 
     def caller_release(caller: Caller) -> None:
         slots.give_back(caller.who)

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 
 from repertory.core.store import TreeStore
 from repertory.core.tree import OPEN_TURN_STATUSES, SessionEvent, SessionRecord
@@ -42,7 +42,7 @@ from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
 from repertory.http.runbook import HttpRun, RunBook
 from repertory.http.schemas import RunCreate
-from repertory.http.sse import HEARTBEAT_S, EventFeed
+from repertory.http.sse import HEARTBEAT_S, EventFeed, SlotStream
 
 __all__ = ["STREAM_HEADERS", "aisdk_routes"]
 
@@ -63,20 +63,6 @@ _UI_STREAM: dict[int | str, dict[str, Any]] = {
 
 def _sse(chunk: Chunk) -> bytes:
     return b"data: " + json.dumps(chunk, ensure_ascii=False, separators=(",", ":"), default=str).encode() + b"\n\n"
-
-
-class _UIStream(StreamingResponse):
-    """The UI message stream's response; it gives its stream slot back however it ends."""
-
-    def __init__(self, body: AsyncIterator[bytes], release: Callable[[], None]) -> None:
-        super().__init__(body, media_type="text/event-stream", headers=STREAM_HEADERS)
-        self._release = release
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._release()
 
 
 async def _turn_start(store: TreeStore, session_id: str, submission_id: str) -> int:
@@ -158,7 +144,7 @@ def aisdk_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[
             slots.give_back(caller.who)
             raise
         parts = UIStreamParts(store, session_id=run.thread_id, run_id=run.run_id, live_deltas=True)
-        return _UIStream(follow(feed, parts, run), lambda: slots.give_back(caller.who))
+        return SlotStream(follow(feed, parts, run), lambda: slots.give_back(caller.who), STREAM_HEADERS)
 
     async def visible(chat_id: str, caller: Caller) -> SessionRecord | None:
         try:
@@ -255,7 +241,7 @@ def aisdk_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[
             slots.give_back(caller.who)
             raise
         parts = UIStreamParts(store, session_id=sid, run_id=run.run_id, live_deltas=False)
-        return _UIStream(follow(feed, parts, run), lambda: slots.give_back(caller.who))
+        return SlotStream(follow(feed, parts, run), lambda: slots.give_back(caller.who), STREAM_HEADERS)
 
     @router.post(
         "/ai-sdk/{assistant_id}/chat/{chat_id}/stop",

@@ -26,7 +26,7 @@ from repertory.http.auth import Caller, StreamSlots
 from repertory.http.docs import SSE
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
-from repertory.http.sse import HEARTBEAT_S, EventFeed, frame
+from repertory.http.sse import HEARTBEAT_S, EventFeed, SlotStream, frame
 
 __all__ = ["MAX_SEQ", "event_routes"]
 
@@ -41,20 +41,6 @@ def _after(after_seq: int | None, last_event_id: str | None) -> int:
             raise HttpError(f"Last-Event-ID {last_event_id!r} is not an event seq of this route", status=422)
         return int(value)
     return after_seq or 0
-
-
-class _Stream(StreamingResponse):
-    """An SSE response that gives its stream slot back however it ends."""
-
-    def __init__(self, body: AsyncIterator[bytes], release: Callable[[], None]) -> None:
-        super().__init__(body, media_type="text/event-stream", headers={"Cache-Control": "no-store"})
-        self._release = release
-
-    async def __call__(self, scope: object, receive: object, send: object) -> None:
-        try:
-            await super().__call__(scope, receive, send)  # type: ignore[arg-type]
-        finally:
-            self._release()
 
 
 def event_routes(gw: Gateway, slots: StreamSlots, auth: Callable[..., Awaitable[Caller]]) -> APIRouter:
@@ -101,6 +87,6 @@ def event_routes(gw: Gateway, slots: StreamSlots, auth: Callable[..., Awaitable[
                     getting.cancel()
                 feed.close()
 
-        return _Stream(body(), lambda: slots.give_back(caller.who))
+        return SlotStream(body(), lambda: slots.give_back(caller.who))
 
     return router

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 
 from repertory.core.principal import Principal
 from repertory.http.auth import Caller, StreamSlots
@@ -22,23 +22,9 @@ from repertory.http.gateway import Gateway
 from repertory.http.modes import StreamConverter
 from repertory.http.runbook import HttpRun, RunBook
 from repertory.http.schemas import RunCreate, normalize_stream_modes
-from repertory.http.sse import EventFeed, parse_last_event_id, run_events
+from repertory.http.sse import EventFeed, SlotStream, parse_last_event_id, run_events
 
 __all__ = ["Caller", "run_routes"]
-
-
-class _EventStream(StreamingResponse):
-    """An SSE response that gives its stream slot back however the response ends."""
-
-    def __init__(self, body: AsyncIterator[bytes], headers: dict[str, str], release: Callable[[], None]) -> None:
-        super().__init__(body, media_type="text/event-stream", headers={"Cache-Control": "no-store", **headers})
-        self._release = release
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._release()
 
 
 def _run_path(run: HttpRun) -> str:
@@ -137,7 +123,7 @@ def run_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..
         path = _run_path(started)
         query = urlencode([("stream_mode", m) for m in modes])
         headers = {"Location": f"{path}/stream?{query}", "Content-Location": path}
-        return _EventStream(body_bytes(), headers, lambda: slots.give_back(who))
+        return SlotStream(body_bytes(), lambda: slots.give_back(who), headers)
 
     async def create(caller: Caller, thread_id: str | None, body: RunCreate) -> JSONResponse:
         record = await runs.thread_for(caller, thread_id, body)

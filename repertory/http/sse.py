@@ -20,16 +20,46 @@ import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from starlette.responses import StreamingResponse
+
 from repertory.core.store import TreeStore
 from repertory.core.tree import SessionEvent
 from repertory.http.errors import HttpError
 from repertory.http.modes import StreamConverter
 from repertory.tree.handle import SessionHandle
 
-__all__ = ["EventFeed", "frame", "parse_last_event_id", "run_events"]
+__all__ = ["EventFeed", "SlotStream", "frame", "parse_last_event_id", "run_events"]
 
 HEARTBEAT_S = 15.0
 _LAST_ID = re.compile(r"^(\d{1,18})-(\d{1,9})$")
+
+
+class SlotStream(StreamingResponse):
+    """A server-sent events response that gives its stream slot back however it ends (even unstarted).
+
+    Every stream of every protocol holds one of its key's slots (``StreamSlots``); ``release``
+    gives it back. ``media_type`` and ``headers`` are the protocol's; ``Cache-Control: no-store``
+    and ``X-Accel-Buffering: no`` (no proxy buffering) unless it says otherwise.
+    """
+
+    def __init__(
+        self,
+        body: AsyncIterator[bytes],
+        release: Callable[[], None],
+        headers: dict[str, str] | None = None,
+        media_type: str = "text/event-stream",
+    ) -> None:
+        merged = {"cache-control": "no-store", "x-accel-buffering": "no"}
+        merged.update((k.lower(), v) for k, v in (headers or {}).items())
+        super().__init__(body, media_type=media_type, headers=merged)
+        self._release = release
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Stream, then give the slot back."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
 
 
 def frame(event: str, data: Any, event_id: str | None = None) -> bytes:

@@ -56,11 +56,12 @@ from repertory.errors import RepertoryError, RevisionNotFound, RunNotFound, Sess
 from repertory.http.auth import ApiKeys, BodyLimit, StreamSlots
 from repertory.http.errors import HttpError, status_for
 from repertory.http.limits import DEFAULT_LIMITS, ServerLimits
+from repertory.http.sse import SlotStream
 from repertory.http.ui import plots
 from repertory.http.ui.access import CSRF_COOKIE, SESSION_COOKIE, Access, Viewer
 from repertory.http.ui.conversation import MessageView, accepted_input, conversation, origin_label, pretty
 from repertory.http.ui.decisions import RECORD_WAIT_S, Action, Decider, Outcome
-from repertory.http.ui.live import LiveResponse, live_events, refused, reply_start, resume_point
+from repertory.http.ui.live import live_events, refused, reply_start, resume_point
 from repertory.http.ui.reads import (
     ACTIVITY_RUNS,
     inbox,
@@ -412,7 +413,7 @@ class WebUI:
                     f"Live updates are off: your key already holds {self.slots.limit} open streams (live views "
                     "and API streams together). Close one, then reload this page."
                 )
-            return LiveResponse(
+            return SlotStream(
                 live_events(handle, self.runtime.store, start, self._items_html), lambda: self.slots.give_back(who)
             )
 

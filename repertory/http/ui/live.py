@@ -42,7 +42,7 @@ from repertory.http.sse import EventFeed
 from repertory.http.ui.conversation import conversation
 from repertory.tree.handle import SessionHandle
 
-__all__ = ["HEARTBEAT_S", "LiveResponse", "live_events", "refused", "reply_start", "resume_point"]
+__all__ = ["HEARTBEAT_S", "live_events", "refused", "reply_start", "resume_point"]
 
 HEARTBEAT_S = 15.0
 _REST = {"turn.completed", "run.suspended"}
@@ -53,21 +53,6 @@ _BACK_LIMIT = 4096  # events read back at most: a reply streamed longer shows fr
 
 
 _HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-
-
-class LiveResponse(StreamingResponse):
-    """A live view's stream, giving its stream slot back however the response ends (even unstarted)."""
-
-    def __init__(self, body: AsyncIterator[bytes], release: Callable[[], None]) -> None:
-        super().__init__(body, media_type="text/event-stream", headers=_HEADERS)
-        self._release = release
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """Stream, then give the slot back."""
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._release()
 
 
 def refused(message: str) -> StreamingResponse:
