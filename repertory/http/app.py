@@ -19,9 +19,11 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from starlette.routing import Route
 
+from repertory._extras import installed
 from repertory.core.principal import Principal
-from repertory.errors import RepertoryError, RevisionNotFound
+from repertory.errors import MissingExtra, RepertoryError, RevisionNotFound
 from repertory.http.agui import agui_routes
 from repertory.http.aisdk import aisdk_routes
 from repertory.http.auth import ApiKeys, BodyLimit, Caller, StreamSlots
@@ -75,6 +77,7 @@ def create_app(
     webhooks: WebhookSettings | None = None,
     admin_keys: Mapping[str, Principal] | Iterable[str] | None = None,
     limits: ServerLimits | None = None,
+    mcp_state_key: bytes | None = None,
 ) -> Any:
     """An ASGI app serving ``runtime`` as LangGraph's API (threads, runs, SSE streams, interrupts).
 
@@ -89,7 +92,10 @@ def create_app(
     ``admin_keys`` (same forms as ``api_keys``) see and act on every owner's threads; any other key
     sees only the threads its owner created (``repertory.http.auth``). ``limits`` holds every
     bound a tenant meets (``repertory.http.limits.ServerLimits``); ``max_body_bytes`` and
-    ``max_streams_per_key``, when given, replace its two fields of those names.
+    ``max_streams_per_key``, when given, replace its two fields of those names. With the ``mcp``
+    extra installed the agents are also an MCP server at ``/mcp`` (``repertory.http.mcp_endpoint``);
+    ``mcp_state_key`` (>= 32 bytes, the same for every process of a deployment) seals its
+    multi-round-trip state, else each process makes its own key.
     """
     limits = _limits(limits, max_body_bytes, max_streams_per_key)
     keys = ApiKeys(api_keys, admin_keys, limits=limits)
@@ -98,11 +104,13 @@ def create_app(
     slots = StreamSlots(limits.max_streams_per_key)
     ui = WebUI(runtime, keys, limits=limits, slots=slots)  # its live views count against the same slots
     hooks = runs.webhooks = Webhooks(gw, webhooks)  # -- durable time: completion webhooks
+    mcp = _mcp(gw, keys, slots, limits, mcp_state_key)  # -- the MCP server at /mcp, when the extra is there
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await hooks.start()
-        yield
+        async with mcp[1]() if mcp is not None else _nothing():
+            yield
         await gw.close()
         await ui.close()
         await hooks.close()
@@ -190,6 +198,8 @@ def create_app(
     app.include_router(event_routes(gw, slots, auth))
     app.include_router(agui_routes(gw, runs, slots, auth))  # AG-UI (repertory.http.agui)
     app.include_router(aisdk_routes(gw, runs, slots, auth))  # the Vercel AI SDK's useChat (repertory.http.aisdk)
+    if mcp is not None:  # a Route, not a Mount: a Mount redirects /mcp to /mcp/ and runs no lifespan
+        app.router.routes.append(Route("/mcp", endpoint=mcp[0], methods=["GET", "POST", "DELETE"]))
     origins = list(cors_origins or ())
     if origins:
         # Preflights are answered before any route (so before the key check); the SDK reads the
@@ -202,6 +212,22 @@ def create_app(
             expose_headers=["Location", "Content-Location"],
         )
     return _traced(BodyLimit(JsonGuard(app, limits.max_json_depth), limits.max_body_bytes))
+
+
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield
+
+
+def _mcp(gw: Gateway, keys: ApiKeys, slots: StreamSlots, limits: ServerLimits, state_key: bytes | None) -> Any:
+    """``(endpoint, lifespan)`` of ``/mcp``, or ``None`` without the ``mcp`` extra (a key then is an error)."""
+    if not installed("mcp"):
+        if state_key is not None:
+            raise MissingExtra("an MCP state key needs the mcp extra: pip install 'repertory[mcp]'", extra="mcp")
+        return None
+    from repertory.http.mcp_endpoint import mcp_endpoint  # the extra's modules load only where it is installed
+
+    return mcp_endpoint(gw, keys, slots, limits, state_key=state_key, version=_version())
 
 
 def _limits(limits: ServerLimits | None, max_body_bytes: int | None, max_streams: int | None) -> ServerLimits:
