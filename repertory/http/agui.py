@@ -51,10 +51,10 @@ from repertory.http.hitl import apply_decisions
 from repertory.http.runbook import HttpRun, RunBook
 from repertory.http.sse import HEARTBEAT_S, EventFeed, SlotStream
 from repertory.http.views import nested_wait, thread_status
+from repertory.runtime.log_tail import turn_start
 
 __all__ = ["agui_routes", "client_specs"]
 
-_PAGE = 1_000
 _ENCODER = EventEncoder()
 _SSE_DOC: dict[int | str, dict[str, Any]] = {
     200: {
@@ -348,16 +348,9 @@ def agui_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[.
         return respond(caller, body_bytes, record, run)
 
     async def first_seq(session_id: str, submission_id: str) -> int:
-        """The seq just before the turn's first stored event (the log's end when it has none yet)."""
-        after = 0
-        while True:
-            page = await gw.store.load_events(session_id, after, limit=_PAGE)
-            for event in page:
-                if event.submission_id == submission_id and event.seq is not None:
-                    return event.seq - 1
-            if len(page) < _PAGE:
-                return await gw.store.last_event_seq(session_id)
-            after = page[-1].seq or after
+        """The seq just before the turn's ``turn.started`` (the log's end when it has not started yet)."""
+        started = await turn_start(gw.store, session_id, submission_id)
+        return await gw.store.last_event_seq(session_id) if started is None else started
 
     return router
 

@@ -32,7 +32,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 
-from repertory.core.store import TreeStore
 from repertory.core.tree import OPEN_TURN_STATUSES, SessionEvent, SessionRecord
 from repertory.http.aisdk_messages import ChatAnswers, ChatRequest, approval_decisions, ui_messages, user_text
 from repertory.http.aisdk_parts import Chunk, UIStreamParts
@@ -43,14 +42,13 @@ from repertory.http.gateway import Gateway
 from repertory.http.runbook import HttpRun, RunBook
 from repertory.http.schemas import RunCreate
 from repertory.http.sse import HEARTBEAT_S, EventFeed, SlotStream
+from repertory.runtime.log_tail import turn_start
 
 __all__ = ["STREAM_HEADERS", "aisdk_routes"]
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "x-vercel-ai-ui-message-stream": "v1", "x-accel-buffering": "no"}
 """The ``ai`` package's ``UI_MESSAGE_STREAM_HEADERS`` (but ``connection``, which the ASGI server owns)."""
 _DONE = b"data: [DONE]\n\n"
-_SCAN_PAGE = 512
-"""Events read at a time while looking back for the active turn's ``turn.started``."""
 _UI_STREAM: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The AI SDK UI message stream (SSE, header x-vercel-ai-ui-message-stream: v1)",
@@ -63,19 +61,6 @@ _UI_STREAM: dict[int | str, dict[str, Any]] = {
 
 def _sse(chunk: Chunk) -> bytes:
     return b"data: " + json.dumps(chunk, ensure_ascii=False, separators=(",", ":"), default=str).encode() + b"\n\n"
-
-
-async def _turn_start(store: TreeStore, session_id: str, submission_id: str) -> int:
-    """The seq just before the turn's ``turn.started``, looked for from the newest event back (0 if none)."""
-    high = await store.last_event_seq(session_id)
-    while high > 0:
-        low = max(high - _SCAN_PAGE, 0)
-        page = await store.load_events(session_id, low, limit=high - low)
-        for event in reversed(page):
-            if event.type == "turn.started" and event.submission_id == submission_id and event.seq is not None:
-                return event.seq - 1
-        high = low
-    return 0
 
 
 def aisdk_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[..., Awaitable[Caller]]) -> APIRouter:
@@ -232,7 +217,8 @@ def aisdk_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[
         feed: EventFeed | None = None
         try:
             queued = active is not None and active.status == "queued"
-            after = await store.last_event_seq(sid) if queued else await _turn_start(store, sid, run.submission_id)
+            started = None if queued else await turn_start(store, sid, run.submission_id)
+            after = await store.last_event_seq(sid) if queued else started or 0
             handle = await gw.runtime.session(sid, caller.principal)
             feed = await EventFeed(handle, store, after).open()
         except BaseException:

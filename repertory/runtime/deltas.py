@@ -28,12 +28,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from repertory.core.store import TreeStore
+from repertory.runtime.log_tail import newest_first
 
 __all__ = ["DEFAULT_WINDOW", "DELTA_EVENTS", "RETRACTED", "DeltaWindow", "ReplyDeltas", "abandoned_replies"]
 
 DELTA_EVENTS = frozenset({"text.delta", "reasoning.delta"})
 RETRACTED = "reply.retracted"
-_SCAN_PAGE = 256
 _SCAN_LIMIT = 100_000  # events read back at most, looking for a recovered run's last checkpoint
 
 
@@ -140,24 +140,16 @@ async def abandoned_replies(store: TreeStore, session_id: str, run_id: str) -> l
     retraction of the run, which already named what came before it). Other turns' events may be
     interleaved (a follow-up accepted while the run streamed); only this run's deltas count.
     """
-    after = await store.last_event_seq(session_id)
     found: list[str] = []
-    read = 0
-    while after > 0 and read < _SCAN_LIMIT:
-        start = max(0, after - _SCAN_PAGE)
-        page = await store.load_events(session_id, after_seq=start, limit=after - start)
-        read += len(page)
-        for event in reversed(page):
-            data = event.data
-            if data.get("run_id") != run_id:
-                continue
-            if event.type in DELTA_EVENTS:
-                message_id = data.get("message_id")
-                if isinstance(message_id, str) and message_id not in found:
-                    found.append(message_id)
-            elif event.type in ("checkpoint", RETRACTED):
-                found.reverse()
-                return found
-        after = start
+    async for event in newest_first(store, session_id, limit=_SCAN_LIMIT):
+        data = event.data
+        if data.get("run_id") != run_id:
+            continue
+        if event.type in DELTA_EVENTS:
+            message_id = data.get("message_id")
+            if isinstance(message_id, str) and message_id not in found:
+                found.append(message_id)
+        elif event.type in ("checkpoint", RETRACTED):
+            break
     found.reverse()
     return found

@@ -40,6 +40,7 @@ from repertory.core.store import TreeStore
 from repertory.core.tree import SessionEvent
 from repertory.http.sse import EventFeed
 from repertory.http.ui.conversation import conversation
+from repertory.runtime.log_tail import newest_first
 from repertory.tree.handle import SessionHandle
 
 __all__ = ["HEARTBEAT_S", "live_events", "refused", "reply_start", "resume_point"]
@@ -48,7 +49,6 @@ HEARTBEAT_S = 15.0
 _REST = {"turn.completed", "run.suspended"}
 _DELTAS = {"text.delta", "reasoning.delta"}
 _REPLY_BOUNDS = {"checkpoint", "turn.started", "reply.retracted"}
-_BACK_PAGE = 256
 _BACK_LIMIT = 4096  # events read back at most: a reply streamed longer shows from there on
 
 
@@ -78,18 +78,13 @@ async def reply_start(store: TreeStore, session_id: str, last_seq: int) -> int:
     deltas after it are a reply the history does not hold yet, and replaying them shows its
     partial text on a page loaded mid-reply. Without such deltas the feed starts at ``last_seq``.
     """
-    after, read, bound, deltas = last_seq, 0, last_seq, False
-    while after > 0 and read < _BACK_LIMIT:
-        start = max(0, after - _BACK_PAGE)
-        page = await store.load_events(session_id, after_seq=start, limit=after - start)
-        read += len(page)
-        for event in reversed(page):
-            if event.type in _REPLY_BOUNDS:
-                return (event.seq or last_seq) if deltas else last_seq
-            if event.type in _DELTAS:
-                deltas, bound = True, (event.seq or bound) - 1
-        after = start
-    return bound if deltas else last_seq
+    bound: int | None = None  # before the earliest delta seen so far
+    async for event in newest_first(store, session_id, before=last_seq + 1, limit=_BACK_LIMIT):
+        if event.type in _REPLY_BOUNDS:
+            break
+        if event.type in _DELTAS and event.seq is not None:
+            bound = event.seq - 1
+    return last_seq if bound is None else bound
 
 
 def _frame(event: str, data: Any, seq: int | None = None) -> bytes:
