@@ -37,6 +37,7 @@ from ag_ui.core import BaseEvent, Message, RunAgentInput, RunErrorEvent, RunStar
 from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter, Depends, Header, Query, Response
 
+from repertory.core.log_tail import turn_start
 from repertory.core.toolspec import ToolSpec
 from repertory.core.tree import SessionEvent, SessionRecord, TurnRecord
 from repertory.errors import RunCancelled
@@ -51,7 +52,6 @@ from repertory.http.hitl import apply_decisions
 from repertory.http.runbook import HttpRun, RunBook
 from repertory.http.sse import HEARTBEAT_S, EventFeed, SlotStream
 from repertory.http.views import nested_wait, thread_status
-from repertory.runtime.log_tail import turn_start
 
 __all__ = ["agui_routes", "client_specs"]
 

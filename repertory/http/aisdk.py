@@ -32,6 +32,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 
+from repertory.core.log_tail import turn_start
 from repertory.core.tree import OPEN_TURN_STATUSES, SessionEvent, SessionRecord
 from repertory.http.aisdk_messages import ChatAnswers, ChatRequest, approval_decisions, ui_messages, user_text
 from repertory.http.aisdk_parts import Chunk, UIStreamParts
@@ -42,7 +43,6 @@ from repertory.http.gateway import Gateway
 from repertory.http.runbook import HttpRun, RunBook
 from repertory.http.schemas import RunCreate
 from repertory.http.sse import HEARTBEAT_S, EventFeed, SlotStream
-from repertory.runtime.log_tail import turn_start
 
 __all__ = ["STREAM_HEADERS", "aisdk_routes"]
 

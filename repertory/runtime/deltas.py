@@ -27,8 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from repertory.core.log_tail import newest_first
 from repertory.core.store import TreeStore
-from repertory.runtime.log_tail import newest_first
 
 __all__ = ["DEFAULT_WINDOW", "DELTA_EVENTS", "RETRACTED", "DeltaWindow", "ReplyDeltas", "abandoned_replies"]
 

@@ -36,11 +36,11 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
+from repertory.core.log_tail import newest_first
 from repertory.core.store import TreeStore
 from repertory.core.tree import SessionEvent
 from repertory.http.sse import EventFeed
 from repertory.http.ui.conversation import conversation
-from repertory.runtime.log_tail import newest_first
 from repertory.tree.handle import SessionHandle
 
 __all__ = ["HEARTBEAT_S", "live_events", "refused", "reply_start", "resume_point"]

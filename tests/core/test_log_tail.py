@@ -1,10 +1,10 @@
-"""``repertory.runtime.log_tail``: a session's log read from its end, past page boundaries, within bounds."""
+"""``repertory.core.log_tail``: a session's log read from its end, past page boundaries, within bounds."""
 
 from __future__ import annotations
 
 from repertory import InMemorySessionStore
+from repertory.core.log_tail import newest_first, turn_start
 from repertory.core.tree import SessionEvent
-from repertory.runtime.log_tail import newest_first, turn_start
 
 
 def _event(seq: int, type: str = "tool.call", sub: str | None = None) -> SessionEvent:
