@@ -80,13 +80,10 @@ class InputRefused(RepertoryError):
     "already answered".
     """
 
+    already_answered: bool
+
     def __init__(self, message: str = "", *, already_answered: bool = False, **details: object) -> None:
         super().__init__(message, already_answered=already_answered, **details)
-
-    @property
-    def already_answered(self) -> bool:
-        """Whether the question was answered before (by anyone) or is gone with its turn."""
-        return bool(self.details.get("already_answered"))
 
 
 def _suspend_key(token: str) -> str:

@@ -3,7 +3,7 @@
 A session's URI is exactly ``SessionHandle.resource``. Reading it gives two contents: the
 conversation as text (one line per message, each tool call and result summarised on one line,
 long values cut), and the session's metadata as JSON (agent, title, lineage, status, times, its
-own metadata). ``repertory://sessions/{id}/turns/{submission_id}`` reads one turn: its status,
+own metadata, its latest turns). ``repertory://sessions/{id}/turns/{submission_id}`` reads one turn: its status,
 message and reply, as JSON. Listing shows only the caller's sessions (the store's index by owner,
 ``Gateway.visible``); another owner's session, and a URI that names nothing, are both answered
 "Resource not found" with the URI, so ids cannot be probed across tenants.
@@ -22,7 +22,7 @@ from pydantic import JsonValue
 
 from repertory.core.messages import ModelMessage
 from repertory.core.result import reply_text
-from repertory.core.tree import SessionRecord
+from repertory.core.tree import SessionRecord, TurnRecord
 from repertory.http.auth import Caller
 from repertory.http.convert import lineage
 from repertory.http.errors import HttpError
@@ -37,12 +37,15 @@ __all__ = [
     "resource_templates",
     "session_entry",
     "session_uri",
+    "turn_uri",
 ]
 
 SESSION_URI = "repertory://sessions/{session_id}"
 TURN_URI = "repertory://sessions/{session_id}/turns/{submission_id}"
 PAGE = 100
 """Resources per ``resources/list`` page."""
+TURNS = 50
+"""The latest turns a session's metadata lists (each with its own resource URI)."""
 _CUT = 300
 _SESSION = re.compile(r"repertory://sessions/(?P<session>[^/?#]+)(?:/turns/(?P<turn>[^/?#]+))?")
 
@@ -50,6 +53,11 @@ _SESSION = re.compile(r"repertory://sessions/(?P<session>[^/?#]+)(?:/turns/(?P<t
 def session_uri(session_id: str) -> str:
     """A session's resource URI (what ``SessionHandle.resource`` is)."""
     return SESSION_URI.format(session_id=session_id)
+
+
+def turn_uri(turn: TurnRecord) -> str:
+    """A turn's resource URI (its submission id is also the id of a task that ran it)."""
+    return TURN_URI.format(session_id=turn.session_id, submission_id=turn.submission_id)
 
 
 def session_entry(record: SessionRecord) -> dict[str, Any]:
@@ -131,6 +139,10 @@ async def read_resource(gw: Gateway, caller: Caller, uri: str) -> t.ReadResource
         "model": record.model,
         "metadata": record.metadata,
         "messages": len(messages),
+        "turns": [
+            {"submission_id": turn.submission_id, "status": turn.status, "resource": turn_uri(turn)}
+            for turn in (await gw.store.list_turns(record.session_id))[-TURNS:]
+        ],
     }
     return t.ReadResourceResult(
         contents=[
