@@ -178,6 +178,14 @@ def _register_serve_command() -> None:
     register(app)
 
 
+def _register_mcp_command() -> None:
+    """mcp (the MCP server over stdio) lives in its own module; the SDK is imported only when it runs."""
+    from repertory.cli.mcp import register
+
+    register(app)
+
+
 _register_session_commands()
 _register_schedule_commands()
 _register_serve_command()
+_register_mcp_command()

@@ -22,10 +22,13 @@ __all__ = [
     "AgentsOption",
     "DEFAULT_AGENTS",
     "DEFAULT_STORE",
+    "MIN_STATE_KEY_BYTES",
+    "McpStateKeyOption",
     "OtlpEndpointOption",
     "PIPE_WIDTH",
     "StoreOption",
     "WideOption",
+    "check_mcp_state_key",
     "check_otlp_endpoint",
     "load_agents",
     "otlp_runtime_options",
@@ -54,6 +57,18 @@ OtlpEndpointOption = Annotated[
     ),
 ]
 
+McpStateKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--mcp-state-key",
+        envvar="REPERTORY_MCP_STATE_KEY",
+        help="A secret of at least 32 bytes that seals the MCP server's multi-round-trip state (approvals "
+        "answered on a retry); give every process the same one. Without it each process makes its own, "
+        "and an answer must reach the process that asked.",
+    ),
+]
+MIN_STATE_KEY_BYTES = 32
+
 
 PIPE_WIDTH = 220
 """The width tables are laid out for when the output is not a terminal: wide enough for whole ids."""
@@ -77,6 +92,19 @@ def load_agents(path: str) -> dict[str, Agent]:
     if not module or not attr:
         raise RepertoryError(f"--agents must look like module:attr, not {path!r}")
     return import_agents(path)
+
+
+def check_mcp_state_key(key: str | None) -> bytes | None:
+    """``--mcp-state-key`` as bytes, or a one-line error when it is shorter than 32 bytes; ``None`` when not given."""
+    if key is None or key == "":
+        return None
+    raw = key.encode()
+    if len(raw) < MIN_STATE_KEY_BYTES:
+        raise RepertoryError(
+            f"--mcp-state-key has {len(raw)} bytes; it needs at least {MIN_STATE_KEY_BYTES} "
+            "(make one with: python -c 'import secrets; print(secrets.token_hex(32))')"
+        )
+    return raw
 
 
 def check_otlp_endpoint(endpoint: str) -> None:

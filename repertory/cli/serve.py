@@ -17,7 +17,9 @@ Webhooks are posted to public addresses only; ``--allow-webhook-host HOST_OR_CID
 names the others a server may reach: ``--allow-webhook-host 127.0.0.1`` is how tests and
 development deliver to a receiver on loopback (``repertory.http.webhook_targets``). Each owner
 keeps at most ``--max-crons-per-owner`` (100) crons, each firing at most once every
-``--min-cron-interval`` (60) seconds.
+``--min-cron-interval`` (60) seconds. The agents are an MCP server at ``/mcp`` too (with the ``mcp``
+extra); ``--mcp-state-key`` (or ``REPERTORY_MCP_STATE_KEY``) seals its multi-round-trip state, the
+same key on every process (``repertory.http.mcp_server``).
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from repertory.cli._options import (
     DEFAULT_AGENTS,
     DEFAULT_STORE,
     AgentsOption,
+    McpStateKeyOption,
     OtlpEndpointOption,
     StoreOption,
+    check_mcp_state_key,
     check_otlp_endpoint,
     load_agents,
     otlp_runtime_options,
@@ -103,6 +107,7 @@ async def _serve(
     *,
     webhook_hosts: tuple[str, ...] = (),
     crons: tuple[int, int] = (100, 60),
+    mcp_state_key: bytes | None = None,
 ) -> None:
     import uvicorn
 
@@ -134,7 +139,13 @@ async def _serve(
         else:
             hooks = WebhookSettings(allow_hosts=webhook_hosts)
             app = create_app(
-                runtime, keys or None, cors_origins=cors, admin_keys=admins or None, limits=limits, webhooks=hooks
+                runtime,
+                keys or None,
+                cors_origins=cors,
+                admin_keys=admins or None,
+                limits=limits,
+                webhooks=hooks,
+                mcp_state_key=mcp_state_key,
             )
         # The request head, body and idle timeouts (repertory.http.timeouts); uvicorn has only the last.
         config = uvicorn.Config(
@@ -234,6 +245,7 @@ def serve(
     max_crons_per_owner: Annotated[
         int, typer.Option("--max-crons-per-owner", min=1, help="Most crons one owner (key) may keep.")
     ] = 100,
+    mcp_state_key: McpStateKeyOption = None,
 ) -> None:
     """Serve the runtime over HTTP: LangGraph's API (langgraph-sdk, agent-chat-ui) with OpenAPI at /openapi.json.
 
@@ -257,6 +269,7 @@ def serve(
         timeouts=(header_timeout, body_timeout, keep_alive),
         webhook_hosts=allow_webhook_host or [],
         crons=(max_crons_per_owner, min_cron_interval),
+        mcp_state_key=mcp_state_key,
     )
 
 
@@ -325,6 +338,7 @@ def _run(
     timeouts: tuple[float, float, float] = (10.0, 30.0, 5.0),
     webhook_hosts: list[str] | None = None,
     crons: tuple[int, int] = (100, 60),
+    mcp_state_key: str | None = None,
 ) -> None:
     """What ``serve`` and ``ui`` share: check, bind, start the runtime, serve until Ctrl-C."""
     if backend not in ("local", "ray"):
@@ -338,6 +352,7 @@ def _run(
         raise RepertoryError("a key cannot be both an --api-key and an --admin-key")
     _check_keys(keys, admins)
     allowed = _webhook_hosts(webhook_hosts or [])
+    state_key = check_mcp_state_key(mcp_state_key)
     registry = load_agents(agents)  # a bad --agents fails before the port is taken
     if otlp_endpoint is not None:
         check_otlp_endpoint(otlp_endpoint)  # a bad URL or a missing otel extra fails before the port is taken
@@ -362,6 +377,7 @@ def _run(
                 timeouts,
                 webhook_hosts=allowed,
                 crons=crons,
+                mcp_state_key=state_key,
             )
         )
     except KeyboardInterrupt:

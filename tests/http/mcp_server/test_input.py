@@ -74,7 +74,7 @@ async def test_a_bad_edit_is_refused_and_changes_nothing(sqlite_server: ServerTh
         first = await client.session.call_tool("assistant", {"task": "delete mcp-bad-edit"}, allow_input_required=True)
         assert isinstance(first, t.InputRequiredResult) and first.input_requests
         [key] = first.input_requests
-        bad = {key: accept(decision="edit", args=json.dumps({"account_id": 7}))}
+        bad: dict[str, t.InputResponse] = {key: accept(decision="edit", args=json.dumps({"account_id": 7}))}
         with pytest.raises(MCPError) as refused:
             await client.session.call_tool(
                 "assistant",
@@ -84,7 +84,7 @@ async def test_a_bad_edit_is_refused_and_changes_nothing(sqlite_server: ServerTh
                 allow_input_required=True,
             )
         assert refused.value.code == -32602 and "do not validate" in refused.value.message
-        good = {key: accept(decision="approve")}
+        good: dict[str, t.InputResponse] = {key: accept(decision="approve")}
         done = await client.session.call_tool(
             "assistant",
             {"task": "delete mcp-bad-edit"},
