@@ -94,3 +94,33 @@ async def test_a_suspension_over_stdio(tmp_path: Path) -> None:
     async with Client(_server(tmp_path / "s.db"), elicitation_callback=answer) as client:
         result = await client.call_tool("assistant", {"task": "ask"})
     assert _text(result) == "you said ochre"
+
+
+async def test_a_shared_state_key_lets_another_process_take_the_answer(tmp_path: Path) -> None:
+    store, key = tmp_path / "s.db", "k" * 40
+    arguments = {"task": "delete stdio-handover"}
+    async with Client(_server(store, "--mcp-state-key", key)) as asking:
+        first = await asking.session.call_tool("assistant", arguments, allow_input_required=True)
+    assert isinstance(first, t.InputRequiredResult) and first.input_requests is not None
+    [name] = first.input_requests
+    answer: dict[str, t.InputResponse] = {name: t.ElicitResult(action="accept", content={"decision": "approve"})}
+    async with Client(_server(store)) as own_key:  # a process with its own key cannot open the state
+        with pytest.raises(MCPError) as sealed:
+            await own_key.session.call_tool(
+                "assistant", arguments, input_responses=answer, request_state=first.request_state
+            )
+    assert sealed.value.code == -32602
+    async with Client(_server(store, "--mcp-state-key", key)) as answering:
+        done = await answering.session.call_tool(
+            "assistant", arguments, input_responses=answer, request_state=first.request_state
+        )
+    assert _text(done) == "finished: deleted stdio-handover (approved by None)"
+
+
+def test_a_short_state_key_is_refused_at_start() -> None:
+    from typer.testing import CliRunner
+
+    from repertory.cli import app
+
+    result = CliRunner().invoke(app, ["mcp", "--mcp-state-key", "short", "--agents", AGENTS])
+    assert result.exit_code == 2 and "--mcp-state-key has 5 bytes; it needs at least 32" in result.output
