@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import httpx
 import mcp_types as t
+import pytest
 
-from tests.http.conftest import ALICE, BOB, ServerThread
+from tests.http.agents import gate
+from tests.http.conftest import ALICE, BOB, ServerThread, sse_events
 from tests.http.mcp_server.conftest import connect
 
 
@@ -126,3 +130,43 @@ async def test_another_owners_session_is_not_found(sqlite_server: ServerThread) 
         assert result.is_error and _text(result) == f"no session {session_id!r}"
     assert listed.structured_content is not None
     assert session_id not in {s["session_id"] for s in listed.structured_content["sessions"]}
+
+
+async def test_a_handshake_era_client_over_http(sqlite_server: ServerThread) -> None:
+    async with connect(sqlite_server.url, ALICE, mode="legacy") as client:
+        assert client.protocol_version == "2025-11-25"
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        hello = await client.call_tool("assistant", {"task": "hello legacy"})
+        # Stateless HTTP of that era has no back-channel to ask on: the question is named, for another face.
+        waiting = await client.call_tool("assistant", {"task": "delete mcp-legacy"})
+    assert "assistant" in names and _text(hello) == "Hello! How can I help?"
+    assert waiting.is_error and waiting.structured_content is not None
+    assert _text(waiting).startswith("the turn waits for a human (approval-")
+    assert f"in session {waiting.structured_content['session_id']}" in _text(waiting)
+
+
+async def test_a_dropped_call_leaves_its_turn_running(sqlite_server: ServerThread) -> None:
+    async with httpx.AsyncClient(base_url=sqlite_server.url, headers={"x-api-key": ALICE}) as rest:
+        thread = (await rest.post("/threads", json={"metadata": {"graph_id": "assistant"}})).json()
+    session_id = thread["thread_id"]
+
+    async def call() -> None:
+        async with connect(sqlite_server.url, ALICE) as client:
+            await client.call_tool("assistant", {"task": "block mcp-dropped", "session_id": session_id})
+
+    caller = asyncio.create_task(call())
+    await sse_events(sqlite_server.url, f"/threads/{session_id}/events", ALICE, "turn.started")
+    caller.cancel()  # the client goes away mid-call: its connection closes
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    gate("mcp-dropped").set()
+    events = await sse_events(sqlite_server.url, f"/threads/{session_id}/events", ALICE, "turn.completed")
+    assert events[-1][2]["data"]["status"] == "done"
+    async with connect(sqlite_server.url, ALICE) as client:
+        read = await client.read_resource(f"repertory://sessions/{session_id}")
+    assert _text_of(read.contents[0]).endswith("assistant: unblocked mcp-dropped\n")
+
+
+def _text_of(contents: t.TextResourceContents | t.BlobResourceContents) -> str:
+    assert isinstance(contents, t.TextResourceContents)
+    return contents.text
