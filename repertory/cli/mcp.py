@@ -90,4 +90,4 @@ def mcp(
 
 def register(app: typer.Typer) -> None:
     """Attach ``mcp`` to the ``repertory`` app."""
-    app.command("mcp", short_help="Serve the agents as an MCP server over stdio (for Claude Code, Cursor, ...).")(mcp)
+    app.command("mcp", short_help="Serve the agents as an MCP server over stdio (for MCP clients).")(mcp)
