@@ -225,9 +225,12 @@ def _mcp(gw: Gateway, keys: ApiKeys, slots: StreamSlots, limits: ServerLimits, s
         if state_key is not None:
             raise MissingExtra("an MCP state key needs the mcp extra: pip install 'repertory[mcp]'", extra="mcp")
         return None
-    from repertory.http.mcp_endpoint import mcp_endpoint  # the extra's modules load only where it is installed
+    # The extra's modules load only where it is installed.
+    from repertory.http.mcp_endpoint import http_caller, mcp_endpoint
+    from repertory.http.mcp_tasks import McpTasks
 
-    return mcp_endpoint(gw, keys, slots, limits, state_key=state_key, version=_version())
+    tasks = McpTasks(gw, caller_of=http_caller)
+    return mcp_endpoint(gw, keys, slots, limits, state_key=state_key, tasks=tasks, version=_version())
 
 
 def _limits(limits: ServerLimits | None, max_body_bytes: int | None, max_streams: int | None) -> ServerLimits:
