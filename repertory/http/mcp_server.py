@@ -318,7 +318,9 @@ def build_server(
         if turn is None or turn.session_id != session_id:
             raise MCPError(INVALID_PARAMS, "Invalid or expired requestState")
         if params.input_responses:
-            await _answer(caller, session_id, turn.run_id, params.input_responses)
+            # The questions are the turn's own, or a delegated child's it waits for: answered where they are.
+            asked = await turn_outcome(gw, caller, session_id, submission_id, wait=False)
+            await _answer(caller, *(asked.asks or (session_id, turn.run_id)), params.input_responses)
         outcome = await turn_outcome(gw, caller, session_id, submission_id, wait=True)
         return await _answered(ctx, caller, outcome)
 
@@ -347,7 +349,7 @@ def build_server(
                 form = request.params
                 assert isinstance(form, t.ElicitRequestFormParams)
                 responses[key] = await ctx.session.elicit_form(form.message, form.requested_schema)
-            await _answer(caller, outcome.session_id, outcome.run_id, responses)
+            await _answer(caller, *(outcome.asks or (outcome.session_id, outcome.run_id)), responses)
             outcome = await turn_outcome(gw, caller, outcome.session_id, outcome.submission_id, wait=True)
         assert outcome.result is not None
         return outcome.result

@@ -8,15 +8,20 @@ that answer it, ``repertory.http.mcp_input``), done with its final text, cancell
 synchronous ``tools/call`` and the tasks extension's ``tasks/get`` both read a turn through it, so
 a task and a call say the same thing about the same turn.
 
+A turn whose model delegated (``agent_tool``) waits for its child; when the child waits for a
+human, so does the turn: its ``needs_input`` asks the child's questions, and ``asks`` names the
+child's session and run, where the answers go.
+
 A wait is only a wait: a caller that goes away (a dropped connection cancels the handler) leaves
 the turn running, durable, readable as the session's resource and answerable later.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import mcp_types as t
@@ -30,6 +35,7 @@ from repertory.http.auth import Caller
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
 from repertory.http.mcp_input import input_requests
+from repertory.http.views import nested_wait
 
 __all__ = [
     "AgentCall",
@@ -78,7 +84,9 @@ class TurnOutcome:
 
     ``result`` is the tool result for the three ends (an error result for ``cancelled`` and
     ``error``); ``input_requests`` are the elicitations that answer a ``needs_input`` turn, keyed
-    as ``repertory.http.mcp_input`` keys them. ``turn`` is the stored row it was read from.
+    as ``repertory.http.mcp_input`` keys them, and ``asks`` the ``(session_id, run_id)`` whose
+    questions they are: the turn's own, or a delegated descendant's. ``turn`` is the stored row
+    it was read from.
     """
 
     state: TurnState
@@ -88,6 +96,7 @@ class TurnOutcome:
     result: t.CallToolResult | None = None
     input_requests: dict[str, t.ElicitRequest] = field(default_factory=dict)
     turn: TurnRecord | None = None
+    asks: tuple[str, str] | None = None
 
     def request_state(self) -> str:
         """The MRTR ``requestState`` plaintext naming this turn (the SDK seals it before it leaves)."""
@@ -151,16 +160,48 @@ async def turn_outcome(gw: Gateway, caller: Caller, session_id: str, submission_
     turn_handle = handle.get_turn(submission_id)
     while True:
         if wait:
-            await turn_handle.wait()
+            await _rest(gw, session_id, turn_handle.wait())
         mark = await gw.store.last_event_seq(session_id)  # before the read: a change after it is an event after it
         turn = await gw.store.load_turn(submission_id)
         if turn is None or turn.session_id != session_id:
             raise McpCallError(f"no turn {submission_id!r} in session {session_id!r}")
         run = await gw.store.load_run(turn.run_id)
         outcome = _outcome(gw, turn, run)
+        if outcome.state == "running" and turn.status == "running":
+            outcome = await _delegated_wait(gw, outcome)
         if not wait or outcome.state != "running":
             return outcome
         await _next_event(handle.events(mark), submission_id)
+
+
+async def _rest(gw: Gateway, session_id: str, resting: Awaitable[None]) -> None:
+    """Wait until the turn rests, or one of the session's descendants waits for a human (the turn then waits too).
+
+    No event of this session says a child waits (the child's own log does): the tree is read,
+    more and more rarely, as the HTTP runs' waits do.
+    """
+    waiting = asyncio.ensure_future(resting)
+    try:
+        delay = 0.05
+        while not (await asyncio.wait({waiting}, timeout=delay))[0]:
+            if await nested_wait(gw.store, session_id) is not None:
+                return
+            delay = min(delay * 2, 1.0)
+        waiting.result()
+    finally:
+        waiting.cancel()
+
+
+async def _delegated_wait(gw: Gateway, outcome: TurnOutcome) -> TurnOutcome:
+    """A running turn whose delegated descendant waits for a human: ``needs_input`` with that child's questions."""
+    nested = await nested_wait(gw.store, outcome.session_id)
+    if nested is None:
+        return outcome
+    run, child = nested
+    requests = input_requests(run, gw.agents.get(child.agent or run.agent or ""))
+    if not requests:
+        return outcome
+    return replace(outcome, state="needs_input", input_requests=requests, asks=(child.session_id, run.run_id))
 
 
 def _outcome(gw: Gateway, turn: TurnRecord, run: RunState | None) -> TurnOutcome:
@@ -179,7 +220,9 @@ def _outcome(gw: Gateway, turn: TurnRecord, run: RunState | None) -> TurnOutcome
     if turn.status == "suspended" and run is not None and run.status == "suspended":
         requests = input_requests(run, gw.agents.get(run.agent or ""))
         if requests:
-            return TurnOutcome("needs_input", *ids, input_requests=requests, turn=turn)
+            return TurnOutcome(
+                "needs_input", *ids, input_requests=requests, turn=turn, asks=(turn.session_id, turn.run_id)
+            )
     return TurnOutcome("running", *ids, turn=turn)
 
 

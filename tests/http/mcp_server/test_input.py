@@ -157,3 +157,16 @@ async def test_a_declined_suspension_cancels_the_turn(sqlite_server: ServerThrea
     async with connect(sqlite_server.url, ALICE, elicitation_callback=human) as client:
         result = await client.call_tool("assistant", {"task": "ask"})
     assert result.is_error and _text(result).startswith("the turn was cancelled")
+
+
+async def test_a_delegated_childs_approval_is_asked_at_the_parents_call(sqlite_server: ServerThread) -> None:
+    # lead delegates to assistant: the child waits for the approval, so the lead's call does too,
+    # and the answer is applied in the child's session, where the question is.
+    human = Human(accept(decision="approve"))
+    async with connect(sqlite_server.url, ALICE, elicitation_callback=human) as client:
+        result = await client.call_tool("lead", {"task": "delete mcp-nested"})
+    assert not result.is_error
+    assert _text(result) == "lead: finished: deleted mcp-nested (approved by alice)"
+    assert DELETED["mcp-nested"] == 1
+    [asked] = human.asked
+    assert '"account_id": "mcp-nested"' in asked.message
