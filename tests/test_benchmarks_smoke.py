@@ -31,6 +31,7 @@ EXPECTED = (
     "turns",
     "limits",
     "sse_readers",
+    "mcp_server",
 )
 PLOTS = ("throughput_vs_concurrency.png", "fork_cost_vs_history_length.png", "bytes_per_step_vs_run_length.png")
 
