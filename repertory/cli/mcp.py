@@ -42,6 +42,7 @@ async def _serve(store: str, agents: dict[str, Agent], owner: str | None, state_
     from repertory.http.auth import Caller
     from repertory.http.gateway import Gateway
     from repertory.http.mcp_server import Ctx, build_server
+    from repertory.http.mcp_tasks import McpTasks
     from repertory.tree import Runtime
 
     caller = (
@@ -56,7 +57,8 @@ async def _serve(store: str, agents: dict[str, Agent], owner: str | None, state_
     runtime = await Runtime.start(store=store, agents=agents)
     gw = Gateway(runtime)
     try:
-        server = build_server(gw, caller_of=caller_of, state_key=state_key)
+        tasks = McpTasks(gw, caller_of=caller_of)
+        server = build_server(gw, caller_of=caller_of, tasks=tasks, state_key=state_key)
         sys.stderr.write(f"repertory mcp: serving {', '.join(agents)} over stdio (store {store})\n")
         sys.stderr.flush()
         async with stdio_server() as (read, write):

@@ -1,4 +1,4 @@
-"""The tasks extension over streamable HTTP with the official client: a task per call, polled, answered, cancelled.
+"""The tasks extension with the official client over HTTP and stdio: a task per call, polled, answered, cancelled.
 
 The client declares ``io.modelcontextprotocol/tasks`` through a ``ClientExtension``
 (``tasks_client.Tasks``); the server answers every call of such a client with a task whose id is
@@ -10,13 +10,17 @@ official client's ``listen`` knows no ``taskIds``).
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import mcp_types as t
 import pytest
+from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from tests.http.agents import DELETED, gate
@@ -24,6 +28,8 @@ from tests.http.conftest import ALICE, BOB, ServerThread
 from tests.http.mcp_server import tasks_client as tc
 from tests.http.mcp_server.conftest import connect
 
+ROOT = Path(__file__).resolve().parents[3]
+AGENTS = "tests.http.agents:make_agents"
 MODERN = "2026-07-28"
 _DECLARED = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -227,3 +233,26 @@ async def test_status_notifications_follow_a_task_to_its_end(sqlite_server: Serv
     assert notes[-1]["params"]["result"]["structuredContent"]["text"] == f"unblocked {name}"
     assert all(n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "listen-1" for n in notes)
     assert end["id"] == "listen-1" and "result" in end  # every task ended: the stream closes gracefully
+
+
+async def test_tasks_over_stdio_with_an_approval(tmp_path: Path) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "repertory", "mcp", "--store", f"sqlite:///{tmp_path / 'stdio.db'}", "--agents", AGENTS],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=str(ROOT),
+    )
+    async with Client(params, extensions=[tc.Tasks()]) as client:
+        assert client.protocol_version == MODERN and tc.TASKS in (client.server_capabilities.extensions or {})
+        created = await tc.start(client, "assistant", {"task": "delete mcp-stdio-task"})
+        waiting = await tc.until(client.session, created.task_id, "input_required")
+        assert waiting.input_requests is not None
+        [key] = waiting.input_requests
+        reject = t.ElicitResult(action="accept", content={"decision": "reject", "reason": "not today"})
+        await tc.update(client.session, created.task_id, {key: reject})
+        with pytest.raises(MCPError) as second:
+            await tc.update(client.session, created.task_id, {key: reject})
+        assert second.value.error.message == "already answered"
+        done = await tc.until(client.session, created.task_id, "completed")
+    assert done.result is not None
+    assert done.result["structuredContent"]["text"] == "finished: not today (error)"
