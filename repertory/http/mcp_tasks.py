@@ -207,8 +207,10 @@ class McpTasks:
 
     async def _update(self, ctx: Ctx, params: UpdateTaskParams) -> dict[str, Any]:
         caller, turn = await self._task(ctx, params.task_id)
+        # The questions are the turn's own, or those of a delegated child it waits for: answered there.
+        asks = (await self._outcome(caller, turn)).asks or (turn.session_id, turn.run_id)
         try:
-            await answer(self._gw, caller, turn.session_id, turn.run_id, params.input_responses, wait=False)
+            await answer(self._gw, caller, *asks, params.input_responses, wait=False)
         except InputRefused as exc:
             raise MCPError(INVALID_PARAMS, "already answered" if exc.already_answered else str(exc)) from None
         return {}

@@ -92,6 +92,24 @@ async def test_input_required_is_answered_once_through_tasks_update(sqlite_serve
     assert DELETED["mcp-task-approve"] == 1
 
 
+async def test_a_delegated_childs_approval_is_the_tasks_input_and_answered_in_the_child(
+    sqlite_server: ServerThread,
+) -> None:
+    async with connect(sqlite_server.url, ALICE, extensions=[tc.Tasks()]) as client:
+        created = await tc.start(client, "lead", {"task": "delete mcp-task-nested"})
+        waiting = await tc.until(client.session, created.task_id, "input_required")
+        assert waiting.input_requests is not None
+        [(key, request)] = waiting.input_requests.items()
+        assert '"account_id": "mcp-task-nested"' in request["params"]["message"]
+        await tc.update(
+            client.session, created.task_id, {key: t.ElicitResult(action="accept", content={"decision": "approve"})}
+        )
+        done = await tc.until(client.session, created.task_id, "completed")
+        assert done.result is not None
+        assert done.result["structuredContent"]["text"] == "lead: finished: deleted mcp-task-nested (approved by alice)"
+    assert DELETED["mcp-task-nested"] == 1
+
+
 async def test_a_suspend_is_answered_through_tasks_update(sqlite_server: ServerThread) -> None:
     async with connect(sqlite_server.url, ALICE, extensions=[tc.Tasks()]) as client:
         created = await tc.start(client, "assistant", {"task": "ask me"})
