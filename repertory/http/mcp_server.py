@@ -300,7 +300,7 @@ def build_server(
                 created = await tasks.maybe_task(ctx, started)
                 if created is not None:
                     return created  # type: ignore[return-value]  # a task result: the runner sends dicts as they are
-            outcome = await turn_outcome(gw, caller, started.session_id, started.submission_id, wait=True)
+            outcome = await turn_outcome(gw, caller, started.session_id, started.submission_id, wait=True, checked=True)
             return await _answered(ctx, caller, outcome)
         except ValidationError as exc:
             return tool_result("", f"invalid arguments for {params.name}: {_problems(exc)}", is_error=True)
@@ -350,7 +350,7 @@ def build_server(
                 assert isinstance(form, t.ElicitRequestFormParams)
                 responses[key] = await ctx.session.elicit_form(form.message, form.requested_schema)
             await _answer(caller, *(outcome.asks or (outcome.session_id, outcome.run_id)), responses)
-            outcome = await turn_outcome(gw, caller, outcome.session_id, outcome.submission_id, wait=True)
+            outcome = await turn_outcome(gw, caller, outcome.session_id, outcome.submission_id, wait=True, checked=True)
         assert outcome.result is not None
         return outcome.result
 

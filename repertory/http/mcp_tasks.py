@@ -197,7 +197,7 @@ class McpTasks:
 
     async def _outcome(self, caller: Caller, turn: TurnRecord) -> TurnOutcome:
         try:
-            return await turn_outcome(self._gw, caller, turn.session_id, turn.submission_id, wait=False)
+            return await turn_outcome(self._gw, caller, turn.session_id, turn.submission_id, wait=False, checked=True)
         except McpCallError:
             raise _not_found(turn.submission_id) from None
 

@@ -71,11 +71,10 @@ class McpCallError(RepertoryError):
 
 @dataclass(frozen=True)
 class StartedTurn:
-    """A queued, durable turn: the session it runs in, its submission id (a task's id) and its run."""
+    """A queued, durable turn: the session it runs in and its submission id (a task's id)."""
 
     session_id: str
     submission_id: str
-    run_id: str
 
 
 @dataclass(frozen=True)
@@ -134,10 +133,7 @@ async def send(gw: Gateway, caller: Caller, session_id: str, text: str) -> Start
     """Queue ``text`` as a turn of a session the caller was already checked to see; returns once it is durable."""
     handle = await gw.runtime.session(session_id, caller.principal)
     turn = await handle.send(text)
-    row = await gw.store.load_turn(turn.submission_id)
-    if row is None:  # pragma: no cover - send returns once the turn is stored
-        raise RepertoryError(f"turn {turn.submission_id!r} was not stored")
-    return StartedTurn(session_id, turn.submission_id, row.run_id)
+    return StartedTurn(session_id, turn.submission_id)
 
 
 async def own_session(gw: Gateway, caller: Caller, session_id: str) -> SessionRecord:
@@ -148,20 +144,23 @@ async def own_session(gw: Gateway, caller: Caller, session_id: str) -> SessionRe
         raise McpCallError(f"no session {session_id!r}") from None
 
 
-async def turn_outcome(gw: Gateway, caller: Caller, session_id: str, submission_id: str, *, wait: bool) -> TurnOutcome:
+async def turn_outcome(
+    gw: Gateway, caller: Caller, session_id: str, submission_id: str, *, wait: bool, checked: bool = False
+) -> TurnOutcome:
     """Where the turn stands; with ``wait``, once it rests (done, failed, cancelled, or waiting for a human).
 
     A turn asleep on a durable timer is ``running`` (nothing a human answers); with ``wait`` the
     read goes on until the timer has fired and the turn rests again. ``McpCallError`` when the
-    caller may not see the session or the turn is not one of its.
+    caller may not see the session or the turn is not one of its (``checked``: the caller just
+    was, a read saved on every call).
     """
-    await own_session(gw, caller, session_id)
+    if not checked:
+        await own_session(gw, caller, session_id)
     handle = await gw.runtime.session(session_id, caller.principal)
     turn_handle = handle.get_turn(submission_id)
     while True:
         if wait:
             await _rest(gw, session_id, turn_handle.wait())
-        mark = await gw.store.last_event_seq(session_id)  # before the read: a change after it is an event after it
         turn = await gw.store.load_turn(submission_id)
         if turn is None or turn.session_id != session_id:
             raise McpCallError(f"no turn {submission_id!r} in session {session_id!r}")
@@ -171,7 +170,12 @@ async def turn_outcome(gw: Gateway, caller: Caller, session_id: str, submission_
             outcome = await _delegated_wait(gw, outcome)
         if not wait or outcome.state != "running":
             return outcome
-        await _next_event(handle.events(mark), submission_id)
+        # Resting but running (asleep on a timer): wait for its next event. The mark comes before a
+        # second read, so a change between the two reads is either seen there or an event after it.
+        mark = await gw.store.last_event_seq(session_id)
+        again = await gw.store.load_turn(submission_id)
+        if again is not None and (again.status, again.updated_at) == (turn.status, turn.updated_at):
+            await _next_event(handle.events(mark), submission_id)
 
 
 async def _rest(gw: Gateway, session_id: str, resting: Awaitable[None]) -> None:
