@@ -95,7 +95,8 @@ def create_app(
     ``max_streams_per_key``, when given, replace its two fields of those names. With the ``mcp``
     extra installed the agents are also an MCP server at ``/mcp`` (``repertory.http.mcp_endpoint``);
     ``mcp_state_key`` (>= 32 bytes, the same for every process of a deployment) seals its
-    multi-round-trip state, else each process makes its own key.
+    multi-round-trip state, else each process makes its own key. With the ``a2a`` extra each agent
+    is also an A2A agent at ``/a2a/{assistant_id}`` (``repertory.http.a2a_endpoint``).
     """
     limits = _limits(limits, max_body_bytes, max_streams_per_key)
     keys = ApiKeys(api_keys, admin_keys, limits=limits)
@@ -103,7 +104,9 @@ def create_app(
     runs = RunBook(gw, limits.run_book_bytes)
     slots = StreamSlots(limits.max_streams_per_key)
     ui = WebUI(runtime, keys, limits=limits, slots=slots)  # its live views count against the same slots
-    hooks = runs.webhooks = Webhooks(gw, webhooks)  # -- durable time: completion webhooks
+    a2a_configs = _a2a_configs(gw)  # -- A2A push configs ride the webhooks, when the a2a extra is there
+    kinds = a2a_configs[1] if a2a_configs is not None else None
+    hooks = runs.webhooks = Webhooks(gw, webhooks, kinds)  # -- durable time: completion webhooks
     mcp = _mcp(gw, keys, slots, limits, mcp_state_key)  # -- the MCP server at /mcp, when the extra is there
 
     @asynccontextmanager
@@ -198,6 +201,10 @@ def create_app(
     app.include_router(event_routes(gw, slots, auth))
     app.include_router(agui_routes(gw, runs, slots, auth))  # AG-UI (repertory.http.agui)
     app.include_router(aisdk_routes(gw, runs, slots, auth))  # the Vercel AI SDK's useChat (repertory.http.aisdk)
+    if a2a_configs is not None:  # -- A2A: each agent's JSON-RPC endpoint and card (repertory.http.a2a_endpoint)
+        from repertory.http.a2a_endpoint import a2a_routes
+
+        app.router.routes.extend(a2a_routes(gw, keys, slots, hooks, a2a_configs[0], _version()))
     if mcp is not None:  # a Route, not a Mount: a Mount redirects /mcp to /mcp/ and runs no lifespan
         app.router.routes.append(Route("/mcp", endpoint=mcp[0], methods=["GET", "POST", "DELETE"]))
     origins = list(cors_origins or ())
@@ -231,6 +238,16 @@ def _mcp(gw: Gateway, keys: ApiKeys, slots: StreamSlots, limits: ServerLimits, s
 
     tasks = McpTasks(gw, caller_of=http_caller)
     return mcp_endpoint(gw, keys, slots, limits, state_key=state_key, tasks=tasks, version=_version())
+
+
+def _a2a_configs(gw: Gateway) -> Any:
+    """``(configs, webhook kinds)`` of the A2A push notifications, or ``None`` without the ``a2a`` extra."""
+    if not installed("a2a"):
+        return None
+    from repertory.http.a2a_push import CONFIG_KIND, EVENT_KIND, A2aConfigs, A2aEvents
+
+    configs = A2aConfigs(gw)
+    return configs, {CONFIG_KIND: configs, EVENT_KIND: A2aEvents()}
 
 
 def _limits(limits: ServerLimits | None, max_body_bytes: int | None, max_streams: int | None) -> ServerLimits:

@@ -23,6 +23,12 @@ the request too. Loopback and private hosts are refused unless the settings allo
 development deliver to a local receiver). A refused delivery fails at once, its reason recorded
 as ``last_error``.
 
+Other kinds of delivery ride the same rows, signatures, retries and address checks: a row whose
+``metadata["kind"]`` names a ``WebhookKind`` given to ``Webhooks(kinds=...)`` is due when that kind
+says, and posts the body it builds (A2A push notifications, ``repertory.http.a2a_push``). On the
+way a kind may spawn more deliveries (one per event it saw); each is stored once by its id, so two
+servers following one row write it once, and then followed like every row.
+
 One bad row never stops the others: a delivery whose URL, run or thread cannot be used, or that
 meets any error, is logged and marked ``failed`` (so no row stays ``pending`` forever), and the
 server's start never fails because of a row.
@@ -36,13 +42,15 @@ import hmac
 import json
 import logging
 import os
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from repertory.core.ids import new_id, now_ms
 from repertory.core.timing import FiringWebhook, TimedStore, WebhookRecord
+from repertory.errors import CommitConflict
 from repertory.http.convert import iso
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
@@ -57,7 +65,7 @@ from repertory.http.webhook_targets import (
 )
 from repertory.tree.handle import TurnHandle
 
-__all__ = ["SECRET_ENV", "WebhookSettings", "Webhooks", "check_webhook_url", "signature"]
+__all__ = ["SECRET_ENV", "WebhookKind", "WebhookSettings", "Webhooks", "check_webhook_url", "signature"]
 
 SECRET_ENV = "REPERTORY_WEBHOOK_SECRET"
 log = logging.getLogger("repertory.http.webhooks")
@@ -109,12 +117,27 @@ class WebhookSettings:
         return secret.encode() if isinstance(secret, str) else secret
 
 
+class WebhookKind(Protocol):
+    """A kind of delivery beside a run's completion (``metadata["kind"]`` names it): when it is due, what it posts."""
+
+    def due(self, record: WebhookRecord) -> AsyncIterator[WebhookRecord]:
+        """Wait until ``record`` is due, yielding the deliveries it spawns on the way (``Webhooks`` stores them)."""
+        ...
+
+    async def body(self, record: WebhookRecord) -> tuple[bytes, dict[str, str]]:
+        """The JSON body to POST for ``record`` and the headers it adds to the signed ones."""
+        ...
+
+
 class Webhooks:
     """Keeps the server's webhook promises: records them, follows their runs, delivers with retries."""
 
-    def __init__(self, gw: Gateway, settings: WebhookSettings | None = None) -> None:
+    def __init__(
+        self, gw: Gateway, settings: WebhookSettings | None = None, kinds: Mapping[str, WebhookKind] | None = None
+    ) -> None:
         self.gw = gw
         self.settings = settings or WebhookSettings()
+        self._kinds = dict(kinds or {})
         self._secret = self.settings.key()
         self._policy = self.settings.policy()
         self._resolver = self.settings.resolver or system_resolver
@@ -236,6 +259,38 @@ class Webhooks:
         self._follow(record, wait)
         return record
 
+    async def add(self, record: WebhookRecord) -> WebhookRecord:
+        """Store a delivery of one of the ``kinds`` and start following it (422 without a secret or for a bad URL).
+
+        The row is written before this returns, so a restarted server keeps the promise.
+        """
+        self._require_secret()
+        try:
+            check_webhook_url(record.url)
+        except WebhookRefused as exc:
+            raise HttpError(str(exc), status=422) from None
+        await self._store().add_webhook(record)
+        self._follow(record, None)
+        return record
+
+    async def cancel(self, delivery_id: str, reason: str) -> None:
+        """End a pending delivery ``failed`` with ``reason`` (a client took its request back); it is never sent."""
+        at = now_ms()
+        await self._store().finish_webhook(delivery_id, "failed", at, reason[:1000], at)
+
+    def _kind(self, record: WebhookRecord) -> WebhookKind | None:
+        kind = record.metadata.get("kind")
+        return self._kinds.get(kind) if isinstance(kind, str) else None
+
+    async def _spawned(self, record: WebhookRecord) -> None:
+        """Store a delivery a kind spawned (once: a second writer of its id finds it there) and follow it."""
+        try:
+            await self._store().add_webhook(record)
+        except CommitConflict:
+            pass  # another server saw the same event first: its row, followed here too (claims decide who sends)
+        if record.delivery_id not in self._following:
+            self._follow(record, None)
+
     async def _body(self, record: WebhookRecord) -> bytes:
         turn = await self.gw.store.load_turn(record.submission_id)
         if turn is None:
@@ -258,8 +313,12 @@ class Webhooks:
         read, a bug) is logged and ends it ``failed``; it never reaches the other deliveries.
         """
         try:
+            kind = self._kind(record)
             if wait is not None:
                 await wait()
+            elif kind is not None:
+                async for spawned in kind.due(record):
+                    await self._spawned(spawned)
             else:
                 await TurnHandle(self.gw.runtime, record.session_id, record.submission_id).wait()
             await self._attempts(record.delivery_id)
@@ -333,7 +392,8 @@ class Webhooks:
             target = await resolve_target(record.url, self._policy, self._resolver, self.settings.timeout)
         except (OSError, TimeoutError) as exc:
             return f"cannot resolve the webhook host: {type(exc).__name__}: {exc}"
-        body = await self._body(record)
+        kind = self._kind(record)
+        body, added = await kind.body(record) if kind is not None else (await self._body(record), {})
         stamp = str(now_ms())
         headers = {
             "Content-Type": "application/json",
@@ -342,6 +402,7 @@ class Webhooks:
             "X-Repertory-Timestamp": stamp,
             "X-Repertory-Signature": signature(self._secret, stamp, body),
         }
+        headers = {**added, **headers}  # a kind's headers never replace the signed ones
         error = "no address"
         for address in target.addresses:
             url, pinned, extensions = target.pinned(address)

@@ -48,6 +48,8 @@ class Agent:
     ``delta_window`` gathers the reply's text and reasoning deltas into stored events, so a reader
     that reconnects (or outlives the server) replays the partial reply (``repertory.DeltaWindow``);
     ``None`` streams them live only.
+    ``description`` says what the agent is for, to whoever picks an agent from outside (the A2A
+    agent card, ``repertory.http``); it never reaches the model, which reads ``instructions``.
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class Agent:
         input_guardrails: Sequence[Guardrail] = (),
         output_guardrails: Sequence[Guardrail] = (),
         delta_window: DeltaWindow | None = DEFAULT_WINDOW,
+        description: str | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
@@ -75,6 +78,7 @@ class Agent:
             model = infer_model(model)
         self.model: Model = model
         self.instructions = instructions
+        self.description = description
         self.max_steps = max_steps
         self.output_type = output_type
         self.settings = settings or ModelSettings()
