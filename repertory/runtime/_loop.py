@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,11 +36,21 @@ from repertory.core.history import MessageHistory
 from repertory.core.ids import new_id, now_ms
 from repertory.core.memory import Memory
 from repertory.core.messages import ModelMessage, Origin, TextPart, ToolResultPart
-from repertory.core.model import ModelResponse, ModelSettings, ReasoningDelta, StreamRestart, TextDelta, TokenCounter
+from repertory.core.model import (
+    CallCanceller,
+    ModelCall,
+    ModelResponse,
+    ModelSettings,
+    ReasoningDelta,
+    StreamRestart,
+    TextDelta,
+    TokenCounter,
+)
 from repertory.core.result import RunResult
 from repertory.core.state import (
     SCHEMA_VERSION,
     ErrorInfo,
+    ModelCallRecord,
     RunState,
     ThreadState,
     detached,
@@ -110,6 +121,17 @@ class CommitRider(Protocol):
 
     def landed(self, riding: Riding) -> None:
         """The commit carrying ``riding`` is durable."""
+
+
+_CANCELLING: set[asyncio.Task[None]] = set()
+"""Cancellations of server-side model calls under way (held so they are not collected mid-way)."""
+_log = logging.getLogger("repertory.runtime")
+
+
+def _cancelled_call(task: asyncio.Task[None]) -> None:
+    _CANCELLING.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        _log.warning("stopping a cancelled run's model call failed", exc_info=task.exception())
 
 
 def _stamped(reply: ModelMessage) -> ModelMessage:
@@ -196,6 +218,7 @@ class Drive:
         # Re-driven from its last checkpoint: replies a dead drive streamed past it are retracted first.
         self.recovering = recovering
         self.streamed: list[str] = []  # replies with deltas since the last commit (retracted if dropped)
+        self.carried: set[str] = set()  # a re-attached reply whose earlier deltas a dead drive stored
         self.withdrawn = False  # the head was put back before the run's input (a refused input)
         self.messages: list[ModelMessage] = []
         self.context_offset = 0  # messages of the lineage before ``messages`` (summarised ones)
@@ -535,15 +558,24 @@ class Drive:
 
         The id is minted before the request, so the deltas name the history entry the reply
         becomes. With a delta window they are gathered and written as they come (``ReplyDeltas``);
-        what is still gathering when the response arrives rides the step's next commit.
+        what is still gathering when the response arrives rides the step's next commit. A model
+        that says where its call can be found again (``ModelCall``) has that committed before the
+        reply is read on; a step re-driven after a crash hands it back (``ModelSettings.attach``)
+        and goes on with the same reply.
         """
         if self.agent.compaction is not None:  # a coroutine per request for nothing, otherwise
             await self.fit_context()
-        outbox = self.deps.outbox
-        run_id, reply_id = self.run_state.run_id, new_id()
+        outbox, run = self.deps.outbox, self.run_state
+        run_id, settings = run.run_id, self.settings
+        held = run.model_call if run.model_call is not None and run.model_call.step == run.step_index else None
+        if held is not None:  # a call a dead drive started: attach to it, under the same reply id
+            reply_id = held.reply_id
+            settings = settings.model_copy(update={"attach": held.state})
+        else:
+            reply_id = new_id()
         deltas = self._reply_deltas(reply_id)
         response: ModelResponse | None = None
-        stream = self.agent.model.request(self.request_messages(), self.tool_specs, self.settings)
+        stream = self.agent.model.request(self.request_messages(), self.tool_specs, settings)
         try:
             async for event in stream:
                 if isinstance(event, ModelResponse):
@@ -556,12 +588,19 @@ class Drive:
                         if not self.streamed or self.streamed[-1] != reply_id:
                             self.streamed.append(reply_id)
                         deltas.add(kind, event.text)
+                elif isinstance(event, ModelCall):
+                    known = run.model_call is not None and run.model_call.reply_id == reply_id
+                    run.model_call = ModelCallRecord(step=run.step_index, reply_id=reply_id, state=event.state)
+                    if deltas is not None:
+                        deltas.call = event.state
+                    if not known:
+                        await self.commit()  # durable before a byte of the reply is read
                 elif isinstance(event, StreamRestart) and outbox is not None:
                     # The answer starts over (a fallback model took over): what was streamed is no reply.
                     if deltas is not None:
                         deltas.rest()
                         await deltas.settle()
-                        if deltas.written:
+                        if deltas.written or reply_id in self.carried:
                             self.retract([reply_id])
                         elif reply_id in self.streamed:
                             self.streamed.remove(reply_id)  # gathered, never written: nothing to take back
@@ -574,12 +613,15 @@ class Drive:
                 await deltas.settle()
                 for kind, data in rest:
                     self.emit(kind, data)
-        except BaseException:
+        except BaseException as exc:
             if deltas is not None:
                 deltas.abort()
                 # A reply cut off mid-stream never enters the history: its text leaves every reader.
-                self.retract([reply_id] if reply_id in self.streamed else [])
+                self.retract([reply_id] if reply_id in self.streamed or reply_id in self.carried else [])
+            if isinstance(exc, asyncio.CancelledError) and not self.detach_on_cancel:
+                self._cancel_call()  # cancelled, not let go: a call that runs on server-side stops too
             raise
+        run.model_call = None  # answered: committed with the step
         if response is None:
             self.retract([reply_id] if reply_id in self.streamed else [])
             raise ModelError("the model's stream ended without a response")
@@ -587,6 +629,15 @@ class Drive:
             self.retract([reply_id] if reply_id in self.streamed else [])
             raise ModelError(f"the model answered with a {response.message.role!r} message")
         return response, reply_id
+
+    def _cancel_call(self) -> None:
+        """Stop the step's server-side model call, in the background (the cancelled drive does not wait)."""
+        call, model = self.run_state.model_call, self.agent.model
+        if call is None or not isinstance(model, CallCanceller):
+            return
+        task = asyncio.get_running_loop().create_task(model.cancel_call(dict(call.state)))
+        _CANCELLING.add(task)
+        task.add_done_callback(_cancelled_call)
 
     def _reply_deltas(self, reply_id: str) -> ReplyDeltas | None:
         """The gatherer of one reply's deltas, when they are stored (an outbox and a delta window)."""
@@ -703,7 +754,15 @@ class Drive:
     async def _loop(self) -> RunResult:
         run = self.run_state
         if self.recovering and self.deps.outbox is not None:
-            self.retract(await self.deps.outbox.abandoned(run.run_id))
+            abandoned = await self.deps.outbox.abandoned(run.run_id)
+            held = run.model_call
+            if held is not None and held.reply_id in abandoned:
+                # Its call is re-attached, not asked again: it goes on from the last text the log holds.
+                position = abandoned.pop(held.reply_id)
+                if position is not None:
+                    run.model_call = held.model_copy(update={"state": position})
+                self.carried.add(held.reply_id)
+            self.retract(list(abandoned))
         run.to_running()
         if await self._settle(fresh=False):
             return self.result()
@@ -893,7 +952,7 @@ class Drive:
 
     @staticmethod
     def _needs_early_commit(tool: Tool | None, args: dict[str, Any]) -> bool:
-        return tool is not None and (not tool.idempotent or tool.needs_approval(args))
+        return tool is not None and (not tool.idempotent or tool.reattaches or tool.needs_approval(args))
 
     async def _finish(self, message: ModelMessage) -> bool:
         """Handle a final reply; False when it failed output validation and the model gets another try."""

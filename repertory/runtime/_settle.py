@@ -129,7 +129,8 @@ def plan_calls(
 
     ``fresh`` calls come straight from the model and have not started. Otherwise a call may have
     started before a crash: it runs again only if its tool is idempotent, it delegates (its
-    committed ids lead it to the child it made), or it was approved in this drive
+    committed ids lead it to the child it made), it reattaches (``Tool.reattaches``: it finds its
+    first attempt's work from the call's ids), or it was approved in this drive
     (``just_decided``); anything else gets "outcome unknown". ``in_tree`` says the run has a
     session tree to delegate in; a delegating call recovered without one raises ``ValueError``.
     """
@@ -187,7 +188,8 @@ def plan_calls(
         if tool.delegates_to is not None and not in_tree:
             # Recovered outside a runtime (``Session.recover``): leave the call for one that has the tree.
             raise ValueError(f"tool {tool.name!r} delegates to agent {tool.delegates_to!r}, which needs a Runtime")
-        if not fresh and cid not in just_decided and not tool.idempotent and delegation is None:
+        rerun = tool.idempotent or tool.reattaches or delegation is not None
+        if not fresh and cid not in just_decided and not rerun:
             errors[cid] = error_result(call, OUTCOME_UNKNOWN)
             continue
         jobs.append(CallJob(tool, call, args, None if decision is None else decision.approval, delegation))

@@ -92,9 +92,15 @@ class Tool:
     (``repertory.agent_tool`` sets it; ``None`` for every other tool). The step loop treats such a
     call as a side effect whatever ``idempotent`` says: it mints the child's ids, commits them with
     the call before the tool runs, and after a crash runs the call again with the same ids.
+
+    ``reattaches`` marks a tool whose side effect lives elsewhere and can be found again from the
+    call's ids (``run_id``, ``call_id``): its call is committed before it runs, as a side effect
+    is, and after a crash it runs again (never "outcome unknown"), to find and follow the work its
+    first attempt started instead of starting it twice (``repertory.a2a``'s remote tasks).
     """
 
     delegates_to: str | None = None
+    reattaches: bool = False
 
     def __init__(
         self,
