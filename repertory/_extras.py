@@ -2,8 +2,8 @@
 
 A plain ``pip install repertory`` brings pydantic, the SQLite store and the CLI (typer, rich); every
 other part has an extra in pyproject.toml (``ray``, ``postgres``, ``analytics``, ``memory``,
-``openai``, ``http``, ``mcp``, ``a2a``, ``anthropic``, ``google``, ``otel``; ``all`` has them all). Each optional package
-calls ``require`` before its first import of a dependency, so a missing one surfaces as one
+``openai``, ``http``, ``mcp``, ``a2a``, ``anthropic``, ``google``, ``otel``; ``all`` has them all).
+Each optional package calls ``require`` before its first import of a dependency, so a missing one surfaces as one
 ``MissingExtra`` (an ``ImportError``) that says what to install, not as a bare
 ``No module named 'pyarrow'`` from whichever module happened to import it first.
 """
