@@ -7,6 +7,10 @@ and for some tasks writes a file, which needs a human's approval (decided at the
 The analyst (the child for "check the numbers") takes its tools from an MCP server shipped with
 the demo (``repertory.demo.mcp_server``, started over stdio once per process): it looks figures up
 (read-only, so idempotent and never asked) and publishes them (destructive, so a human approves).
+Given the URL of an A2A agent (``make_agents(a2a_url=...)``; the demo serves one,
+``repertory.demo.a2a_agent``), the orchestrator also has a ``second_opinion`` tool
+(``repertory.a2a.a2a_agent``), and the first project's orchestrator sends one more sub-task there:
+it leaves repertory over A2A and its answer comes back as the remote task's artifact.
 The models are ``ScriptedModel`` step functions, so the demo needs no network and no keys; pass an
 OpenAI-compatible model (``--model``) to put a real one in the workers' place.
 """
@@ -24,9 +28,20 @@ from repertory.runtime import Agent, tool
 from repertory.testing.scripted import ScriptedModel
 from repertory.tree.delegation import agent_tool
 
-__all__ = ["AGENT_FOR", "SUBTASKS", "analyst_step", "figures_server", "make_agents", "orchestrator_step", "worker_step"]
+__all__ = [
+    "AGENT_FOR",
+    "REMOTE_TOOL",
+    "SUBTASKS",
+    "analyst_step",
+    "figures_server",
+    "make_agents",
+    "orchestrator_step",
+    "worker_step",
+]
 
 SUBTASKS = ("collect sources", "check the numbers", "draft the section")
+REMOTE_TOOL = "second_opinion"
+"""The orchestrator's tool for the remote A2A reviewer (present when ``make_agents`` is given its URL)."""
 AGENT_FOR = {"check the numbers": "analyst"}
 """The agent (and the orchestrator's delegating tool) a sub-task goes to: ``worker`` unless named here."""
 
@@ -61,6 +76,8 @@ def orchestrator_step(messages: list[ModelMessage], tools: list[ToolSpec]) -> di
             {"tool": AGENT_FOR.get(subtask, "worker"), "args": {"task": f"{subtask} for {project}"}}
             for subtask in SUBTASKS
         ]
+        if project == "project 0" and any(t.name == REMOTE_TOOL for t in tools):
+            calls.append({"tool": REMOTE_TOOL, "args": {"task": f"review the plan for {project}"}})
         return {"tools": calls, "reasoning": "split the work three ways", "usage": usage}
     if last.text.startswith("summarise"):
         return {"text": f"Summary, {last.text.removeprefix('summarise the reports ')}: all three late", "usage": usage}
@@ -123,8 +140,22 @@ def _analyst_tools() -> list[Any]:
         return [lookup_figures, publish_figures]
 
 
-def make_agents(delay: float = 0.05, model: Model | None = None) -> dict[str, Agent]:
-    """The orchestrator and worker agents, with per-request delays around ``delay`` seconds."""
+def _remote_tools(a2a_url: str | None) -> list[Any]:
+    """The ``second_opinion`` tool for the A2A agent at ``a2a_url`` (none without a URL)."""
+    if a2a_url is None:
+        return []
+    from repertory.a2a import a2a_agent
+
+    return [
+        a2a_agent(a2a_url, name=REMOTE_TOOL, description="Ask the remote reviewer (over A2A) for a second opinion.")
+    ]
+
+
+def make_agents(delay: float = 0.05, model: Model | None = None, a2a_url: str | None = None) -> dict[str, Agent]:
+    """The orchestrator and worker agents, with per-request delays around ``delay`` seconds.
+
+    ``a2a_url`` (an A2A agent's URL) gives the orchestrator its ``second_opinion`` tool.
+    """
 
     class Delayed(ScriptedModel):
         """A scripted model whose delay varies by request (deterministically)."""
@@ -141,6 +172,7 @@ def make_agents(delay: float = 0.05, model: Model | None = None) -> dict[str, Ag
             tools=[
                 agent_tool("worker", description="Delegate one sub-task to a worker; it answers with a report."),
                 agent_tool("analyst", description="Have an analyst check a task's figures; it answers with a report."),
+                *_remote_tools(a2a_url),
             ],
             instructions="Plan, delegate each sub-task to a worker or the analyst, then summarise.",
         ),

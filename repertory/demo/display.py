@@ -46,6 +46,7 @@ def summary_table(stats: FleetStats, backend: str, store: str) -> Table:
         ("approvals approved / rejected (at the root)", f"{stats.approved} / {stats.rejected}"),
         ("forks / follow-ups", f"{stats.forks} / {stats.follow_ups}"),
         ("MCP tool calls (the analysts, figures server)", f"{stats.mcp_calls}"),
+        ("A2A tasks (a remote reviewer, second server)", f"{stats.a2a_calls}"),
         ("hosts killed and recovered", f"{stats.host_kills}"),
         ("calls retried while a host restarted", f"{stats.retries}"),
         ("wall time", f"{stats.wall:.2f} s"),

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from repertory.demo.agents import REMOTE_TOOL
 from repertory.errors import InvalidResumeToken, RepertoryError
 from repertory.tree.handle import SessionHandle, TurnHandle
 from repertory.tree.runtime import Runtime
@@ -41,6 +42,7 @@ class FleetStats:
     forks: int = 0
     follow_ups: int = 0
     mcp_calls: int = 0
+    a2a_calls: int = 0
     host_kills: int = 0
     retries: int = 0
     delegations: int = 0
@@ -83,12 +85,14 @@ async def _review(orch: SessionHandle, turn: asyncio.Future[Any], project: int, 
             stats.retries += 1
 
 
-async def _tool_calls(rt: Runtime, session_id: str) -> int:
-    """How many tool calls a session's conversation holds (an analyst's all went to the demo's MCP server)."""
+async def _tool_calls(rt: Runtime, session_id: str, tool: str | None = None) -> int:
+    """How many tool calls (of ``tool``, or any) a session's conversation holds (an analyst's all went to MCP)."""
     thread = await rt.store.load_thread(session_id)  # a session's thread id is its id
     revision = None if thread is None else thread.history_revision_id
     history = None if revision is None else await rt.store.load_history(revision)
-    return 0 if history is None else sum(len(m.tool_calls) for m in history.messages)
+    if history is None:
+        return 0
+    return sum(1 for m in history.messages for c in m.tool_calls if tool is None or c.tool_name == tool)
 
 
 async def _project(rt: Runtime, i: int, stats: FleetStats) -> None:
@@ -181,9 +185,13 @@ async def _totals(rt: Runtime, stats: FleetStats) -> None:
 
     ``delegations`` counts the calls the orchestrators' models made to their worker tool and
     ``children`` the sessions spawned for them: equal, also across the host kill (no second child).
-    ``mcp_calls`` counts the analysts' tool calls, which all went to the demo's MCP server.
+    ``mcp_calls`` counts the analysts' tool calls, which all went to the demo's MCP server, and
+    ``a2a_calls`` the orchestrators' calls of their remote reviewer (``REMOTE_TOOL``), each one A2A task.
     """
     steps = inp = out = sessions = turns = delegations = children = mcp_calls = 0
+    a2a_calls = 0
+    for root_id in stats.root_ids:
+        a2a_calls += await _tool_calls(rt, root_id, REMOTE_TOOL)
     pending = list(stats.root_ids)
     while pending:
         sid = pending.pop()
@@ -202,4 +210,4 @@ async def _totals(rt: Runtime, stats: FleetStats) -> None:
         pending.extend(r.session_id for r in kids)
     stats.steps, stats.input_tokens, stats.output_tokens = steps, inp, out
     stats.sessions, stats.turns, stats.delegations, stats.children = sessions, turns, delegations, children
-    stats.mcp_calls = mcp_calls
+    stats.mcp_calls, stats.a2a_calls = mcp_calls, a2a_calls

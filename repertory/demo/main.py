@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from repertory._extras import installed
 from repertory.core.model import Model
 from repertory.demo.agents import make_agents
 from repertory.demo.display import console, progress_table, summary_table
@@ -39,11 +42,15 @@ async def run_demo(
     out = console()
     if store.startswith("sqlite:///") and not store.startswith("sqlite:////"):
         Path(store[len("sqlite:///") :].split("?")[0]).parent.mkdir(parents=True, exist_ok=True)
-    agents = make_agents(delay=delay, model=model)
     options: dict[str, Any] = {"hosts": 2, "keep_hosts": False} if backend == "ray" else {}
     options.update(runtime_options or {})
     out.print(f"[bold]repertory demo[/]: {sessions} orchestrators on the {backend} backend, store {escape(store)}")
-    async with await Runtime.start(store=store, backend=backend, agents=agents, **options) as rt:
+    async with (
+        _remote_reviewer() as a2a_url,
+        await Runtime.start(
+            store=store, backend=backend, agents=make_agents(delay=delay, model=model, a2a_url=a2a_url), **options
+        ) as rt,
+    ):
         if live:
             with Live(progress_table(FleetStats(projects=sessions)), console=out, refresh_per_second=8) as view:
                 stats = await run_fleet(rt, sessions, on_tick=lambda s: view.update(progress_table(s)))
@@ -52,6 +59,18 @@ async def run_demo(
         out.print(summary_table(stats, backend, store))
         await _export_and_ask(rt, export_dir or os.path.join(".repertory", "export"), stats)
     return stats
+
+
+@asynccontextmanager
+async def _remote_reviewer() -> AsyncIterator[str | None]:
+    """The demo's A2A reviewer, served on loopback for the run (its URL); ``None`` without the ``a2a`` extra."""
+    if not installed("a2a"):
+        yield None
+        return
+    from repertory.demo.a2a_agent import serve_reviewer
+
+    async with serve_reviewer() as url:
+        yield url
 
 
 async def _export_and_ask(rt: Runtime, out_dir: str, stats: FleetStats) -> None:
