@@ -18,6 +18,8 @@ from repertory.core.toolspec import ToolSpec
 
 __all__ = [
     "Model",
+    "CallCanceller",
+    "ModelCall",
     "ModelEvent",
     "ModelResponse",
     "ModelSettings",
@@ -30,12 +32,18 @@ __all__ = [
 
 
 class ModelSettings(BaseModel):
-    """Per-request settings; ``output_schema`` asks for a JSON reply of that schema where supported."""
+    """Per-request settings; ``output_schema`` asks for a JSON reply of that schema where supported.
+
+    ``attach`` is set by the session, never by hand: the last ``ModelCall`` state of a call a
+    previous drive of this step started (it died mid-reply). An adapter that yielded it continues
+    that call from there instead of starting another.
+    """
 
     temperature: float | None = None
     max_tokens: int | None = None
     output_schema: dict[str, Any] | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
+    attach: dict[str, Any] | None = None
 
 
 class TextDelta(BaseModel):
@@ -71,7 +79,23 @@ class StreamRestart(BaseModel):
     reason: str = ""
 
 
-ModelEvent = TextDelta | ReasoningDelta | StreamRestart | ModelResponse
+class ModelCall(BaseModel):
+    """Where this model call can be found again: a server-side response's id and its position in the stream.
+
+    An adapter that can re-attach (a background response) yields it once the call exists, before
+    its reply streams, and again as the reply goes on. The session commits the first before it
+    reads on and keeps the latest with the reply's stored deltas, so a run recovered after a crash,
+    in any process, hands the last one back (``ModelSettings.attach``) and the call goes on: no
+    token is generated twice. A position covers every delta yielded before it (yield it right after
+    the delta, nothing awaited between). An adapter that cannot attach (the call expired) starts
+    over with a ``StreamRestart``.
+    """
+
+    type: Literal["model-call"] = "model-call"
+    state: dict[str, Any]
+
+
+ModelEvent = TextDelta | ReasoningDelta | StreamRestart | ModelCall | ModelResponse
 
 
 @runtime_checkable
@@ -98,3 +122,16 @@ class TokenCounter(Protocol):
         self, messages: list[ModelMessage], tools: list[ToolSpec], settings: ModelSettings
     ) -> int | None:
         """The input tokens of this request as the provider counts them, system and tools included."""
+
+
+@runtime_checkable
+class CallCanceller(Protocol):
+    """A model whose calls run on after the request is dropped (a background response) and can be stopped.
+
+    A run cancelled while such a call is under way stops it (``cancel_call`` with its last
+    ``ModelCall`` state); a drive that only lets go (a host shutting down, a crash) never does, so
+    the call can be re-attached.
+    """
+
+    async def cancel_call(self, state: dict[str, Any]) -> None:
+        """Stop the server-side call ``state`` names (best effort: an error is logged, never raised to the run)."""

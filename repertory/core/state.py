@@ -24,6 +24,7 @@ __all__ = [
     "Delegation",
     "PendingCall",
     "ErrorInfo",
+    "ModelCallRecord",
     "RunState",
     "RUN_TRANSITIONS",
     "RunStatus",
@@ -185,6 +186,19 @@ class Delegation(BaseModel):
     submission_id: Id
 
 
+class ModelCallRecord(BaseModel):
+    """The model call a step started and has not finished: where to find it again (``ModelCall``).
+
+    Committed before its reply is read, so a run recovered after a crash re-attaches to it (the
+    same ``reply_id``: its stored deltas and the rest are one reply) instead of asking again.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    step: int
+    reply_id: str
+    state: dict[str, JsonValue]
+
+
 class RunState(BaseModel):
     """One run's checkpoint: status, progress, usage, the history head it reached, and its scratch bag.
 
@@ -220,6 +234,8 @@ class RunState(BaseModel):
     # Tools the turn's client runs itself (an AG-UI frontend's): the model sees them, a call to one
     # suspends the run, and the value it is resumed with is the call's result.
     client_tools: list[ToolSpec] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # The step's model call while it is under way, for a re-attach after a crash (``ModelCallRecord``).
+    model_call: ModelCallRecord | None = Field(default=None, exclude_if=_is_none)
     # Memory recalled at start, folded into every request at ``context_depth``; never in history.
     context: list[ModelMessage] = Field(default_factory=list)
     context_depth: int | None = None
@@ -346,4 +362,5 @@ def detached(run: RunState) -> RunState:
         approvals=[copied(a, args=_copy_json(a.args), approval=_copy_json(a.approval)) for a in run.approvals],
         delegations=list(run.delegations),
         context=[m.model_copy(deep=True) for m in run.context],
+        client_tools=list(run.client_tools),
     )

@@ -71,6 +71,9 @@ class ReplyDeltas:
         self.run_id = run_id
         self.message_id = message_id
         self.written = False  # some of this reply's deltas are in the log
+        # The model call's latest position (``ModelCall``): stored with the deltas, so a re-attach
+        # after a crash continues right after the last text the log holds.
+        self.call: dict[str, Any] | None = None
         self._write = write
         self._kinds: list[str] = []
         self._texts: list[list[str]] = []
@@ -94,10 +97,10 @@ class ReplyDeltas:
             self._task = asyncio.get_running_loop().create_task(self._flush_loop())
 
     def _take(self) -> Batch:
-        data = [
-            (kind, {"text": "".join(texts), "run_id": self.run_id, "message_id": self.message_id})
-            for kind, texts in zip(self._kinds, self._texts, strict=True)
-        ]
+        base: dict[str, Any] = {"run_id": self.run_id, "message_id": self.message_id}
+        if self.call is not None:
+            base["call"] = self.call
+        data = [(kind, {"text": "".join(texts), **base}) for kind, texts in zip(self._kinds, self._texts, strict=True)]
         self._kinds, self._texts, self._bytes = [], [], 0
         self._full.clear()
         return data
@@ -133,14 +136,16 @@ class ReplyDeltas:
         self._take()
 
 
-async def abandoned_replies(store: TreeStore, session_id: str, run_id: str) -> list[str]:
+async def abandoned_replies(store: TreeStore, session_id: str, run_id: str) -> dict[str, dict[str, Any] | None]:
     """The replies of ``run_id`` whose deltas are in the log after its last checkpoint: none completed.
 
-    Read back from the end of the session's log to the run's last checkpoint (or the last
-    retraction of the run, which already named what came before it). Other turns' events may be
-    interleaved (a follow-up accepted while the run streamed); only this run's deltas count.
+    Oldest first, each with the model call's position its last stored delta carries (``None``
+    without one): a re-attached call goes on from there. Read back from the end of the session's
+    log to the run's last checkpoint (or the last retraction of the run, which already named what
+    came before it). Other turns' events may be interleaved (a follow-up accepted while the run
+    streamed); only this run's deltas count.
     """
-    found: list[str] = []
+    found: dict[str, dict[str, Any] | None] = {}
     async for event in newest_first(store, session_id, limit=_SCAN_LIMIT):
         data = event.data
         if data.get("run_id") != run_id:
@@ -148,8 +153,8 @@ async def abandoned_replies(store: TreeStore, session_id: str, run_id: str) -> l
         if event.type in DELTA_EVENTS:
             message_id = data.get("message_id")
             if isinstance(message_id, str) and message_id not in found:
-                found.append(message_id)
+                call = data.get("call")
+                found[message_id] = call if isinstance(call, dict) else None  # the newest delta's: the last position
         elif event.type in ("checkpoint", RETRACTED):
             break
-    found.reverse()
-    return found
+    return dict(reversed(found.items()))

@@ -43,7 +43,7 @@ class Outbox(Protocol):
     async def flush(self) -> None:
         """Write what is buffered now, outside a checkpoint (a reply's deltas)."""
 
-    async def abandoned(self, run_id: str) -> list[str]:
+    async def abandoned(self, run_id: str) -> dict[str, dict[str, Any] | None]:
         """The replies of ``run_id`` streamed into the log after its last checkpoint (``abandoned_replies``)."""
 
     def take(self) -> Sequence[SessionEvent]:
@@ -174,8 +174,8 @@ class EventBus:
             raise
         self.committed(events)
 
-    async def abandoned(self, run_id: str) -> list[str]:
-        """The replies of ``run_id`` whose deltas the log holds after its last checkpoint."""
+    async def abandoned(self, run_id: str) -> dict[str, dict[str, Any] | None]:
+        """The replies of ``run_id`` the log holds deltas of after its last checkpoint, with their call positions."""
         return await abandoned_replies(self._bound(), self.session_id, run_id)
 
     def _bound(self) -> TreeStore:
