@@ -22,7 +22,7 @@ from typing import cast
 
 import httpx
 from a2a.client import A2ACardResolver, Client, ClientCallContext, ClientConfig, ClientFactory
-from a2a.helpers import get_data_parts, get_text_parts
+from a2a.helpers import get_data_parts, get_text_parts, new_data_part
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
@@ -38,7 +38,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError
 
-__all__ = ["ENDED", "RESTING", "WAITING", "Remote", "connect", "parts_text", "state_name", "task_text"]
+__all__ = ["ENDED", "RESTING", "WAITING", "Remote", "answer_parts", "connect", "parts_text", "state_name", "task_text"]
 
 _log = logging.getLogger("repertory.a2a")
 
@@ -75,6 +75,22 @@ def parts_text(parts: list[Part]) -> str:
     if not texts:
         texts = [json.dumps(data, sort_keys=True) for data in get_data_parts(parts)]
     return "\n".join(texts)
+
+
+def answer_parts(text: str) -> list[Part]:
+    """The parts of an answer to a remote question: its text, and the JSON it holds as a data part, if it is JSON.
+
+    A remote that asks a program (repertory's approvals want ``{"decision": "approve"}`` as data)
+    reads the data part; one that asks a person reads the text.
+    """
+    parts = [Part(text=text)]
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return parts
+    if isinstance(value, dict | list):
+        parts.append(new_data_part(value))
+    return parts
 
 
 def task_text(task: Task) -> str:

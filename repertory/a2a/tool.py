@@ -15,7 +15,9 @@ run (a ``suspend()`` whose payload carries the remote question), which therefore
 suspension shows: the run's own session, and every ancestor's ``pending_approvals(tree=True)``
 when the caller is a delegated child. The run records the waiting remote task in its scratch;
 once a human resumes the run with the answer, the model's next call of the same tool carries the
-answer and goes to that remote task as its next message (not a new task). A remote task that
+answer and goes to that remote task as its next message (not a new task): as text, and as a data
+part too when the answer is a JSON object or array (what a program asking wants: a remote
+repertory agent's approval is answered with ``{"decision": "approve"}``). A remote task that
 fails, is rejected or cancelled is an error result the model reads.
 """
 
@@ -34,7 +36,7 @@ from a2a.types import AgentCard, Message, Part, Role, Task, TaskState
 from a2a.utils.errors import A2AError, MethodNotFoundError, UnsupportedOperationError
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from repertory.a2a._remote import WAITING, Remote, connect, parts_text, state_name, task_text
+from repertory.a2a._remote import WAITING, Remote, answer_parts, connect, parts_text, state_name, task_text
 from repertory.errors import ToolError
 from repertory.runtime.tools import Tool, ToolContext, suspend
 
@@ -150,7 +152,7 @@ class A2AAgentTool(Tool):
             context_id=current.context_id,
             task_id=current.id,
             role=Role.ROLE_USER,
-            parts=[Part(text=text)],
+            parts=answer_parts(text),
         )
         return await remote.send(message)
 

@@ -6,7 +6,7 @@ SDK's ``DefaultRequestHandler`` and in-memory task store. What the agent does de
 gets:
 
 - ``ask ...``: asks a question (``input-required``); the next message on the task completes it
-  with ``answered <that message>``;
+  with ``answered <its text>`` (and `` with data <JSON>`` when it carries a data part);
 - ``fail ...``: fails the task with a message saying why;
 - ``slow <seconds> ...``: works that long, then completes like any other task;
 - anything else: completes with the artifact ``echo: <text>``.
@@ -19,11 +19,12 @@ executor sees it: a test counts the tasks the remote saw, whatever process died 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 
 import uvicorn
-from a2a.helpers import new_task_from_user_message, new_text_message
+from a2a.helpers import get_data_parts, new_task_from_user_message, new_text_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -65,7 +66,9 @@ class PeerExecutor(AgentExecutor):
             return new_text_message(words, context_id=context_id, task_id=task_id)
 
         if current is not None and current.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
-            await updater.add_artifact([Part(text=f"answered {text}")])
+            data = get_data_parts(list(message.parts)) if message is not None else []
+            said = f"answered {text}" + (f" with data {json.dumps(data[0], sort_keys=True)}" if data else "")
+            await updater.add_artifact([Part(text=said)])
             await updater.complete()
             return
         await updater.start_work()

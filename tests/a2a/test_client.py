@@ -89,6 +89,15 @@ async def test_a_remote_question_suspends_the_run_and_its_answer_goes_to_the_sam
     assert [m[2] for m in peer.lines("message")] == [task[1], task[1]]
 
 
+async def test_an_answer_that_is_json_goes_as_text_and_as_a_data_part(peer: Peer) -> None:
+    async with await Runtime.start(store="memory://", agents={"caller": _caller(peer, "ask hats")}) as rt:
+        handle = await rt.create_session(agent="caller")
+        await handle.run("go")
+        [pending] = await handle.pending_approvals(tree=True)
+        done = await handle.resume(pending.token, '{"decision": "approve"}')
+    assert done.text == 'ok: answered {"decision": "approve"} with data {"decision": "approve"}'
+
+
 async def test_a_remote_question_in_a_delegated_child_shows_at_the_root_and_is_answered_there(peer: Peer) -> None:
     def boss(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
         if len(messages) == 1:
