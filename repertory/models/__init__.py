@@ -1,9 +1,10 @@
 """Real model adapters: ``OpenAIChatModel`` for any OpenAI-compatible server, ``AnthropicModel`` for
-Anthropic's Messages API, ``FallbackModel`` to chain them, and ``infer_model``.
+Anthropic's Messages API, ``GeminiModel`` for Google's Gemini API, ``FallbackModel`` to chain them,
+and ``infer_model``.
 
-``OpenAIChatModel`` needs the ``openai`` extra (``pip install 'repertory[openai]'``) and
-``AnthropicModel`` the ``anthropic`` extra; ``AnthropicModel`` is imported on first use, so this
-package works without the anthropic SDK. The engine never imports this package until an agent is
+``OpenAIChatModel`` needs the ``openai`` extra (``pip install 'repertory[openai]'``),
+``AnthropicModel`` the ``anthropic`` extra and ``GeminiModel`` the ``google`` extra; the last two are
+imported on first use, so this package works without their SDKs. The engine never imports this package until an agent is
 given a model string, so repertory without either SDK still works.
 """
 
@@ -16,12 +17,14 @@ from repertory.models.pricing import PRICES, ModelPrice, cost_of, price_for
 
 if TYPE_CHECKING:
     from repertory.models.anthropic_messages import AnthropicModel
+    from repertory.models.gemini import GeminiModel
 
 __all__ = [
     "PRICES",
     "PROVIDERS",
     "AnthropicModel",
     "FallbackModel",
+    "GeminiModel",
     "ModelPrice",
     "OpenAIChatModel",
     "cost_of",
@@ -36,4 +39,8 @@ def __getattr__(name: str) -> Any:
         from repertory.models.anthropic_messages import AnthropicModel
 
         return AnthropicModel
+    if name == "GeminiModel":  # the google extra's SDK, likewise
+        from repertory.models.gemini import GeminiModel
+
+        return GeminiModel
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

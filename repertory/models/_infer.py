@@ -8,10 +8,11 @@ from repertory.core.model import Model
 
 __all__ = ["PROVIDERS", "infer_model"]
 
-PROVIDERS = ("anthropic", "openai")
+PROVIDERS = ("anthropic", "google", "openai")
 """The prefixes ``infer_model`` understands. ``openai`` covers every server with OpenAI's chat
 completions API (point it elsewhere with ``OPENAI_BASE_URL`` or ``base_url=``); ``anthropic`` is
-Anthropic's native Messages API (``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``)."""
+Anthropic's native Messages API (``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``); ``google`` is the Gemini
+API through google-genai (``GOOGLE_API_KEY`` or ``GEMINI_API_KEY``, ``GOOGLE_GEMINI_BASE_URL``)."""
 
 
 def infer_model(name: str, **options: Any) -> Model:
@@ -36,4 +37,8 @@ def infer_model(name: str, **options: Any) -> Model:
         from repertory.models.anthropic_messages import AnthropicModel
 
         return AnthropicModel(model, **options)
+    if provider == "google":
+        from repertory.models.gemini import GeminiModel
+
+        return GeminiModel(model, **options)
     raise ValueError(f"unknown model provider {provider!r} in {name!r}; known providers: {known}")

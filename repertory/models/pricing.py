@@ -2,8 +2,8 @@
 
 Prices change and every deployment has its own (a self-hosted vLLM costs what its machine costs),
 so the table is data the user owns: ``PRICES`` is a plain module-level dict to extend or edit, and
-``OpenAIChatModel(pricing=...)`` / ``AnthropicModel(pricing=...)`` override it for one model. A
-model with no price gets ``cost=None`` (unknown), never ``0.0``, so "free" and "unpriced" stay
+each adapter's ``pricing=`` (``OpenAIChatModel``, ``AnthropicModel``, ``GeminiModel``) overrides it for
+one model. A model with no price gets ``cost=None`` (unknown), never ``0.0``, so "free" and "unpriced" stay
 distinguishable.
 """
 
@@ -34,6 +34,10 @@ class ModelPrice(BaseModel):
 
 
 def _openai(inp: float, cached: float, out: float) -> ModelPrice:
+    return ModelPrice(input_per_million=inp, output_per_million=out, cache_read_per_million=cached)
+
+
+def _gemini(inp: float, cached: float, out: float) -> ModelPrice:
     return ModelPrice(input_per_million=inp, output_per_million=out, cache_read_per_million=cached)
 
 
@@ -82,6 +86,12 @@ PRICES: dict[str, ModelPrice] = {
     "claude-3-7-sonnet-20250219": _SONNET_4,
     "claude-3-5-haiku-latest": _HAIKU_35,
     "claude-3-5-haiku-20241022": _HAIKU_35,
+    # Google Gemini API list prices (USD per 1M tokens: input, cached input, output; thinking is output)
+    # for prompts up to 200k tokens; the higher tier past that, and cache storage, are not modelled.
+    "gemini-3-pro-preview": _gemini(2.00, 0.20, 12.00),
+    "gemini-2.5-pro": _gemini(1.25, 0.125, 10.00),
+    "gemini-2.5-flash": _gemini(0.30, 0.03, 2.50),
+    "gemini-2.5-flash-lite": _gemini(0.10, 0.01, 0.40),
 }
 """Default prices by model name, edit or extend freely. Looked up at each request, so edits take effect at once."""
 

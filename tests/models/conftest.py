@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from repertory.models import AnthropicModel, OpenAIChatModel
 
 from .anthropic_server import FakeAnthropic
+from .gemini_server import FakeGemini
 from .server import FakeOpenAI
+
+if TYPE_CHECKING:
+    from repertory.models import GeminiModel
 
 ModelFactory = Callable[..., OpenAIChatModel]
 
@@ -76,6 +80,48 @@ async def make_anthropic(fake_anthropic: FakeAnthropic) -> AsyncIterator[Anthrop
         options.setdefault("api_key", "sk-ant-test")
         options.setdefault("timeout", 10.0)
         model = AnthropicModel(name, **options)
+        slept: list[float] = []
+
+        async def record(seconds: float) -> None:
+            slept.append(seconds)
+            await asyncio.sleep(0)
+
+        model._sleep = record
+        model.slept = slept  # type: ignore[attr-defined]
+        made.append(model)
+        return model
+
+    yield make
+    for model in made:
+        await model.aclose()
+
+
+GeminiFactory = Callable[..., "GeminiModel"]
+
+
+@pytest.fixture
+async def fake_gemini() -> AsyncIterator[FakeGemini]:
+    """A fresh scripted Gemini API server; a test fails if it asked for unscripted replies."""
+    server = await FakeGemini().start()
+    try:
+        yield server
+    finally:
+        await server.close()
+    assert not server.problems, server.problems
+
+
+@pytest.fixture
+async def make_gemini(fake_gemini: FakeGemini) -> AsyncIterator[GeminiFactory]:
+    """Build Gemini models aimed at ``fake_gemini`` through the SDK; retry waits are recorded in ``model.slept``."""
+    from repertory.models import GeminiModel
+
+    made: list[GeminiModel] = []
+
+    def make(name: str = "gemini-test", **options: Any) -> GeminiModel:
+        options.setdefault("base_url", fake_gemini.url)
+        options.setdefault("api_key", "gm-test")
+        options.setdefault("timeout", 10.0)
+        model = GeminiModel(name, **options)
         slept: list[float] = []
 
         async def record(seconds: float) -> None:

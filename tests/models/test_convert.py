@@ -24,9 +24,9 @@ def test_infer_model() -> None:
     assert infer_model("openai:org/llama-3:8b").model == "org/llama-3:8b"  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="provider:model"):
         infer_model("gpt-4o-mini")
-    with pytest.raises(ValueError, match=r"unknown model provider 'gemini'.*known providers: anthropic, openai"):
+    with pytest.raises(ValueError, match=r"unknown model provider 'gemini'.*providers: anthropic, google, openai"):
         infer_model("gemini:pro")
-    with pytest.raises(ValueError, match="known providers: anthropic, openai"):
+    with pytest.raises(ValueError, match="known providers: anthropic, google, openai"):
         infer_model("anthropic:")
 
 
