@@ -179,6 +179,8 @@ class GeminiModel:
     ) -> AsyncIterator[ModelEvent]:
         """Send one streamed ``generateContent`` request; yield its deltas, then one ``ModelResponse``."""
         body, options = self.request_body(messages, tools, settings)
+        if not body:
+            raise ModelError(f"model {self.model!r}: nothing to send: Gemini needs a user turn", model=self.model)
         try:
             contents = [genai_types.Content.model_validate(c) for c in body]
             config = genai_types.GenerateContentConfig.model_validate(options)

@@ -133,32 +133,6 @@ async def test_timeout_is_retried_then_a_model_error(
     assert info.value.attempts == 2 and len(fake_anthropic.requests) == 2  # type: ignore[attr-defined]
 
 
-async def test_stream_that_stalls_mid_way(fake_anthropic: FakeAnthropic, make_anthropic: AnthropicFactory) -> None:
-    fake_anthropic.add(SSEReply([message_start(), *text_block(0, "Once upon")[:2]], stall=True))
-    model = make_anthropic(timeout=0.2, max_retries=3)
-    events: list[ModelEvent] = []
-    with pytest.raises(ModelError, match="stalled"):
-        async for event in model.request([], [], ModelSettings()):
-            events.append(event)
-    assert [e.type for e in events] == ["text-delta"] and len(fake_anthropic.requests) == 1
-
-
-async def test_stream_cut_mid_way(fake_anthropic: FakeAnthropic, make_anthropic: AnthropicFactory) -> None:
-    fake_anthropic.add(SSEReply([message_start(), *text_block(0, "Half a", " sentence")[:3]], cut=True))
-    with pytest.raises(ModelError, match="the stream broke off"):
-        await collect(make_anthropic(max_retries=3))
-    assert len(fake_anthropic.requests) == 1
-
-
-async def test_stream_ending_without_message_stop(
-    fake_anthropic: FakeAnthropic, make_anthropic: AnthropicFactory
-) -> None:
-    """The body closes cleanly but early: the reply is not whole, whatever it held."""
-    fake_anthropic.add(SSEReply([message_start(), *text_block(0, "Half"), message_delta()]))
-    with pytest.raises(ModelError, match="before the model finished its reply \\(no message_stop\\)"):
-        await collect(make_anthropic())
-
-
 async def test_unreachable_server(make_anthropic: AnthropicFactory) -> None:
     with socket.socket() as probe:  # a port that was free a moment ago: nobody listens there
         probe.bind(("127.0.0.1", 0))

@@ -329,6 +329,11 @@ async def test_no_key_anywhere(monkeypatch: pytest.MonkeyPatch) -> None:
         await collect(GeminiModel("gemini-2.5-flash"))
 
 
+async def test_a_conversation_of_instructions_alone_is_refused(make_gemini: GeminiFactory) -> None:
+    with pytest.raises(ModelError, match="needs a user turn"):
+        await collect(make_gemini(), [ModelMessage.system("Be brief.")])
+
+
 def test_constructor_checks() -> None:
     for bad in ({"model": ""}, {"thinking_budget": -2}, {"max_retries": -1}, {"timeout": 0}, {"max_output_tokens": 0}):
         with pytest.raises(ValueError):
