@@ -217,13 +217,14 @@ class GuardrailTripped(RepertoryError):
 class SuspendSignal(Exception):
     """Raised by ``suspend()`` inside a tool to pause the run; control flow, not a fault."""
 
-    def __init__(self, reason: str | None = None, payload: Any = None) -> None:
+    def __init__(self, reason: str | None = None, payload: Any = None, rerun: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.payload = payload
+        self.rerun = rerun
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (SuspendSignal, (self.reason, self.payload))
+        return (SuspendSignal, (self.reason, self.payload, self.rerun))
 
 
 class SleepSignal(SuspendSignal):

@@ -11,20 +11,22 @@ id is the A2A idempotency key too, for a remote that deduplicates on it: that cl
 left, a send still in flight when the caller died.
 
 A remote task that asks for input (``input-required``, or ``auth-required``) suspends the calling
-run (a ``suspend()`` whose payload carries the remote question), which therefore shows where every
-suspension shows: the run's own session, and every ancestor's ``pending_approvals(tree=True)``
-when the caller is a delegated child. The run records the waiting remote task in its scratch;
-once a human resumes the run with the answer, the model's next call of the same tool carries the
-answer and goes to that remote task as its next message (not a new task): as text, and as a data
-part too when the answer is a JSON object or array (what a program asking wants: a remote
-repertory agent's approval is answered with ``{"decision": "approve"}``). A remote task that
-fails, is rejected or cancelled is an error result the model reads.
+run (``suspend(rerun=True)``: the payload carries the remote question), which therefore shows where
+every suspension shows: the run's own session, and every ancestor's ``pending_approvals(tree=True)``
+when the caller is a delegated child. The run records the waiting remote task in its scratch; the
+value a human resumes the run with runs the same call again (``ctx.answer``), which sends it to
+that remote task as its next message (once: its message id is derived from the call and the
+round) and follows the task on: as text, and as a data part too when the answer is a JSON object
+or array (what a program asking wants: a remote repertory agent's approval is answered with
+``{"decision": "approve"}``). The call's result is what the remote task ends with. A remote task
+that fails, is rejected or cancelled is an error result the model reads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 import uuid
@@ -45,7 +47,7 @@ __all__ = ["SCRATCH_KEY", "A2AAgentTool", "WaitingTask", "a2a_agent", "call_ids"
 _log = logging.getLogger("repertory.a2a")
 
 SCRATCH_KEY = "a2a"
-"""The key of the run's scratch under which remote tasks waiting for input are kept, by tool name."""
+"""The key of the run's scratch under which remote tasks waiting for input are kept, by call id."""
 _IDS = uuid.UUID("4d1c9a7e-2b86-5f0a-9c3e-a2a0a2a0a2a0")
 """The namespace of the ids a call derives (uuid5): a fixed value, so every process derives the same."""
 _TASK = Field(description="The task, stated fully: the remote agent sees nothing else of this conversation.")
@@ -60,6 +62,7 @@ class WaitingTask(BaseModel):
     task_id: str
     context_id: str
     state: str
+    round: int = 1  # how many times this call's task has asked: each answer gets its own message id
 
 
 def call_ids(ctx: ToolContext) -> tuple[str, str]:
@@ -92,8 +95,7 @@ class A2AAgentTool(Tool):
             description = (
                 f"Send a task to the remote agent {name!r} (over A2A) and return its answer; it sees "
                 "nothing of this conversation but the task. If it asks for input, this run waits for "
-                "the answer; once the answer comes, call this tool again with the answer as the task: "
-                "it goes to the remote task that asked."
+                "a human's answer, which goes to the remote agent."
             )
         super().__init__(self.send_task, name=name, description=description)
         self.url = url
@@ -103,7 +105,7 @@ class A2AAgentTool(Tool):
 
     async def send_task(self, ctx: ToolContext, task: str = _TASK) -> JsonValue:
         """Send ``task`` (or answer this tool's waiting remote task with it) and return the remote's final text."""
-        waiting = _waiting(ctx.scratch, self.name)
+        waiting = _waiting(ctx.scratch, ctx.call_id)
         context_id, message_id = call_ids(ctx)
         task_id: str | None = None
         try:
@@ -112,8 +114,10 @@ class A2AAgentTool(Tool):
                 try:
                     if waiting is None:
                         found = await self._start(remote, context_id, message_id, task)
-                    else:
-                        found = await self._answer(remote, waiting, message_id, task)
+                    else:  # run again with the human's answer to the remote question
+                        answer = ctx.answer if isinstance(ctx.answer, str) else json.dumps(ctx.answer)
+                        round_id = str(uuid.uuid5(_IDS, f"{message_id}/answer/{waiting.round}"))
+                        found = await self._answer(remote, waiting, round_id, answer)
                     if isinstance(found, Message):  # an agent that answers at once, without a task
                         return parts_text(list(found.parts))
                     task_id = found
@@ -163,8 +167,14 @@ class A2AAgentTool(Tool):
         held = dict(bag) if isinstance(bag, dict) else {}
         said = parts_text(list(done.status.message.parts))
         if state in WAITING:
-            record = WaitingTask(task_id=done.id, context_id=done.context_id, state=state_name(state))
-            held[self.name] = record.model_dump()
+            before = _waiting(ctx.scratch, ctx.call_id)
+            record = WaitingTask(
+                task_id=done.id,
+                context_id=done.context_id,
+                state=state_name(state),
+                round=1 if before is None else before.round + 1,
+            )
+            held[ctx.call_id] = record.model_dump()
             ctx.scratch[SCRATCH_KEY] = held
             question = said or f"the remote task is {state_name(state)}"
             suspend(
@@ -173,9 +183,10 @@ class A2AAgentTool(Tool):
                     "a2a": {"agent": self.name, "url": self.url, **record.model_dump()},
                     "question": question,
                 },
+                rerun=True,
             )
-        if self.name in held:
-            del held[self.name]
+        if ctx.call_id in held:
+            del held[ctx.call_id]
             ctx.scratch[SCRATCH_KEY] = held
         if state == TaskState.TASK_STATE_COMPLETED:
             return task_text(done)
@@ -205,8 +216,8 @@ def a2a_agent(
     Each call is one remote task, sent once: its message id is derived from the run and the call,
     committed before the send, so after a crash the call finds the same remote task instead of
     sending again. A remote ``input-required`` suspends the calling run (so it shows at the root,
-    like a delegated child's suspension); the model's next call of the tool, after the answer,
-    goes to that remote task. A remote failure is an error result the model reads.
+    like a delegated child's suspension); the value the run is resumed with goes to that remote
+    task, and the call goes on with it. A remote failure is an error result the model reads.
     """
     return A2AAgentTool(url, name=name, headers=headers, description=description, timeout=timeout)
 
@@ -219,10 +230,10 @@ def _name_from(url: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", raw)[:64] or "remote_agent"
 
 
-def _waiting(scratch: Mapping[str, JsonValue], name: str) -> WaitingTask | None:
-    """This tool's remote task that waits for an answer, as the run's scratch recorded it."""
+def _waiting(scratch: Mapping[str, JsonValue], call_id: str) -> WaitingTask | None:
+    """The remote task of this call that waits for an answer, as the run's scratch recorded it."""
     bag = scratch.get(SCRATCH_KEY)
-    entry = bag.get(name) if isinstance(bag, dict) else None
+    entry = bag.get(call_id) if isinstance(bag, dict) else None
     return WaitingTask.model_validate(entry) if isinstance(entry, dict) else None
 
 

@@ -149,6 +149,7 @@ class PendingCall(BaseModel):
     payload: JsonValue | None = None
     requested_at: int = Field(default_factory=now_ms)
     wake_at: int | None = Field(default=None, exclude_if=_is_none)  # a timer's due time (epoch ms)
+    rerun: bool = Field(default=False, exclude_if=lambda v: not v)  # answered by running the call again
 
 
 class ApprovalRecord(BaseModel):
@@ -234,6 +235,8 @@ class RunState(BaseModel):
     # Tools the turn's client runs itself (an AG-UI frontend's): the model sees them, a call to one
     # suspends the run, and the value it is resumed with is the call's result.
     client_tools: list[ToolSpec] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # Resume values of calls that asked with ``suspend(rerun=True)``, by call id, until the call ran again.
+    answers: dict[str, JsonValue] = Field(default_factory=dict, exclude_if=lambda v: not v)
     # The step's model call while it is under way, for a re-attach after a crash (``ModelCallRecord``).
     model_call: ModelCallRecord | None = Field(default=None, exclude_if=_is_none)
     # Memory recalled at start, folded into every request at ``context_depth``; never in history.
@@ -326,6 +329,7 @@ def snapshot(run: RunState) -> RunState:
     return copied(
         run,
         scratch=copy.deepcopy(run.scratch) if run.scratch else {},
+        answers=dict(run.answers),
         pending=[copied(p) for p in run.pending],
         approvals=[copied(a) for a in run.approvals],
         delegations=list(run.delegations),  # frozen records: only the list is appended to
@@ -356,6 +360,7 @@ def detached(run: RunState) -> RunState:
         if run.suspended_on is None
         else copied(run.suspended_on, payload=_copy_json(run.suspended_on.payload)),
         scratch=_copy_json(run.scratch),
+        answers={k: _copy_json(v) for k, v in run.answers.items()},
         result=_copy_json(run.result),
         error=None if run.error is None else copied(run.error),
         pending=[copied(p, args=_copy_json(p.args), payload=_copy_json(p.payload)) for p in run.pending],

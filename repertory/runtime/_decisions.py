@@ -94,6 +94,7 @@ class Decided:
     message: ModelMessage | None = None
     results: tuple[ToolResultPart, ...] = ()
     approved: tuple[str, ...] = ()
+    answers: tuple[tuple[str, JsonValue], ...] = ()  # (call id, value): calls that run again with their answer
 
 
 Decider = Callable[[RunState, Mapping[str, Tool]], Decided]
@@ -165,6 +166,9 @@ def resume(value: Any, origin: Origin | None, clock: Clock) -> Decider:
     def decide(run: RunState, tools: Mapping[str, Tool]) -> Decided:
         if run.pending and run.pending[0].kind == "timer":
             return wake_timer(clock.now_ms(), True, value)(run, tools)
+        if run.pending and run.pending[0].rerun:  # the call runs again, with the value as its answer
+            answer: JsonValue = _JSON.validate_python(json.loads(json.dumps(value, default=str)))
+            return Decided(answers=((run.pending[0].tool_call_id, answer),))
         if run.pending and is_client_call(run, run.pending[0]):
             call = run.pending[0]
             result: JsonValue = _JSON.validate_python(json.loads(json.dumps(value, default=str)))

@@ -267,6 +267,8 @@ class Drive:
         if decision.results:
             self._answer(list(decision.results))
         self.just_decided = frozenset(decision.approved)
+        for call_id, answer in decision.answers:
+            run.answers[call_id] = answer
         run.pending.pop(0)
         run.to_running()
 
@@ -824,6 +826,9 @@ class Drive:
         errors, ran, suspends = plan.errors, None, None
         if plan.jobs:
             ran, suspends = settle_outcomes(plan.jobs, await self._run_jobs(plan.jobs), self.deps.clock)
+            if run.answers:  # delivered: a call that asks again gets its next answer the same way
+                for job in plan.jobs:
+                    run.answers.pop(job.call.tool_call_id, None)
         if plan.clients:
             suspends = (suspends or []) + plan.clients
         if errors or ran:
@@ -866,6 +871,7 @@ class Drive:
                         services=services,
                         delegation=delegation,
                         detaching=detaching,
+                        answer=run.answers.get(call.tool_call_id),
                     ),
                 )
                 for tool, call, args, approval, delegation in jobs

@@ -188,7 +188,8 @@ def plan_calls(
         if tool.delegates_to is not None and not in_tree:
             # Recovered outside a runtime (``Session.recover``): leave the call for one that has the tree.
             raise ValueError(f"tool {tool.name!r} delegates to agent {tool.delegates_to!r}, which needs a Runtime")
-        rerun = tool.idempotent or tool.reattaches or delegation is not None
+        # A call resumed with its answer (``suspend(rerun=True)``) runs again to deliver it.
+        rerun = tool.idempotent or tool.reattaches or delegation is not None or cid in run.answers
         if not fresh and cid not in just_decided and not rerun:
             errors[cid] = error_result(call, OUTCOME_UNKNOWN)
             continue
@@ -237,7 +238,8 @@ def settle_outcomes(
     """What the jobs did: a result per call that has one now, and the suspensions they asked for, in call order.
 
     A call that slept has no result until it wakes (its timer's due time is read from ``clock`` now);
-    a call that suspended has its note as result and waits for its answer as a user message.
+    a call that suspended has its note as result and waits for its answer as a user message, or,
+    asking with ``rerun``, no result until it runs again with the answer.
     """
     results: dict[str, ToolResultPart] = {}
     suspends: list[PendingCall] = []
@@ -245,10 +247,12 @@ def settle_outcomes(
         if isinstance(outcome.suspend, SleepSignal):
             suspends.append(_timer_call(tool.name, call.tool_call_id, args, outcome.suspend, clock))
             continue  # answered when it wakes
+        rerun = outcome.suspend is not None and outcome.suspend.rerun
         result = outcome.result
         if args is not call.args and args != call.args and result is not None:
             result = result.model_copy(update={"ran_with": args})  # the edit beside the request it replaced
-        results[call.tool_call_id] = result
+        if not rerun:
+            results[call.tool_call_id] = result
         if outcome.suspend is not None:
             payload: JsonValue = json.loads(json.dumps(outcome.suspend.payload, default=str))
             suspends.append(
@@ -259,6 +263,7 @@ def settle_outcomes(
                     args=args,
                     reason=outcome.suspend.reason,
                     payload=payload,
+                    rerun=rerun,
                 )
             )
     return results, suspends

@@ -46,6 +46,8 @@ class ToolContext:
     for a tool that delegates (``Tool.delegates_to``). ``detaching()`` is true once the host is
     letting go of the run (shutting down) rather than cancelling it: a tool cancelled then leaves
     the work it started elsewhere alone, because the run is driven again at the next start.
+    ``answer`` is the value the run was resumed with when this call asked with
+    ``suspend(rerun=True)`` and now runs again (``None`` otherwise).
     """
 
     call_id: str
@@ -57,11 +59,17 @@ class ToolContext:
     services: SessionServices | None = None
     delegation: Delegation | None = None
     detaching: Callable[[], bool] = field(default=lambda: False)
+    answer: JsonValue | None = None  # the value a ``suspend(rerun=True)`` of this call was resumed with
 
 
-def suspend(reason: str | None = None, payload: Any = None) -> NoReturn:
-    """Pause the run from inside a tool; the resume value arrives later as a user message."""
-    raise SuspendSignal(reason=reason, payload=payload)
+def suspend(reason: str | None = None, payload: Any = None, *, rerun: bool = False) -> NoReturn:
+    """Pause the run from inside a tool; the resume value arrives later as a user message.
+
+    With ``rerun`` the call has no result yet: once the run is resumed, the same call runs again
+    with the resume value as ``ctx.answer`` (a tool that relays a question and must deliver its
+    answer itself, such as a remote agent's). Its result is then the call's result.
+    """
+    raise SuspendSignal(reason=reason, payload=payload, rerun=rerun)
 
 
 def sleep(seconds: float | None = None, until_ms: int | None = None) -> NoReturn:

@@ -21,14 +21,12 @@ from tests.a2a.helpers import Peer
 
 
 def _relay(first_task: str) -> Any:
-    """A caller's model: sends ``first_task``, relays a human's answer to the same tool, then quotes the result."""
+    """A caller's model: sends ``first_task``, then quotes the result (a human's answer reaches the remote alone)."""
 
     def step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
         last = messages[-1]
         if len(messages) == 1:
             return {"tool": "peer", "args": {"task": first_task}}
-        if last.role == "user":  # the answer a human resumed the run with
-            return {"tool": "peer", "args": {"task": last.text}}
         [result] = last.tool_results
         return {"text": f"{'error' if result.is_error else 'ok'}: {result.result}"}
 
@@ -75,13 +73,15 @@ async def test_a_remote_question_suspends_the_run_and_its_answer_goes_to_the_sam
             "task_id": task[1],
             "context_id": task[2],
             "state": "input-required",
+            "round": 1,
         }
         assert asked.state.scratch[SCRATCH_KEY] == {
-            "peer": {"task_id": task[1], "context_id": task[2], "state": "input-required"}
+            pending.tool_call_id: {"task_id": task[1], "context_id": task[2], "state": "input-required", "round": 1}
         }
-        done = await handle.resume(pending.token, "red")
+        done = await handle.resume(pending.token, "red")  # runs the call again, which sends it
         assert done.status == "done"
         assert done.text == "ok: answered red"
+        assert [m.role for m in await _messages(rt, done.run_id)] == ["user", "assistant", "tool", "assistant"]
         assert done.state.scratch[SCRATCH_KEY] == {}  # nothing waits any more
         with pytest.raises(Exception, match="resume token"):
             await handle.resume(pending.token, "blue")  # the answer was given once
