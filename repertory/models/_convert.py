@@ -14,7 +14,7 @@ from repertory.core.content import readable
 from repertory.core.messages import ModelMessage, ToolCallPart, ToolResultPart
 from repertory.core.model import ToolSpec
 
-__all__ = ["ERROR_PREFIX", "response_format", "to_openai_messages", "to_openai_tools"]
+__all__ = ["ERROR_PREFIX", "response_format", "to_openai_messages", "to_openai_tools", "tool_result_text"]
 
 ERROR_PREFIX = "Error: "
 """Put before an error tool result's text: the wire format has no ``is_error`` flag, and a model that
@@ -58,11 +58,14 @@ def _tool_call(call: ToolCallPart) -> dict[str, Any]:
 
 
 def _tool_result(part: ToolResultPart) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": part.tool_call_id, "content": tool_result_text(part)}
+
+
+def tool_result_text(part: ToolResultPart) -> str:
+    """A tool result as the text OpenAI's APIs take (chat completions and Responses alike)."""
     # Base64 payloads (an MCP tool's image) are described, not sent: see repertory.core.content.
     content = part.result if isinstance(part.result, str) else json.dumps(readable(part.result))
-    if part.is_error:
-        content = ERROR_PREFIX + content
-    return {"role": "tool", "tool_call_id": part.tool_call_id, "content": content}
+    return ERROR_PREFIX + content if part.is_error else content
 
 
 def to_openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:

@@ -8,11 +8,12 @@ from repertory.core.model import Model
 
 __all__ = ["PROVIDERS", "infer_model"]
 
-PROVIDERS = ("anthropic", "google", "openai")
+PROVIDERS = ("anthropic", "google", "openai", "openai-responses")
 """The prefixes ``infer_model`` understands. ``openai`` covers every server with OpenAI's chat
 completions API (point it elsewhere with ``OPENAI_BASE_URL`` or ``base_url=``); ``anthropic`` is
 Anthropic's native Messages API (``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``); ``google`` is the Gemini
-API through google-genai (``GOOGLE_API_KEY`` or ``GEMINI_API_KEY``, ``GOOGLE_GEMINI_BASE_URL``)."""
+API through google-genai (``GOOGLE_API_KEY`` or ``GEMINI_API_KEY``, ``GOOGLE_GEMINI_BASE_URL``);
+``openai-responses`` is OpenAI's Responses API (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``)."""
 
 
 def infer_model(name: str, **options: Any) -> Model:
@@ -33,6 +34,10 @@ def infer_model(name: str, **options: Any) -> Model:
         from repertory.models.openai_chat import OpenAIChatModel
 
         return OpenAIChatModel(model, **options)
+    if provider == "openai-responses":
+        from repertory.models.openai_responses import OpenAIResponsesModel
+
+        return OpenAIResponsesModel(model, **options)
     if provider == "anthropic":
         from repertory.models.anthropic_messages import AnthropicModel
 

@@ -18,6 +18,7 @@ from repertory.core.model import Model
 
 from . import anthropic_server as anthropic
 from . import gemini_server as gemini
+from . import responses_server as responses
 from .server import FakeOpenAI, SSEReply, chunk, tool_piece
 
 Call = tuple[str, str, dict[str, Any]]
@@ -119,6 +120,31 @@ class GeminiWire:
         return SSEReply([*self._chunks(pieces), "{not json"])
 
 
+class ResponsesWire:
+    def _open(self, pieces: list[str]) -> list[dict[str, Any] | str]:
+        made = responses.events([responses.message(*pieces)], terminal=False)
+        last = max(i for i, e in enumerate(made) if e["type"] == "response.output_text.delta")
+        return list(made[: last + 1])
+
+    def text(self, pieces: list[str], prompt: int, output: int) -> SSEReply:
+        return responses.reply(responses.message(*pieces), usage_=responses.usage(prompt, output))
+
+    def calls(self, calls: list[Call]) -> SSEReply:
+        return responses.reply(*[responses.call(id, name, args) for id, name, args in calls])
+
+    def cut(self, pieces: list[str]) -> SSEReply:
+        return SSEReply(self._open(pieces), cut=True)
+
+    def unfinished(self, pieces: list[str]) -> SSEReply:
+        return SSEReply(self._open(pieces))
+
+    def stall(self, pieces: list[str]) -> SSEReply:
+        return SSEReply(self._open(pieces), stall=True)
+
+    def malformed(self, pieces: list[str]) -> SSEReply:
+        return SSEReply([*self._open(pieces), "{not json"])
+
+
 @dataclass
 class Adapter:
     """One adapter under test: its server, a factory of models aimed at it, and its wire format."""
@@ -133,5 +159,6 @@ ADAPTERS: dict[str, tuple[str, str, Wire]] = {
     "openai-chat": ("fake", "make_model", OpenAIChatWire()),
     "anthropic": ("fake_anthropic", "make_anthropic", AnthropicWire()),
     "gemini": ("fake_gemini", "make_gemini", GeminiWire()),
+    "openai-responses": ("fake_responses", "make_responses", ResponsesWire()),
 }
 """Adapter name -> (its server fixture, its model factory fixture, its wire format)."""

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from repertory.models import AnthropicModel, OpenAIChatModel
+from repertory.models import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 
 from .anthropic_server import FakeAnthropic
 from .gemini_server import FakeGemini
+from .responses_server import FakeResponses
 from .server import FakeOpenAI
 
 if TYPE_CHECKING:
@@ -129,6 +130,45 @@ async def make_gemini(fake_gemini: FakeGemini) -> AsyncIterator[GeminiFactory]:
             await asyncio.sleep(0)
 
         model._sleep = record
+        model.slept = slept  # type: ignore[attr-defined]
+        made.append(model)
+        return model
+
+    yield make
+    for model in made:
+        await model.aclose()
+
+
+ResponsesFactory = Callable[..., OpenAIResponsesModel]
+
+
+@pytest.fixture
+async def fake_responses() -> AsyncIterator[FakeResponses]:
+    """A fresh scripted Responses API server; a test fails if it asked for unscripted replies."""
+    server = await FakeResponses().start()
+    try:
+        yield server
+    finally:
+        await server.close()
+    assert not server.problems, server.problems
+
+
+@pytest.fixture
+async def make_responses(fake_responses: FakeResponses) -> AsyncIterator[ResponsesFactory]:
+    """Build Responses models aimed at ``fake_responses``; retry waits are recorded in ``model.slept``."""
+    made: list[OpenAIResponsesModel] = []
+
+    def make(name: str = "gpt-test", **options: Any) -> OpenAIResponsesModel:
+        options.setdefault("base_url", fake_responses.url)
+        options.setdefault("api_key", "sk-test")
+        options.setdefault("timeout", 10.0)
+        slept: list[float] = []
+
+        async def record(seconds: float) -> None:
+            slept.append(seconds)
+            await asyncio.sleep(0)
+
+        model = OpenAIResponsesModel(name, retry_sleep=record, **options)
         model.slept = slept  # type: ignore[attr-defined]
         made.append(model)
         return model
