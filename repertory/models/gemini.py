@@ -36,7 +36,7 @@ from google import genai  # noqa: E402
 from google.genai import errors as genai_errors  # noqa: E402
 from google.genai import types as genai_types  # noqa: E402
 
-__all__ = ["BLOCKED", "GeminiModel"]
+__all__ = ["BLOCKED", "GeminiModel", "model_family"]
 
 NO_KEY = "not-needed"
 """Sent as the API key to a server given by ``base_url`` when no key is configured (the SDK insists on one)."""
@@ -77,6 +77,7 @@ def _transport_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Excepti
 
 
 _TRANSPORT, _TIMEOUT = _transport_errors()
+_VERSIONED = re.compile(r"(-\d{3}|-latest|-preview(-\d{2}-\d{4})?|-exp(-\d{4})?)$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)s\s*$")
 _RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 
@@ -164,7 +165,7 @@ class GeminiModel:
         self._given_client = client
         self._client: genai.Client | None = None
         self._client_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-        self._served: set[str] = {self.model}
+        self._served: set[str] = {model_family(self.model)}
         # Waiting between retries goes through here, so tests can see the delays without waiting them.
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
@@ -236,7 +237,7 @@ class GeminiModel:
         except MalformedReply as exc:
             raise self._failure(str(exc), None, attempt + 1) from None
         if assembler.served_by:
-            self._served.add(assembler.served_by)
+            self._served.add(model_family(assembler.served_by))
         usage = assembler.usage()
         names = [self.model] + ([assembler.served_by] if assembler.served_by else [])
         yield ModelResponse(message=message, usage=usage, cost=cost_of(price_for(names, self.pricing), usage))
@@ -279,7 +280,7 @@ class GeminiModel:
         A signature binds thoughts to the model that wrote them; a message from before models were
         recorded (``None``) is taken to be ours.
         """
-        return name is None or name.removeprefix("models/") in self._served
+        return name is None or model_family(name) in self._served
 
     def _check_finish(self, assembler: ReplyAssembler, attempts: int) -> None:
         if assembler.block_reason is not None:
@@ -401,6 +402,18 @@ class GeminiModel:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+def model_family(name: str) -> str:
+    """A model name without ``models/`` and its version suffix: a name asked for and the version that answered agree.
+
+    ``gemini-2.5-flash-001`` and ``gemini-2.5-flash-preview-09-2025`` are both ``gemini-2.5-flash``;
+    ``gemini-2.5-flash-lite`` is a model of its own.
+    """
+    name = name.removeprefix("models/")
+    while (stripped := _VERSIONED.sub("", name)) != name:
+        name = stripped
+    return name
 
 
 def _what(exc: genai_errors.APIError) -> str:

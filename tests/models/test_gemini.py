@@ -12,14 +12,16 @@ from __future__ import annotations
 import base64
 import pickle
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from repertory import ModelMessage, ModelSettings, TextPart, ToolCallPart
+from repertory import Agent, ModelMessage, ModelSettings, Session, SqliteSessionStore, TextPart, ToolCallPart, tool
 from repertory.core.messages import ReasoningPart, ToolResultPart
 from repertory.errors import ModelError
 from repertory.models import GeminiModel, ModelPrice, infer_model
+from repertory.models.gemini import model_family
 
 from .conftest import GeminiFactory
 from .gemini_server import (
@@ -340,6 +342,51 @@ def test_constructor_checks() -> None:
             GeminiModel(**{"model": "gemini-x", **bad})  # type: ignore[arg-type]
 
 
+def test_model_family() -> None:
+    assert model_family("models/gemini-2.5-flash-001") == "gemini-2.5-flash"
+    assert model_family("gemini-2.5-flash-preview-09-2025") == "gemini-2.5-flash"
+    assert model_family("gemini-3-pro-preview") == "gemini-3-pro"
+    assert model_family("gemini-2.5-flash-lite") == "gemini-2.5-flash-lite"
+
+
 def test_signatures_are_stored_as_the_base64_the_api_sent() -> None:
     raw = base64.b64decode(sig("c1"))
     assert raw == b"signature:c1"
+
+
+async def test_signatures_survive_the_store_and_a_new_process(fake_gemini: FakeGemini, tmp_path: Path) -> None:
+    """A tool turn stored in SQLite, read back by a fresh session on the reopened file (a restart),
+    goes to the model with each signature on its part."""
+
+    @tool(idempotent=True)
+    async def lookup(q: str) -> str:
+        """Look something up."""
+        return f"found {q}"
+
+    def answer(request: Request) -> SSEReply:
+        model_turn = request.body["contents"][1]
+        assert model_turn["parts"] == [
+            {"text": "Plan.", "thought": True, "thoughtSignature": sig("t")},
+            {"functionCall": {"id": "c1", "name": "lookup", "args": {"q": "a"}}, "thoughtSignature": sig("c1")},
+        ]
+        return reply(text("Found."))
+
+    fake_gemini.add(
+        reply(thought("Plan.", signature=sig("t")), call("lookup", {"q": "a"}, id="c1", signature=sig("c1"))),
+        answer,
+        answer,
+    )
+    thread_id = None
+    for prompt in ("find a", "and again?"):
+        store = await SqliteSessionStore.open(tmp_path / "runs.db")
+        model = GeminiModel("gemini-test", base_url=fake_gemini.url, api_key="gm-test")
+        try:
+            session = Session(store=store, agent=Agent(name="a", model=model, tools=[lookup]), thread_id=thread_id)
+            r = await session.start(prompt)
+            assert r.status == "done" and r.text == "Found."
+            assert session.state is not None
+            thread_id = session.state.thread_id
+        finally:
+            await model.aclose()
+            await store.close()
+    assert len(fake_gemini.requests) == 3
