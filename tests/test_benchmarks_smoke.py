@@ -32,6 +32,7 @@ EXPECTED = (
     "limits",
     "sse_readers",
     "mcp_server",
+    "a2a_server",
 )
 PLOTS = ("throughput_vs_concurrency.png", "fork_cost_vs_history_length.png", "bytes_per_step_vs_run_length.png")
 

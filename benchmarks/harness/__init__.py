@@ -5,6 +5,8 @@
 - ``machine``: what a figure was measured on (``Machine``: platform, versions, git commit);
 - ``stats``: percentiles and latency distributions (``Dist``);
 - ``timing``: timed calls, garbage-collector time, progress bars;
+- ``interleaved``: kinds of one call timed side by side in alternating blocks;
+- ``served``, ``echo``: ``repertory serve`` in its own process, and the echo agent a face's overhead is read on;
 - ``profiling``: cProfile tables grouped into categories;
 - ``procfs``: resident set, CPU seconds and process facts read from ``/proc``;
 - ``sqlite_files``: bytes a SQLite database holds on disk;

@@ -4,7 +4,7 @@ Run ``python -m benchmarks.mcp_server [--quick] [--out PATH]``; it prints the fi
 ``benchmarks/results/mcp_server.json``. Nothing here asserts a speed. The target read against:
 the MCP server adds at most 3 ms (p50) to a turn on loopback.
 
-One agent (``benchmarks.mcp_server.agents:agents``: a zero-delay ``ScriptedModel`` that answers
+One agent (``benchmarks.harness.echo:agents``: a zero-delay ``ScriptedModel`` that answers
 at once, no tools), three ways, each on its own fresh SQLite file (WAL, durability normal), in
 interleaved blocks so a busy machine slows every kind alike:
 
