@@ -335,6 +335,7 @@ class BackgroundResponses(FakeOpenAI):
         self.posts: list[dict[str, Any]] = []  # the bodies of POST /responses
         self.reads: list[tuple[str, int]] = []  # (response id, starting_after) of each GET stream
         self.cancelled: list[str] = []
+        self.cancel_seen = asyncio.Event()
         self.texts: dict[str, str] = {}  # what each response's reply says, as generated
         self.sent_deltas = 0  # text deltas written to readers
         self._sent = asyncio.Condition()
@@ -386,6 +387,7 @@ class BackgroundResponses(FakeOpenAI):
                 await self._json(writer, api_error(404, f"No response found with id '{parts[1]}'."))
                 return
             self.cancelled.append(found.id)
+            self.cancel_seen.set()
             async with found.changed:
                 if found.status == "in_progress":
                     found.status = "cancelled"
