@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +26,7 @@ from repertory.core.content import readable
 from repertory.core.messages import ModelMessage, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from repertory.core.model import ToolSpec
 
-__all__ = ["to_gemini_contents", "to_gemini_tools"]
+__all__ = ["to_gemini_contents", "to_gemini_tools", "to_interaction_input", "to_interaction_tools"]
 
 
 def to_gemini_contents(
@@ -120,3 +121,62 @@ def to_gemini_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
         {"name": t.name, "description": t.description, "parameters_json_schema": t.parameters} for t in tools
     ]
     return [{"function_declarations": declarations}]
+
+
+# -- the Interactions API (background mode) ---------------------------------------------------------
+#
+# The same conversation as steps: it is read off the ``generateContent`` contents above, so there is
+# one translation of our records and the two request shapes cannot drift apart. A signature rides a
+# ``thought`` step there, never a text or call step: a redacted signature (on a text or call part in
+# ``generateContent``) becomes a summary-less thought step just before its part.
+
+
+def to_interaction_input(
+    messages: list[ModelMessage], signed_by_us: Callable[[str | None], bool]
+) -> tuple[str | None, list[dict[str, Any]]]:
+    """The ``system_instruction`` and the ``input`` steps of an ``interactions.create`` request."""
+    system, contents = to_gemini_contents(messages, signed_by_us)
+    instruction = "\n\n".join(p["text"] for p in system["parts"]) if system is not None else None
+    steps: list[dict[str, Any]] = []
+    for content in contents:
+        for part in content["parts"]:
+            steps.extend(_steps(part, content["role"]))
+    return instruction, steps
+
+
+def _steps(part: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    raw = part.get("thought_signature")
+    signature = base64.b64encode(raw).decode("ascii") if isinstance(raw, bytes) else None
+    if part.get("thought"):
+        thought: dict[str, Any] = {"type": "thought", "signature": signature}
+        if part.get("text"):
+            thought["summary"] = [{"type": "text", "text": part["text"]}]
+        return [thought]
+    steps: list[dict[str, Any]] = [{"type": "thought", "signature": signature}] if signature is not None else []
+    if "function_call" in part:
+        call = part["function_call"]
+        steps.append({"type": "function_call", "id": call["id"], "name": call["name"], "arguments": call["args"]})
+    elif "function_response" in part:
+        response = part["function_response"]
+        is_error = "error" in response["response"]
+        result = response["response"]["error" if is_error else "output"]
+        steps.append(
+            {
+                "type": "function_result",
+                "call_id": response["id"],
+                "name": response["name"],
+                "result": result if isinstance(result, str) else json.dumps(result),
+                "is_error": is_error,
+            }
+        )
+    elif part.get("text"):
+        kind = "model_output" if role == "model" else "user_input"
+        steps.append({"type": kind, "content": [{"type": "text", "text": part["text"]}]})
+    return steps
+
+
+def to_interaction_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    """Tool specs as the Interactions API's function tools (JSON Schema parameters)."""
+    return [
+        {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters} for t in tools
+    ]
