@@ -84,6 +84,7 @@ class Usage(BaseModel):
     ``input_tokens`` counts every input token, cached or not, so it means the same for every
     provider; ``cache_read_tokens`` (served from the provider's prompt cache, billed at a discount)
     and ``cache_write_tokens`` (written to it, billed at a premium by Anthropic) are parts of it.
+    ``reasoning_tokens`` (a reasoning model's thinking, billed as output) are part of ``output_tokens``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -93,6 +94,7 @@ class Usage(BaseModel):
     requests: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = Field(default=0, exclude_if=lambda v: not v)
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
@@ -106,6 +108,7 @@ class Usage(BaseModel):
             requests=self.requests + other.requests,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 

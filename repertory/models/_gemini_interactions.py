@@ -252,6 +252,7 @@ def usage_of(raw: Any) -> Usage:
         total_tokens=total,
         requests=1,
         cache_read_tokens=cached,
+        reasoning_tokens=thought,
     )
 
 

@@ -138,9 +138,8 @@ class ReplyAssembler:
         prompt = _count(meta.prompt_token_count, "prompt_token_count")
         tool_prompt = _count(meta.tool_use_prompt_token_count, "tool_use_prompt_token_count")
         cached = _count(meta.cached_content_token_count, "cached_content_token_count")
-        output = _count(meta.candidates_token_count, "candidates_token_count") + _count(
-            meta.thoughts_token_count, "thoughts_token_count"
-        )
+        thought = _count(meta.thoughts_token_count, "thoughts_token_count")
+        output = _count(meta.candidates_token_count, "candidates_token_count") + thought
         total = _count(meta.total_token_count, "total_token_count") or prompt + tool_prompt + output
         return Usage(
             input_tokens=prompt + tool_prompt,
@@ -148,6 +147,7 @@ class ReplyAssembler:
             total_tokens=total,
             requests=1,
             cache_read_tokens=cached,
+            reasoning_tokens=thought,
         )
 
     def message(self, model: str) -> ModelMessage:

@@ -164,6 +164,7 @@ def _usage(raw: Any) -> Usage:
     written = _count(getattr(details, "cache_write_tokens", None), "cache_write_tokens")
     if cached + written > inp:
         raise MalformedReply(f"malformed usage from the server: {cached} cached of {inp} input tokens")
+    thought = _count(getattr(getattr(raw, "output_tokens_details", None), "reasoning_tokens", None), "reasoning_tokens")
     return Usage(
         input_tokens=inp,
         output_tokens=out,
@@ -171,4 +172,5 @@ def _usage(raw: Any) -> Usage:
         requests=1,
         cache_read_tokens=cached,
         cache_write_tokens=written,
+        reasoning_tokens=min(thought, out),
     )

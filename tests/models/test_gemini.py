@@ -201,6 +201,7 @@ async def test_cached_and_thought_tokens_priced(fake_gemini: FakeGemini, make_ge
     _, response = await collect(make_gemini(pricing=price))
     assert response.usage.cache_read_tokens == 600_000
     assert response.usage.output_tokens == 1_000_000
+    assert response.usage.reasoning_tokens == 500_000  # part of the output, said apart
     # 400k uncached input at 1.0, 600k cached at 0.1, 1M output (thoughts included) at 10.0.
     assert response.cost == pytest.approx(0.4 + 0.06 + 10.0)
 

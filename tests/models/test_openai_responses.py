@@ -169,9 +169,14 @@ async def test_usage_counts_cached_input_and_the_price_charges_it(
     fake_responses.add(reply(message("hi"), usage_=usage(1000, 500, cached=600, reasoning_tokens=200)))
     price = ModelPrice(input_per_million=2.0, output_per_million=8.0, cache_read_per_million=0.5)
     _, response = await collect(make_responses(pricing={MODEL: price}))
-    # Reasoning tokens are part of the output, as OpenAI counts and bills them.
+    # Reasoning tokens are part of the output, as OpenAI counts and bills them, and said apart too.
     assert response.usage == Usage(
-        input_tokens=1000, output_tokens=500, total_tokens=1500, requests=1, cache_read_tokens=600
+        input_tokens=1000,
+        output_tokens=500,
+        total_tokens=1500,
+        requests=1,
+        cache_read_tokens=600,
+        reasoning_tokens=200,
     )
     assert response.cost == pytest.approx((400 * 2.0 + 600 * 0.5 + 500 * 8.0) / 1e6)
 
