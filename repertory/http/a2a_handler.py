@@ -66,6 +66,7 @@ from repertory.http.a2a_tasks import RepertoryTaskStore, TaskRead, read_task, ta
 from repertory.http.auth import Caller
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
+from repertory.http.views import until_rest
 from repertory.http.webhooks import Webhooks
 
 __all__ = ["A2aHandler"]
@@ -163,8 +164,21 @@ class A2aHandler(RequestHandler):
         )
         return created.session_id
 
-    async def _rested(self, turn: TurnRecord, caller: Caller, after: int, applying: Any) -> None:
-        """Wait until the task rests (ends or asks), through the same stream a client would read."""
+    async def _rested(self, turn: TurnRecord, caller: Caller, after: int, applying: Any) -> TaskRead | None:
+        """Wait until the task rests (ends or asks); the read that saw it rest, when there was one.
+
+        A new task waits on the turn itself (in memory, where it runs here) and reads the store once
+        it rested; an answer being applied, or a turn that still works then (asleep on a timer), is
+        followed through the same stream a client would read.
+        """
+        if applying is None:
+            handle = await self._gw.runtime.session(turn.session_id, caller.principal)
+            await until_rest(self._gw.store, turn.session_id, handle.get_turn(turn.submission_id).wait())
+            fresh = await self._gw.store.load_turn(turn.submission_id)
+            if fresh is not None:
+                read = await read_task(self._gw, fresh)
+                if read.terminal or read.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+                    return read
         with _as_a2a():
             stream = follow(self._gw, caller, turn, after_seq=after, applying=applying)
             try:
@@ -172,17 +186,21 @@ class A2aHandler(RequestHandler):
                     pass
             finally:
                 await stream.aclose()
+        return None
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
         """``SendMessage``: start or answer a task; the task once it rests (at once with ``returnImmediately``)."""
         caller = RepertoryTaskStore.caller_of(context)
         turn, applying, after = await self._start(params, context)
+        read = None
         if applying is not None or not params.configuration.return_immediately:
-            await self._rested(turn, caller, after, applying)
-        fresh = await self._gw.store.load_turn(turn.submission_id)
-        if fresh is None:
-            raise TaskNotFoundError(message=f"task {turn.submission_id!r} was deleted")
-        task = await task_of(self._gw, await read_task(self._gw, fresh))
+            read = await self._rested(turn, caller, after, applying)
+        if read is None:
+            fresh = await self._gw.store.load_turn(turn.submission_id)
+            if fresh is None:
+                raise TaskNotFoundError(message=f"task {turn.submission_id!r} was deleted")
+            read = await read_task(self._gw, fresh)
+        task = await task_of(self._gw, read)
         return apply_history_length(task, params.configuration)
 
     async def on_message_send_stream(

@@ -18,9 +18,8 @@ the turn running, durable, readable as the session's resource and answerable lat
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -35,7 +34,7 @@ from repertory.http.auth import Caller
 from repertory.http.errors import HttpError
 from repertory.http.gateway import Gateway
 from repertory.http.mcp_input import input_requests
-from repertory.http.views import nested_wait
+from repertory.http.views import nested_wait, until_rest
 
 __all__ = [
     "AgentCall",
@@ -160,7 +159,7 @@ async def turn_outcome(
     turn_handle = handle.get_turn(submission_id)
     while True:
         if wait:
-            await _rest(gw, session_id, turn_handle.wait())
+            await until_rest(gw.store, session_id, turn_handle.wait())
         turn = await gw.store.load_turn(submission_id)
         if turn is None or turn.session_id != session_id:
             raise McpCallError(f"no turn {submission_id!r} in session {session_id!r}")
@@ -176,24 +175,6 @@ async def turn_outcome(
         again = await gw.store.load_turn(submission_id)
         if again is not None and (again.status, again.updated_at) == (turn.status, turn.updated_at):
             await _next_event(handle.events(mark), submission_id)
-
-
-async def _rest(gw: Gateway, session_id: str, resting: Awaitable[None]) -> None:
-    """Wait until the turn rests, or one of the session's descendants waits for a human (the turn then waits too).
-
-    No event of this session says a child waits (the child's own log does): the tree is read,
-    more and more rarely, as the HTTP runs' waits do.
-    """
-    waiting = asyncio.ensure_future(resting)
-    try:
-        delay = 0.05
-        while not (await asyncio.wait({waiting}, timeout=delay))[0]:
-            if await nested_wait(gw.store, session_id) is not None:
-                return
-            delay = min(delay * 2, 1.0)
-        waiting.result()
-    finally:
-        waiting.cancel()
 
 
 async def _delegated_wait(gw: Gateway, outcome: TurnOutcome) -> TurnOutcome:

@@ -57,7 +57,7 @@ from repertory.http.gateway import Gateway
 from repertory.http.hitl import apply_decisions, parse_resume
 from repertory.http.limits import DEFAULT_LIMITS
 from repertory.http.schemas import RunCreate
-from repertory.http.views import EMPTY_CHECKPOINT, nested_wait, run_status, run_view, thread_status
+from repertory.http.views import EMPTY_CHECKPOINT, nested_wait, run_status, run_view, thread_status, until_rest
 from repertory.http.webhooks import Webhooks
 from repertory.runtime import fork_point, rewind
 from repertory.tree.handle import SessionHandle, TurnHandle
@@ -402,18 +402,10 @@ class RunBook:
         """
         if run.driver is not None:
             await asyncio.wait({run.driver})
-        resting = asyncio.ensure_future(TurnHandle(self.gw.runtime, run.thread_id, run.submission_id).wait())
-        try:
-            # A turn waiting in a delegation for a child's human is at rest too, but no event of this
-            # thread says so (the child's does, in a session spawned by the model): read the tree.
-            delay = 0.05
-            while not (await asyncio.wait({resting}, timeout=delay))[0]:
-                if await nested_wait(self.gw.store, run.thread_id) is not None:
-                    return
-                delay = min(delay * 2, 1.0)
-            resting.result()
-        finally:
-            resting.cancel()
+        # A turn waiting in a delegation for a child's human is at rest too (``until_rest``).
+        await until_rest(
+            self.gw.store, run.thread_id, TurnHandle(self.gw.runtime, run.thread_id, run.submission_id).wait()
+        )
 
     async def outcome(self, run: HttpRun) -> Dict:
         """What ``/wait`` and ``/join`` answer: the thread's values, or ``{"__error__": ...}`` if the run failed."""

@@ -15,7 +15,9 @@ the tool call it holds.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Awaitable
 from typing import Any, Literal
 
 from repertory.core.history import MessageHistory
@@ -35,6 +37,7 @@ __all__ = [
     "interrupts_of",
     "is_unbound",
     "nested_wait",
+    "until_rest",
     "run_status",
     "run_view",
     "states_view",
@@ -114,6 +117,24 @@ async def nested_wait(store: TreeStore, session_id: str) -> tuple[RunState, Sess
                 return runs[0], child
         frontier = [c.session_id for c in children]
     return None
+
+
+async def until_rest(store: TreeStore, session_id: str, resting: Awaitable[None]) -> None:
+    """Wait for ``resting`` (a turn's ``wait()``), or until one of the session's descendants waits for a human.
+
+    A turn waiting in a delegation for a child's human is at rest too, but no event of this session
+    says so (the child's own log does): the tree is read, more and more rarely, while it waits.
+    """
+    waiting = asyncio.ensure_future(resting)
+    try:
+        delay = 0.05
+        while not (await asyncio.wait({waiting}, timeout=delay))[0]:
+            if await nested_wait(store, session_id) is not None:
+                return
+            delay = min(delay * 2, 1.0)
+        waiting.result()
+    finally:
+        waiting.cancel()
 
 
 def values_view(messages: list[Dict], interrupts: list[Dict]) -> Dict:
