@@ -232,6 +232,17 @@ async def _history(gw: Gateway, read: TaskRead) -> list[Message]:
     )
     if run is None or run.history_revision_id is None or run.input_depth is None:
         return [first]
+    if run.status == "done" and run.step_index == 1 and isinstance(run.result, str):
+        # One model request, no tool: the input and the reply are the whole exchange. Said without
+        # reading the history, whose lineage grows with the conversation (every earlier turn).
+        reply = Message(
+            message_id=f"{turn.submission_id}-reply",
+            role=Role.ROLE_AGENT,
+            parts=[Part(text=run.result)],
+            task_id=turn.submission_id,
+            context_id=turn.session_id,
+        )
+        return [first, reply] if run.result else [first]
     history = await gw.store.load_history(run.history_revision_id)
     if history is None:
         return [first]
