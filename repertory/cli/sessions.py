@@ -37,6 +37,7 @@ from repertory.core.principal import Principal
 from repertory.core.result import RunResult
 from repertory.core.state import ApprovalRecord, RunState, Usage
 from repertory.core.store import TreeStore
+from repertory.core.tree import TurnStatus
 from repertory.errors import InvalidResumeToken, RepertoryError, SessionNotFound
 from repertory.runtime import Agent, Session
 from repertory.tree.outside import decide_on_store, live_hosts
@@ -45,6 +46,7 @@ from repertory.tree.runtime import Runtime
 __all__ = ["approvals_app", "register", "sessions_app"]
 
 _T = TypeVar("_T")
+_OPEN: tuple[TurnStatus, ...] = ("queued", "running", "suspended")
 
 sessions_app = typer.Typer(help="Look at sessions: list, tree, show.", no_args_is_help=True, rich_markup_mode=None)
 approvals_app = typer.Typer(
@@ -298,6 +300,44 @@ async def _subtree(store: TreeStore, session_id: str) -> set[str]:
         frontier = [c.session_id for sid in frontier for c in await store.list_children(sid)]
         found.update(frontier)
     return found
+
+
+@sessions_app.command("cancel", short_help="Cancel a session's turns (--tree: and every descendant's).")
+def sessions_cancel(
+    session_id: str,
+    tree: Annotated[bool, typer.Option("--tree", help="Cancel the session's descendants too.")] = False,
+    store: StoreOption = DEFAULT_STORE,
+    agents: AgentsOption = DEFAULT_AGENTS,
+) -> None:
+    """Cancel SESSION_ID's queued and suspended turns (with --tree, every descendant's too) through the tree.
+
+    While a process serves the store (``repertory serve``), that process drives the turns and
+    only it can stop them, so this refuses and names its route instead of writing behind its back.
+    """
+    registry = load_agents(agents)
+
+    async def main(s: TreeStore) -> list[tuple[str, str]]:
+        if await s.load_session(session_id) is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+        if isinstance(s, DecisionInbox) and await live_hosts(s):
+            raise RepertoryError(
+                "a process is serving this store (repertory serve?): it drives these turns, so cancel them "
+                f"there: POST /threads/{session_id}/cancel" + ("?tree=true" if tree else "")
+            )
+        # recover=False: this process drives nothing of the store, it only stops what it is told to.
+        async with await Runtime.start(store=s, agents=registry, recover=False) as runtime:
+            handle = await runtime.session(session_id, cli_principal())
+            await handle.cancel(tree=tree)
+        ids = await _subtree(s, session_id) if tree else {session_id}
+        return [(t.submission_id, t.status) for sid in sorted(ids) for t in await s.list_turns(sid, _OPEN)]
+
+    left = _run(main, store)
+    console = _console()
+    if left:
+        for submission_id, status in left:
+            console.print(f"turn {submission_id} is still {status} (no process drives it here)")
+        raise typer.Exit(1)
+    console.print(f"cancelled {'the tree of ' if tree else ''}session {session_id}")
 
 
 def _decide(store_url: str, agents_path: str, token: str, decision: Decision) -> None:

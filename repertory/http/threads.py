@@ -1,4 +1,5 @@
-"""Thread routes: create, get, search, count, patch, delete, prune, state (at the head or a checkpoint), history, copy.
+"""Thread routes: create, get, search, count, patch, delete, prune, cancel, state (at the head or a
+checkpoint), history, copy.
 
 Every route answers only for threads the caller may see (``Caller.sees``); another owner's thread
 is a 404, exactly like one that does not exist.
@@ -141,6 +142,20 @@ def thread_routes(gw: Gateway, auth: Callable[..., Awaitable[Caller]]) -> APIRou
     )
     async def delete_thread(thread_id: str, caller: CallerDep) -> Response:
         await gw.delete_thread(await gw.record(thread_id, caller))
+        return Response(status_code=204)
+
+    @router.post(
+        "/threads/{thread_id}/cancel",
+        status_code=204,
+        responses=ERRORS,
+        summary="Cancel the thread's queued, running and suspended turns (tree=true: every descendant's too)",
+    )
+    async def cancel_thread(thread_id: str, caller: CallerDep, tree: Annotated[bool, Query()] = False) -> Response:
+        # Answered once nothing is left running: with tree=true, no model request or tool call of
+        # the tree starts after the 204 (SessionHandle.cancel). Descendants share the thread's owner.
+        record = await gw.record(thread_id, caller)
+        handle = await gw.runtime.session(record.session_id, caller.principal)
+        await handle.cancel(tree=tree)
         return Response(status_code=204)
 
     async def state_at(caller: Caller, thread_id: str, checkpoint_id: str | None) -> JSONResponse:

@@ -163,7 +163,7 @@ class TreeServices:
         try:
             await self._spawn(backend, ctx.thread_id, delegation, task)
             message, kind = to_model_message(task, Principal.session(ctx.thread_id))
-            await backend.send(delegation.session_id, message, kind, "enqueue", None, delegation.submission_id)
+            await self._queue(backend, delegation, message, kind)
             turn = await self._wait(backend, delegation)
         except asyncio.CancelledError:
             if not ctx.detaching():
@@ -196,6 +196,26 @@ class TreeServices:
             existing = await self.store.load_session(delegation.session_id)
             if existing is None or existing.lineage.parent_id != parent_id or existing.agent != delegation.agent:
                 raise ToolError(f"session id {delegation.session_id!r} belongs to another session") from None
+
+    async def _queue(
+        self, backend: ChildSessions, delegation: Delegation, message: ModelMessage, kind: TurnKind
+    ) -> None:
+        """Queue the child's turn, to the end even while the caller is being cancelled.
+
+        A send cut short after the store accepted the turn but before the child's host took it up
+        would leave a turn that the cancel which follows cannot find, and that a later recovery
+        would run: so a cancelled caller lets the send land first, and the cancel then finds it.
+        """
+        sending = asyncio.ensure_future(
+            backend.send(delegation.session_id, message, kind, "enqueue", None, delegation.submission_id)
+        )
+        try:
+            await asyncio.shield(sending)
+        except asyncio.CancelledError:
+            await asyncio.wait([sending])  # a second cancel here leaves the send alone too
+            if not sending.cancelled():
+                sending.exception()  # read: the caller is cancelled, a failed send has nobody to tell
+            raise
 
     async def _wait(self, backend: ChildSessions, delegation: Delegation) -> TurnRecord:
         """The child's turn once it ended: done, error or cancelled (suspensions are waited through)."""

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["Disposable", "SessionHandle", "TurnHandle"]
 
 M = TypeVar("M", bound=BaseModel)
+_OPEN: tuple[TurnStatus, ...] = ("queued", "running", "suspended")
 
 
 class Disposable:
@@ -394,9 +395,45 @@ class SessionHandle:
         holder = await self._holder(token)
         return await self._rt.host.decide(holder, Resume(token=token, value=value), self.principal)
 
-    async def cancel(self) -> None:
-        """Cancel the running turn, every queued one, and a suspended run."""
-        await self._rt.host.cancel(self.id)
+    async def cancel(self, tree: bool = False) -> None:
+        """Cancel the running turn, every queued one, and a suspended run.
+
+        ``tree=True`` does so for this session and every descendant, and returns only once no
+        turn of the tree is left queued, running or suspended: from then on no model request
+        and no tool call of the tree starts (see ``_cancel_tree``).
+        """
+        if not tree:
+            await self._rt.host.cancel(self.id)
+            return
+        await self._cancel_tree()
+
+    async def _cancel_tree(self) -> None:
+        """Cancel the subtree parent first, then again until the store holds no open turn of it.
+
+        Parent first (breadth-first): a parent's cancelled turn cancels the children its
+        delegating calls wait for through the delegation's own path, so no parent ever reads a
+        child's cancellation as a tool error and asks its model again (which cancelling a leaf
+        first would allow). A delegating call caught between spawning its child and queueing the
+        child's turn, or a child spawned while the walk ran, may leave an open turn the first
+        pass did not see: the store is read again and each session holding an open turn not yet
+        cancelled is cancelled, until a pass finds none. Every ``cancel`` waits until the drive it
+        stops has ended, so nothing the tree started is still running when this returns.
+        """
+        host, store = self._rt.host, self._rt.store
+        for session_id in await self._subtree():
+            await host.cancel(session_id)
+        tried: set[str] = set()
+        while True:
+            holding: dict[str, None] = {}
+            for session_id in await self._subtree():
+                for turn in await store.list_turns(session_id, _OPEN):
+                    if turn.submission_id not in tried:
+                        tried.add(turn.submission_id)
+                        holding[session_id] = None
+            if not holding:
+                return
+            for session_id in holding:
+                await host.cancel(session_id)
 
     async def recover(self) -> list[TurnHandle]:
         """Drive again this session's turns that a crashed process left queued or running; their handles.

@@ -28,6 +28,7 @@ no backend: the suite reaches a backend by name only, through ``Runtime.start``.
 from repertory.testing.conformance.backend.approvals import ApprovalsConformance
 from repertory.testing.conformance.backend.board import Board, LocalBoard, active_board, use_board
 from repertory.testing.conformance.backend.bulk import BulkConformance
+from repertory.testing.conformance.backend.cancel_tree import CancelTreeConformance
 from repertory.testing.conformance.backend.context import ContextConformance
 from repertory.testing.conformance.backend.create import CreateConformance
 from repertory.testing.conformance.backend.delegation import DelegationConformance
@@ -50,6 +51,7 @@ __all__ = [
     "BackendSuite",
     "Board",
     "BulkConformance",
+    "CancelTreeConformance",
     "ContextConformance",
     "CreateConformance",
     "DelegationConformance",
@@ -74,6 +76,7 @@ __all__ = [
 class BackendConformance(
     ApprovalsConformance,
     BulkConformance,
+    CancelTreeConformance,
     ContextConformance,
     CreateConformance,
     DelegationConformance,
