@@ -90,6 +90,10 @@
       reasoning.textContent += JSON.parse(e.data).text;
     });
     source.addEventListener("items", function (e) {
+      // What the log just committed is newer than any conversation reload still on its way: a reload
+      // read before this commit (its history without the turn's input, its turn row already past
+      // showing it) must not replace what these items add.
+      asked.conversation = (asked.conversation || 0) + 1;
       var conversation = document.getElementById("conversation");
       var holder = document.createElement("div");
       // Rendered and escaped by the server's templates, like the page itself.
