@@ -65,6 +65,7 @@ def test_poisoned_bodies_are_refused_and_break_nothing(sqlite_server: ServerThre
             operations.append(operation)
     assert len(operations) >= 10
     poisoned_requests = 0
+    failures: list[str] = []
     _listings_answer(sqlite_server.url)
     with httpx.Client(base_url=sqlite_server.url, headers={"x-api-key": ALICE}, timeout=30) as http:
         for operation in operations:
@@ -91,13 +92,18 @@ def test_poisoned_bodies_are_refused_and_break_nothing(sqlite_server: ServerThre
                     headers={"content-type": "application/json"},
                 )
                 poisoned_requests += 1
-                assert response.status_code == 422, (
-                    f"{case.method} {case.formatted_path} with {field}={poison[:20]}...: "
-                    f"{response.status_code} {response.text[:300]}"
-                )
+                # Recorded, not raised: hypothesis would replay a failing case by drawing from
+                # schemathesis' strategies again, which once hid the request behind
+                # FlakyStrategyDefinition. Every failing request is listed at the end instead.
+                said = f"{case.method} {case.formatted_path} with {field}={poison[:20]}...: "
+                if response.status_code != 422:
+                    failures.append(f"{said}{response.status_code} {response.text[:300]}")
+                    return
                 detail = response.json()["detail"]
-                assert field in detail or "body" in detail, detail  # the answer names where
+                if not (field in detail or "body" in detail):  # the answer names where
+                    failures.append(f"{said}422 not naming the field: {detail}")
 
             refused()
+    assert not failures, "\n".join(failures)
     assert poisoned_requests >= len(operations) * EXAMPLES_PER_OPERATION // 2
     _listings_answer(sqlite_server.url)
