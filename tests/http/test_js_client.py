@@ -15,48 +15,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
-
+from tests import npm
 from tests.http.conftest import ALICE, BOB, ServerThread
 
 JS = Path(__file__).parent / "js"
 SCRIPT = JS / "agent_chat_ui.mjs"
-INSTALLED = JS / "node_modules" / ".package-lock.json"
-
-
-def _node() -> str:
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed: the JavaScript client test needs node and npm (.ci/run installs them)")
-    return node
-
-
-def _installed() -> None:
-    """``npm ci`` into ``js/node_modules`` unless it is there and as new as the lockfile."""
-    lock = JS / "package-lock.json"
-    if INSTALLED.exists() and INSTALLED.stat().st_mtime >= lock.stat().st_mtime:
-        return
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.fail("node is installed but npm is not: install npm (apt-get install npm) to fetch the JS client")
-    done = subprocess.run(
-        [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline"],
-        cwd=JS,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
 
 
 async def test_agent_chat_ui_requests_through_the_js_client(sqlite_server: ServerThread) -> None:
-    node = _node()
-    _installed()
+    node = npm.node("the JavaScript client test")
+    npm.installed(JS)
     proc = await asyncio.create_subprocess_exec(
         node,
         str(SCRIPT),
