@@ -2,4 +2,5 @@
 
 from repertory.cli import app
 
-app(prog_name="repertory")
+if __name__ == "__main__":  # importing the module (the wheel check walks every module) must not run the CLI
+    app(prog_name="repertory")
