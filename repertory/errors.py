@@ -19,6 +19,7 @@
     ├── TreeSessionRun             a bare Session call named a run of a session of the tree
     ├── SessionBusy                a turn runs or is queued and if_busy="reject"
     ├── StepBudgetExceeded         the run asked for more model requests than max_steps
+    ├── BudgetExceeded             a run, tree or owner budget was spent; the request was not sent
     ├── OutputValidationError      the final reply never validated into the output type
     ├── ModelError                 the model failed or a scripted model ran out of steps
     ├── RevisionNotFound           a fork or a rewind named a revision that is not on the thread's lineage
@@ -40,6 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "BudgetExceeded",
     "CommitConflict",
     "GuardrailTripped",
     "IllegalTransition",
@@ -180,6 +182,17 @@ class SessionBusy(RepertoryError):
 
 class StepBudgetExceeded(RepertoryError):
     """The run wanted more model requests than the agent's max_steps allows."""
+
+
+class BudgetExceeded(RepertoryError):
+    """A ``Budget`` was spent: the model request or tool call that would have gone past it was not started.
+
+    ``limit`` names the cap reached (``"max_cost"``, ``"max_tokens"``, ``"max_model_requests"`` or
+    ``"max_tool_calls"``), ``allowed`` is its value and ``used`` what was spent of that measure;
+    ``scope`` says whose budget: ``"run"`` (``Agent(budget=...)``), ``"tree:<root id>"`` or
+    ``"owner:<owner>"``. The run ends ``error``; these attributes survive the store
+    (``TurnHandle.result()`` raises them again).
+    """
 
 
 class OutputValidationError(RepertoryError):

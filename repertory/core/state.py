@@ -8,6 +8,7 @@ error instead of being half-understood. Timestamps are epoch milliseconds.
 from __future__ import annotations
 
 import copy
+import traceback
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
@@ -138,6 +139,25 @@ class ErrorInfo(BaseModel):
     message: str
     type: str | None = None
     stack: str | None = None
+    # The error's own attributes where they are JSON (``BudgetExceeded.limit``/``.used``), so the
+    # error re-raised from the store (``TurnHandle.result()``) carries them as the raised one did.
+    details: dict[str, JsonValue] = Field(default_factory=dict, exclude_if=lambda v: not v)
+
+    @classmethod
+    def of(cls, exc: BaseException) -> ErrorInfo:
+        """The account of ``exc``: message, type, stack and scalar attributes (a ``RepertoryError``'s details)."""
+        details = getattr(exc, "details", None)
+        kept: dict[str, JsonValue] = {}
+        if isinstance(details, dict):
+            kept = {
+                k: v for k, v in details.items() if k != "run_id" and isinstance(v, str | int | float | bool | None)
+            }
+        return cls(
+            message=str(exc) or type(exc).__name__,
+            type=type(exc).__name__,
+            stack="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            details=kept,
+        )
 
 
 class PendingCall(BaseModel):
@@ -246,6 +266,8 @@ class RunState(BaseModel):
     context: list[ModelMessage] = Field(default_factory=list)
     context_depth: int | None = None
     output_retries: int = 0
+    # Tool calls this run started (what ``Budget.max_tool_calls`` counts), committed with its steps.
+    tool_calls: int = Field(default=0, exclude_if=lambda v: not v)
     # The W3C ``traceparent`` every drive of this run continues (``repertory.tracing``): one trace per
     # run across resumes, decisions, crashes and processes. Left out of the JSON while unset, so a
     # run never traced is stored exactly as before the field existed.

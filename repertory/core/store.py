@@ -12,6 +12,7 @@ from typing import NamedTuple, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from repertory.core.budget import SpendDelta
 from repertory.core.history import MessageHistory
 from repertory.core.messages import Role
 from repertory.core.state import RunState, RunStatus, ThreadState
@@ -60,6 +61,7 @@ class SessionStore(Protocol):
         events: Sequence[SessionEvent] = (),
         turn: TurnRecord | None = None,
         session: SessionRecord | None = None,
+        spend: SpendDelta | None = None,
     ) -> None:
         """Atomically write the history delta since ``base_revision_id``, the run row and the thread head.
 
@@ -74,6 +76,8 @@ class SessionStore(Protocol):
         session's mutable fields as ``update_turn``/``update_session`` do, in the same transaction:
         a turn's start and end ride its first and last checkpoints instead of costing transactions
         of their own. An unknown turn or session is ``StoreError`` and nothing is written.
+        ``spend`` (an extension of a ``BudgetStore``) is added to the ledgers of its scopes that
+        exist (``core.budget``), in the same transaction: a budget is checked against what is stored.
         """
 
     async def save(self, run: RunState) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -737,13 +736,7 @@ class Drive:
             # commit: the memory, a listener): a finished run takes no error, and the store holds it
             # as that commit left it.
             return
-        run.to_error(
-            ErrorInfo(
-                message=str(exc) or type(exc).__name__,
-                type=type(exc).__name__,
-                stack="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-            )
-        )
+        run.to_error(ErrorInfo.of(exc))
         assert run.error is not None
         self.emit("error", {"run_id": run.run_id, "type": run.error.type, "message": run.error.message})
         try:

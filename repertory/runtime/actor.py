@@ -34,7 +34,6 @@ import collections
 import contextlib
 import logging
 import time
-import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -584,11 +583,7 @@ class SessionActor:
                 raise  # not the turn's outcome: the run is as last committed and is driven again
             status = "error"
             if rider.stored != "error":  # else the error commit carried the run's own account of it
-                turn.error = ErrorInfo(
-                    message=str(exc) or type(exc).__name__,
-                    type=type(exc).__name__,
-                    stack="".join(traceback.format_exception(exc)),
-                )
+                turn.error = ErrorInfo.of(exc)
                 if not job.fresh:
                     self.session.rider = self._rider = None
                     if await self._fail_with_run(turn):

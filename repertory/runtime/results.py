@@ -31,7 +31,8 @@ def raise_turn_error(error: ErrorInfo | None, run_id: str) -> NoReturn:
     cls = getattr(errors_module, name, None) if name else None
     if not (isinstance(cls, type) and issubclass(cls, RepertoryError)):
         cls = RepertoryError
-    raise cls(error.message if error is not None else "the turn failed", run_id=run_id)
+    details = {} if error is None else {k: v for k, v in error.details.items() if k != "run_id"}
+    raise cls(error.message if error is not None else "the turn failed", run_id=run_id, **details)
 
 
 async def turn_result(

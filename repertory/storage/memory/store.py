@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import TypeAdapter
 
+from repertory.core.budget import SpendDelta, tree_scope
 from repertory.core.history import HistoryEntry, HistoryIntegrityError, HistoryRevision, MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.state import RunState, RunStatus, ThreadState
@@ -27,6 +28,7 @@ from repertory.storage.commit_plan import (
     plan_head_move,
 )
 from repertory.storage.history_gc import base_namers, collectable, commit_pins, head_move_pins
+from repertory.storage.memory._budget_tables import MemoryBudgetTables
 from repertory.storage.memory._inbox_tables import MemoryInboxTables
 from repertory.storage.memory._memory_tables import MemoryMemTables
 from repertory.storage.memory._time_tables import MemoryTimeTables
@@ -82,7 +84,9 @@ class MemorySnapshot:
     """session_id -> the number of each of its ``events``, in the same order (ascending)."""
 
 
-class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, MemoryInboxTables, StoreAliases):
+class InMemorySessionStore(
+    MemoryTreeTables, MemoryMemTables, MemoryTimeTables, MemoryInboxTables, MemoryBudgetTables, StoreAliases
+):
     """A ``TreeStore`` held in this process's memory; nothing survives the process."""
 
     def __init__(self) -> None:
@@ -209,6 +213,7 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         events: Sequence[SessionEvent] = (),
         turn: TurnRecord | None = None,
         session: SessionRecord | None = None,
+        spend: SpendDelta | None = None,
     ) -> None:
         """Atomic: every check passes before the first write, and the writes cannot fail halfway."""
         self._check_open()
@@ -231,6 +236,7 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         event_rows = self._check_events(events)
         turn_row = None if turn is None else self._turn_row(turn)
         session_row = None if session is None else self._session_row(session)
+        ledger_rows = self._planned_spend(spend)
         # Serialise everything first: a failure here leaves the store untouched.
         run_json = run.model_dump_json()
         if stored_head is not None:
@@ -271,6 +277,8 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
             self._turns[turn.submission_id] = turn_row
         if session is not None and session_row is not None:
             self._sessions[session.session_id] = session_row
+        if ledger_rows:
+            self._write_spend(ledger_rows)
 
     async def move_head(self, thread_id: str, *, history: MessageHistory, base_revision_id: str | None) -> None:
         """Compare-and-set the thread head to ``history.revision_id``, writing the revisions it lacks."""
@@ -369,6 +377,7 @@ class InMemorySessionStore(MemoryTreeTables, MemoryMemTables, MemoryTimeTables, 
         runs = [rid for rid, row in self._runs.items() if row[2] in doomed]
         for rid in runs:
             del self._runs[rid]
+        self._forget_ledgers([tree_scope(sid) for sid in gone])
         for rid in plan.revisions:
             del self._revisions[rid]
             del self._revision_born[rid]

@@ -23,6 +23,7 @@ plain pytest class to subclass; the subclass supplies the store with a fixture a
 - ``HeadConformance``: ``TreeStore.move_head``, the head moves no run makes (forks, rewinds).
 - ``MemoryConformance``: the long-term memory tables (``MemoryStore``).
 - ``TimeConformance``: timers, schedules and webhook deliveries (``TimeStore``).
+- ``BudgetConformance``: budgets per scope and the spend checkpoints add to them (``BudgetStore``).
 - ``InboxConformance``: cross-process decision requests and host beats (``DecisionInbox``).
 - ``ReadbackConformance``: a row that cannot be read back as written (too deep, a field broken,
   no JSON) never fails a listing and stays deletable (needs a probe that writes rows by hand).
@@ -49,6 +50,7 @@ it only from test code. ``records`` has the builders the suites use, for a store
 """
 
 from repertory.testing.conformance.backend import BackendConformance, RuntimeFactory
+from repertory.testing.conformance.budget import BudgetConformance
 from repertory.testing.conformance.deletion import DeletionConformance
 from repertory.testing.conformance.group_commit import GroupCommitConformance
 from repertory.testing.conformance.heads import HeadConformance
@@ -69,6 +71,7 @@ from repertory.testing.conformance.tree import TreeConformance
 __all__ = [
     "INJECTED_FAILURE",
     "BackendConformance",
+    "BudgetConformance",
     "DeletionConformance",
     "GroupCommitConformance",
     "HeadConformance",
