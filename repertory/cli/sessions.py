@@ -9,6 +9,7 @@ malformed token, invalid JSON) is one ``error: ...`` line on stderr and exit cod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import os
@@ -16,6 +17,9 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar, assert_never
 
 import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
@@ -28,9 +32,11 @@ from repertory.cli._options import (
     load_agents,
 )
 from repertory.cli._options import stdout_console as _console
+from repertory.cli._running import running_table
 from repertory.cli._tables import Field, Layout, fit_table
 from repertory.core.clock import iso_ms
 from repertory.core.decisions import Approve, Decision, Reject, Resume
+from repertory.core.ids import now_ms
 from repertory.core.inbox import DecisionInbox
 from repertory.core.json_limits import JsonRefused, parse_json
 from repertory.core.principal import Principal
@@ -40,6 +46,7 @@ from repertory.core.store import TreeStore
 from repertory.core.tree import TurnStatus
 from repertory.errors import InvalidResumeToken, RepertoryError, SessionNotFound
 from repertory.runtime import Agent, Session
+from repertory.tree.fleet import running_turns
 from repertory.tree.outside import decide_on_store, live_hosts
 from repertory.tree.runtime import Runtime
 
@@ -104,14 +111,34 @@ _SESSION_LAYOUTS = (
 )
 
 
-@sessions_app.command("list", short_help="List sessions: agent, title, parent, latest run.")
+OwnerOption = Annotated[
+    str | None, typer.Option("--owner", help="Only the turns of this owner's sessions (the HTTP server's tenant).")
+]
+
+
+@sessions_app.command("list", short_help="List sessions (--running: every turn that runs now).")
 def sessions_list(
     store: StoreOption = DEFAULT_STORE,
     roots: bool = typer.Option(False, help="Only roots."),
     limit: int = typer.Option(100, min=1, max=1_000_000, help="At most this many."),
+    running: bool = typer.Option(
+        False, "--running", help="Every queued or running turn instead, with its tree's spend and budget."
+    ),
+    owner: OwnerOption = None,
     wide: WideOption = False,
 ) -> None:
-    """Sessions, oldest first: id, agent, title, lineage and the status of the latest run."""
+    """Sessions, oldest first: id, agent, title, lineage and the status of the latest run.
+
+    With ``--running``: every queued or running turn of the store, oldest first, with what its
+    whole session tree has spent (tokens, model requests, tool calls, cost) and the tree's budget;
+    ``repertory sessions cancel ROOT --tree`` stops a tree.
+    """
+    if running:
+        console = _console()
+        console.print(_run(lambda s: _running_now(s, console, owner, wide), store))
+        return
+    if owner is not None:
+        raise RepertoryError("--owner narrows --running (or sessions top); add --running")
 
     async def main(s: TreeStore) -> list[tuple[str, ...]]:
         return [
@@ -129,6 +156,47 @@ def sessions_list(
     rows = _run(main, store)
     console = _console()
     console.print(fit_table(console, "sessions", _SESSION_FIELDS, rows, _SESSION_LAYOUTS, wide=wide))
+
+
+async def _running_now(store: TreeStore, console: Console, owner: str | None, wide: bool) -> Table:
+    """The table of every open turn (``owner``: of that owner's sessions), laid out for ``console``."""
+    return running_table(console, await running_turns(store, owner=owner), now_ms(), wide=wide)
+
+
+@sessions_app.command("top", short_help="What runs now and what its trees spent, redrawn live.")
+def sessions_top(
+    store: StoreOption = DEFAULT_STORE,
+    interval: float = typer.Option(2.0, min=0.1, help="Seconds between refreshes."),
+    owner: OwnerOption = None,
+    iterations: int | None = typer.Option(None, min=1, hidden=True, help="Stop after this many refreshes."),
+    wide: WideOption = False,
+) -> None:
+    """``sessions list --running``, read again every --interval seconds until Ctrl-C.
+
+    On a terminal the table is redrawn in place; in a pipe or a file each refresh is printed after
+    the one before, so a log keeps every one.
+    """
+    console = _console()
+
+    async def main(s: TreeStore) -> None:
+        done = 0
+        with contextlib.ExitStack() as stack:
+            live = stack.enter_context(Live(console=console, auto_refresh=False)) if console.is_terminal else None
+            while True:
+                table = await _running_now(s, console, owner, wide)
+                if live is not None:
+                    live.update(table, refresh=True)
+                else:
+                    console.print(table)
+                done += 1
+                if iterations is not None and done >= iterations:
+                    return
+                await asyncio.sleep(interval)  # the refresh period: nothing to await instead
+
+    try:
+        _run(main, store)
+    except KeyboardInterrupt:  # Ctrl-C is how top ends: the store was closed as main was cancelled
+        pass
 
 
 @sessions_app.command("tree", short_help="Show the spawn/fork tree under a session.")
