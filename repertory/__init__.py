@@ -6,10 +6,12 @@ tokens, and stores from in-memory to SQLite to PostgreSQL. The docs (docs/, ``ma
 
 from importlib import metadata as _metadata
 
+from repertory.core.budget import Budget, Ledger, Spend
 from repertory.core.clock import Clock
 from repertory.core.principal import NotificationMessage, Principal, UserMessage
 from repertory.core.tree import Lineage, SessionEvent, SessionMetadata, TurnRecord
 from repertory.errors import (
+    BudgetExceeded,
     CommitConflict,
     GuardrailTripped,
     InvalidResumeToken,
@@ -96,6 +98,10 @@ __all__ = [
     "Compaction",
     "CompactionResult",
     "DeltaWindow",
+    "Budget",
+    "BudgetExceeded",
+    "Ledger",
+    "Spend",
     "Disposable",
     "ErrorInfo",
     "GuardrailContext",

@@ -194,6 +194,12 @@ class BudgetExceeded(RepertoryError):
     (``TurnHandle.result()`` raises them again).
     """
 
+    limit: str
+    allowed: float
+    used: float
+    scope: str
+    on_exceed: str
+
 
 class OutputValidationError(RepertoryError):
     """The model's final reply did not validate into the requested output type after all retries."""

@@ -58,6 +58,10 @@ class HostTree:
         """Cancel the child's turn."""
         await self._for(session_id).cancel_turn(session_id, submission_id)
 
+    async def cancel(self, session_id: str) -> None:
+        """Cancel every turn of the session on its host."""
+        await self._for(session_id).cancel(session_id)
+
     def listen(self, session_id: str, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
         """Hear the child's events from now on."""
         return self._for(session_id).listen(session_id, listener)

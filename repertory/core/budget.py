@@ -22,7 +22,8 @@ from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from repertory.core.state import RunState
+from repertory.core.state import ErrorInfo, RunState
+from repertory.core.tree import SessionRecord
 
 __all__ = [
     "Budget",
@@ -33,6 +34,8 @@ __all__ = [
     "OnExceed",
     "Spend",
     "SpendDelta",
+    "budget_scopes",
+    "cancels_tree",
     "owner_scope",
     "run_spend",
     "tree_scope",
@@ -135,7 +138,8 @@ class Budget(BaseModel):
         """The first cap ``spend`` has reached, or ``None`` when another request may start.
 
         ``tool_calls`` are the calls about to start: they are refused together when starting them
-        would go past ``max_tool_calls`` (a batch is all or nothing, so the cap is never passed).
+        would go past ``max_tool_calls`` (a batch is all or nothing, so the cap is never passed), or
+        when cost or tokens are spent; a spent ``max_model_requests`` stops the next request only.
         """
         for limit, measure in _MEASURES:
             allowed = getattr(self, limit)
@@ -145,6 +149,8 @@ class Budget(BaseModel):
             if measure == "tool_calls":  # a spent tool-call cap stops calls, not the request for a final answer
                 if tool_calls and used + tool_calls > allowed:
                     return Crossing(limit, allowed, used)
+            elif measure == "model_requests" and tool_calls:
+                continue  # the last request allowed may have its calls run: they send no request
             elif used >= allowed:
                 return Crossing(limit, allowed, used)
         return None
@@ -171,6 +177,17 @@ def tree_scope(root_id: str) -> str:
 def owner_scope(owner: str) -> str:
     """The ledger scope of everything ``owner``'s sessions spend."""
     return f"owner:{owner}"
+
+
+def budget_scopes(session: SessionRecord) -> tuple[str, ...]:
+    """The ledger scopes a session's runs spend against: its tree's, and its owner's when it has one."""
+    root = tree_scope(session.root_id)
+    return (root,) if session.owner is None else (root, owner_scope(session.owner))
+
+
+def cancels_tree(error: ErrorInfo | None) -> bool:
+    """Whether a run that failed with ``error`` crossed a budget whose ``on_exceed`` is ``"cancel_tree"``."""
+    return error is not None and error.type == "BudgetExceeded" and error.details.get("on_exceed") == "cancel_tree"
 
 
 class Ledger(BaseModel):

@@ -58,6 +58,7 @@ from repertory.core.store import SessionStore
 from repertory.core.tree import SessionRecord, TurnRecord
 from repertory.core.trusted import share_fields_sets, trusted
 from repertory.errors import (
+    BudgetExceeded,
     CommitConflict,
     ModelError,
     OutputValidationError,
@@ -65,7 +66,7 @@ from repertory.errors import (
     StepBudgetExceeded,
     StoreError,
 )
-from repertory.runtime._calls import CallOutcome, run_calls, tool_message, unanswered_calls
+from repertory.runtime._calls import CallOutcome, error_result, run_calls, tool_message, unanswered_calls
 from repertory.runtime._compact import MAX_PASSES, plan_compaction
 from repertory.runtime._decisions import Decided
 from repertory.runtime._settle import (
@@ -78,6 +79,7 @@ from repertory.runtime._settle import (
     suspension,
 )
 from repertory.runtime.agent import Agent
+from repertory.runtime.budgets import RUN_SCOPE, BudgetGate
 from repertory.runtime.compaction import CompactionResult, estimate_tokens, message_tokens
 from repertory.runtime.deltas import RETRACTED, Batch, ReplyDeltas
 from repertory.runtime.events import Outbox
@@ -162,6 +164,8 @@ class DriveDeps:
     first step (a crash before it re-drives the turn from the turn row). ``clock`` is what a
     ``sleep()`` reads and ``timers`` who arms its timer; ``services`` the session tree a tool
     reaches (``ToolContext.services``); ``on_commit`` hears every commit with the run as committed.
+    ``budget_scopes`` name the stored budgets the drive's spend counts against (its session tree's,
+    its owner's: ``repertory.core.budget``), beside its agent's own.
     """
 
     store: SessionStore
@@ -176,6 +180,7 @@ class DriveDeps:
     timers: TimerArm | None = None
     rider: CommitRider | None = None
     durable_input: bool = False
+    budget_scopes: tuple[str, ...] = ()
 
 
 class Drive:
@@ -207,6 +212,7 @@ class Drive:
         if run.client_tools:  # the turn's client runs these itself: the model sees them all the same
             self.tool_specs = self.tool_specs + run.client_tools
         self._agent_tools = agent.tools  # what ``tools`` was built from (see ``_sync_tools``)
+        self.budgets = BudgetGate(deps.store, agent.budget, deps.budget_scopes)
         # A drive told to detach (the host shutting down) leaves the run as last committed when
         # its task is cancelled, as a crash would, so the next start re-drives it.
         self.detach_on_cancel = detach_on_cancel
@@ -475,6 +481,9 @@ class Drive:
                 extra["turn"] = riding.turn
             if riding.session is not None:
                 extra["session"] = riding.session
+        spend = self.budgets.delta(run)
+        if spend is not None:
+            extra["spend"] = spend
         events = () if outbox is None else outbox.take()
         try:
             await deps.store.commit_session(
@@ -499,6 +508,8 @@ class Drive:
             raise
         if outbox is not None:
             outbox.committed(events)
+        if spend is not None:
+            self.budgets.landed(spend)
         self.base = self.history.revision_id
         self.committed_once = True
         if self.streamed:
@@ -549,6 +560,10 @@ class Drive:
 
     async def request(self) -> tuple[ModelResponse, str]:
         """One model request inside its ``chat`` span (``repertory.tracing``); the reply and its entry id."""
+        if self.budgets.active:
+            refused = await self._over_budget()
+            if refused is not None:
+                raise refused
         with chat_span(self.agent.model, self.settings, self.request_messages) as span:
             response, reply_id = await self._request()
             span.response(response)
@@ -759,6 +774,7 @@ class Drive:
                 self.carried.add(held.reply_id)
             self.retract(list(abandoned))
         run.to_running()
+        await self.budgets.open(run)
         if await self._settle(fresh=False):
             return self.result()
         if self.history.revision_id != self.base and not (self.deps.durable_input and not self.committed_once):
@@ -817,7 +833,15 @@ class Drive:
             in_tree=self.deps.services is not None,
         )
         errors, ran, suspends = plan.errors, None, None
+        if plan.jobs and self.budgets.active:
+            refused = await self._over_budget(len(plan.jobs))
+            if refused is not None:
+                # The run ends here: every open call is answered, so the history stays one a model accepts.
+                note = f"not run: {refused.message}"
+                self._answer([errors.get(c.tool_call_id) or error_result(c, note) for c in unanswered])
+                raise refused
         if plan.jobs:
+            run.tool_calls += len(plan.jobs)
             ran, suspends = settle_outcomes(plan.jobs, await self._run_jobs(plan.jobs), self.deps.clock)
             if run.answers:  # delivered: a call that asks again gets its next answer the same way
                 for job in plan.jobs:
@@ -948,6 +972,45 @@ class Drive:
             },
         )
         raise tripped
+
+    async def _over_budget(self, tool_calls: int = 0) -> BudgetExceeded | None:
+        """The error a crossed budget ends the run with (its event emitted), or ``None`` to go on.
+
+        ``tool_calls``: that many calls are about to start (``0``: a model request). A warning due
+        for a budget nearing its cap is emitted once per drive and scope.
+        """
+        run = self.run_state
+        verdict = await self.budgets.check(run, tool_calls=tool_calls)
+        for scope, _, near in verdict.warnings:
+            self.emit(
+                "budget.warning",
+                {"run_id": run.run_id, "scope": scope, "limit": near.limit, "allowed": near.allowed, "used": near.used},
+            )
+        if verdict.crossed is None:
+            return None
+        scope, budget, crossed = verdict.crossed
+        what = f"{tool_calls} tool call{'s' if tool_calls != 1 else ''}" if tool_calls else "a model request"
+        whose = "the run's budget" if scope == RUN_SCOPE else f"the budget of {scope}"
+        self.emit(
+            "budget.exceeded",
+            {
+                "run_id": run.run_id,
+                "scope": scope,
+                "limit": crossed.limit,
+                "allowed": crossed.allowed,
+                "used": crossed.used,
+                "on_exceed": budget.on_exceed,
+            },
+        )
+        return BudgetExceeded(
+            f"{whose} is spent: {crossed.limit}={crossed.allowed:g}, used {crossed.used:g}; {what} was not started",
+            run_id=run.run_id,
+            scope=scope,
+            limit=crossed.limit,
+            allowed=crossed.allowed,
+            used=crossed.used,
+            on_exceed=budget.on_exceed,
+        )
 
     @staticmethod
     def _needs_early_commit(tool: Tool | None, args: dict[str, Any]) -> bool:

@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from repertory.core.budget import budget_scopes, cancels_tree
 from repertory.core.clock import Clock
 from repertory.core.ids import new_id, now_ms
 from repertory.core.memory import Memory
@@ -204,6 +205,7 @@ class SessionActor:
             clock=clock,
             timers=timers,
             services=services,
+            budget_scopes=budget_scopes(record),
         )
         self.session.adopt_state(last_run)
         self._resolve_output = resolve_output
@@ -592,6 +594,11 @@ class SessionActor:
         finally:
             self.session.rider = self._rider = None
         await self._finish(turn, status, landed=rider.stored)
+        services = self.session.services
+        if status == "error" and services is not None and cancels_tree(turn.error):
+            # A budget with on_exceed="cancel_tree" was crossed: now that this turn has ended, the
+            # tree goes (in the background: the cancel waits for this session's worker, which is us).
+            services.cancel_tree(self.id)
 
     async def _fail_with_run(self, turn: TurnRecord) -> bool:
         """End a re-driven turn ``error`` together with its stored run when its drive failed before it began.

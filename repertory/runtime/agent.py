@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from repertory.core.budget import Budget
 from repertory.core.model import Model, ModelSettings, ToolSpec
 from repertory.runtime.compaction import Compaction
 from repertory.runtime.deltas import DEFAULT_WINDOW, DeltaWindow
@@ -50,6 +51,10 @@ class Agent:
     ``None`` streams them live only.
     ``description`` says what the agent is for, to whoever picks an agent from outside (the A2A
     agent card, ``repertory.http``); it never reaches the model, which reads ``instructions``.
+    ``budget`` caps what each run of the agent may spend (``repertory.Budget``: cost, tokens,
+    model requests, tool calls); past a cap the run ends ``error`` with ``BudgetExceeded`` before
+    the next request or tool call starts. A whole session tree's budget is set where the tree is
+    created (``Runtime.create_session(budget=...)``).
     """
 
     def __init__(
@@ -67,6 +72,7 @@ class Agent:
         output_guardrails: Sequence[Guardrail] = (),
         delta_window: DeltaWindow | None = DEFAULT_WINDOW,
         description: str | None = None,
+        budget: Budget | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
@@ -93,6 +99,9 @@ class Agent:
         if delta_window is not None and not isinstance(delta_window, DeltaWindow):
             raise TypeError(f"delta_window must be a DeltaWindow or None, got {type(delta_window).__name__}")
         self.delta_window = delta_window
+        if budget is not None and not isinstance(budget, Budget):
+            raise TypeError(f"budget must be a Budget or None, got {type(budget).__name__}")
+        self.budget = budget
         self.tools: dict[str, Tool] = {}
         sources: list[ToolSource] = []
         for t in tools:

@@ -32,3 +32,13 @@ class SessionServices(Protocol):
         caller cancels the child's turn, unless the host is detaching (``ctx.detaching()``).
         """
         ...
+
+    def cancel_tree(self, session_id: str) -> None:
+        """Begin cancelling the whole tree ``session_id`` belongs to, from its root, in the background.
+
+        What a run that crossed a budget with ``on_exceed="cancel_tree"`` asks for once its turn
+        has ended: every queued, running or suspended turn of the tree is cancelled, as
+        ``SessionHandle.cancel(tree=True)`` on the root does. Returns at once (the cancel waits for
+        every drive of the tree to end, the caller's session's worker among them).
+        """
+        ...

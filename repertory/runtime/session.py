@@ -83,6 +83,8 @@ class Session:
     only ``wake()`` or ``resume()`` ends its sleep).
     ``services`` is the session tree its tools reach (``ToolContext.services``): a runtime's host
     supplies it; a bare session has none, so a delegating tool (``agent_tool``) raises ``ValueError``.
+    ``budget_scopes`` name the stored budgets its runs spend against (a tree's, an owner's:
+    ``repertory.core.budget``); the agent's own ``budget`` bounds each run besides.
     """
 
     def __init__(
@@ -98,8 +100,10 @@ class Session:
         clock: Clock | None = None,
         timers: TimerArm | None = None,
         services: SessionServices | None = None,
+        budget_scopes: Sequence[str] = (),
     ) -> None:
         self.store = store
+        self.budget_scopes = tuple(budget_scopes)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.timers = timers
         self.agent = agent
@@ -211,6 +215,7 @@ class Session:
             timers=self.timers,
             rider=self.rider,
             durable_input=durable_input,
+            budget_scopes=self.budget_scopes,
         )
         return Drive(
             deps,

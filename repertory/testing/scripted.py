@@ -31,7 +31,7 @@ __all__ = ["ScriptedModel", "Step", "StepFunction"]
 Step: TypeAlias = dict[str, Any]
 StepFunction: TypeAlias = Callable[[list[ModelMessage], list[ToolSpec]], Step | Awaitable[Step]]
 
-_KNOWN_KEYS = {"text", "tool", "args", "tools", "json", "reasoning", "usage", "chunks", "chunk_delay", "midway"}
+_KNOWN_KEYS = {"text", "tool", "args", "tools", "json", "reasoning", "usage", "cost", "chunks", "chunk_delay", "midway"}
 
 
 class ScriptedModel:
@@ -43,6 +43,7 @@ class ScriptedModel:
     ``"usage": {"input_tokens": n, "output_tokens": m}`` (also ``cache_read_tokens`` and
     ``cache_write_tokens``, parts of ``input_tokens``). Without ``usage`` the tokens are
     estimated at four characters a token, so analytics over scripted runs are not all zeros.
+    ``"cost": x`` is the request's cost (as a priced model reports it); without it, none.
     ``"chunks": n`` streams each text and reasoning part as ``n`` deltas (``"chunk_delay"`` seconds
     apart), and ``"midway"``, a zero-argument async callable, is awaited once half of them are out:
     a reply caught mid-stream, for tests of what readers see of a partial reply.
@@ -85,7 +86,8 @@ class ScriptedModel:
             elif pause and i:
                 await asyncio.sleep(pause)
             yield piece
-        yield ModelResponse(message=message, usage=usage)
+        cost = step.get("cost")
+        yield ModelResponse(message=message, usage=usage, cost=None if cost is None else float(cost))
 
     async def _step(self, messages: list[ModelMessage], tools: list[ToolSpec]) -> Step:
         if callable(self.steps):

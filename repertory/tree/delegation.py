@@ -45,6 +45,7 @@ from repertory.core.tree import (
 from repertory.errors import RepertoryError, SessionExists, ToolError
 from repertory.runtime.output import parse_output
 from repertory.runtime.tools import Tool, ToolContext
+from repertory.tree.cancel import cancel_subtree
 
 __all__ = ["AgentTool", "ChildSessions", "TreeServices", "agent_tool"]
 
@@ -128,6 +129,10 @@ class ChildSessions(Protocol):
         """Cancel one turn."""
         ...
 
+    async def cancel(self, session_id: str) -> None:
+        """Cancel every turn of the session (running, queued, suspended); return once its drive ended."""
+        ...
+
     def listen(self, session_id: str, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
         """Call ``listener`` with the session's events from now on; returns the remover."""
         ...
@@ -150,6 +155,7 @@ class TreeServices:
         self.store = store
         self._backend = backend
         self.recheck_seconds = recheck_seconds
+        self._cancelling: set[asyncio.Task[None]] = set()  # tree cancels under way (held, not collected)
 
     async def delegate(self, ctx: ToolContext, task: str) -> JsonValue:
         """Spawn (once) the child ``ctx.delegation`` names, run ``task`` there to the end, return its answer."""
@@ -174,6 +180,22 @@ class TreeServices:
                 raise
             raise ToolError(f"delegating to {delegation.agent!r} failed: {type(exc).__name__}: {exc}") from exc
         return await self._answer(backend, delegation, turn)
+
+    def cancel_tree(self, session_id: str) -> None:
+        """Cancel the whole tree of ``session_id`` from its root, in the background (``SessionServices``)."""
+        task = asyncio.get_running_loop().create_task(self._cancel_tree(session_id))
+        self._cancelling.add(task)
+        task.add_done_callback(self._cancelled_tree)
+
+    async def _cancel_tree(self, session_id: str) -> None:
+        record = await self.store.load_session(session_id)
+        root = session_id if record is None else record.root_id
+        await cancel_subtree(self.store, self._backend(), root)
+
+    def _cancelled_tree(self, task: asyncio.Task[None]) -> None:
+        self._cancelling.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            _log.warning("cancelling a session tree failed", exc_info=task.exception())
 
     async def _spawn(self, backend: ChildSessions, parent_id: str, delegation: Delegation, task: str) -> None:
         parent = await self.store.load_session(parent_id)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pydantic import BaseModel, JsonValue
 
+from repertory.core.budget import BudgetStore, Ledger, tree_scope
 from repertory.core.decisions import Approve, Reject, Resume
 from repertory.core.history import MessageHistory
 from repertory.core.messages import ModelMessage
@@ -26,6 +27,7 @@ from repertory.errors import RepertoryError, RunSuspended
 from repertory.runtime.compaction import CompactionResult
 from repertory.runtime.forks import FORK_REASON, fork_point, pair_open_calls
 from repertory.runtime.results import turn_result
+from repertory.tree.cancel import cancel_subtree, subtree
 
 if TYPE_CHECKING:
     from repertory.tree.runtime import Runtime
@@ -34,7 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["Disposable", "SessionHandle", "TurnHandle"]
 
 M = TypeVar("M", bound=BaseModel)
-_OPEN: tuple[TurnStatus, ...] = ("queued", "running", "suspended")
 
 
 class Disposable:
@@ -344,14 +345,7 @@ class SessionHandle:
 
     async def _subtree(self) -> list[str]:
         """This session and its descendants, breadth-first."""
-        order, frontier = [self.id], [self.id]
-        while frontier:
-            level: list[str] = []
-            for session_id in frontier:
-                level.extend(r.session_id for r in await self._rt.store.list_children(session_id))
-            order.extend(level)
-            frontier = level
-        return order
+        return await subtree(self._rt.store, self.id)
 
     async def _holder(self, token: str) -> str:
         """The session of this subtree whose suspended run holds ``token`` (this one if none does).
@@ -400,40 +394,12 @@ class SessionHandle:
 
         ``tree=True`` does so for this session and every descendant, and returns only once no
         turn of the tree is left queued, running or suspended: from then on no model request
-        and no tool call of the tree starts (see ``_cancel_tree``).
+        and no tool call of the tree starts (``repertory.tree.cancel``).
         """
         if not tree:
             await self._rt.host.cancel(self.id)
             return
-        await self._cancel_tree()
-
-    async def _cancel_tree(self) -> None:
-        """Cancel the subtree parent first, then again until the store holds no open turn of it.
-
-        Parent first (breadth-first): a parent's cancelled turn cancels the children its
-        delegating calls wait for through the delegation's own path, so no parent ever reads a
-        child's cancellation as a tool error and asks its model again (which cancelling a leaf
-        first would allow). A delegating call caught between spawning its child and queueing the
-        child's turn, or a child spawned while the walk ran, may leave an open turn the first
-        pass did not see: the store is read again and each session holding an open turn not yet
-        cancelled is cancelled, until a pass finds none. Every ``cancel`` waits until the drive it
-        stops has ended, so nothing the tree started is still running when this returns.
-        """
-        host, store = self._rt.host, self._rt.store
-        for session_id in await self._subtree():
-            await host.cancel(session_id)
-        tried: set[str] = set()
-        while True:
-            holding: dict[str, None] = {}
-            for session_id in await self._subtree():
-                for turn in await store.list_turns(session_id, _OPEN):
-                    if turn.submission_id not in tried:
-                        tried.add(turn.submission_id)
-                        holding[session_id] = None
-            if not holding:
-                return
-            for session_id in holding:
-                await host.cancel(session_id)
+        await cancel_subtree(self._rt.store, self._rt.host, self.id)
 
     async def recover(self) -> list[TurnHandle]:
         """Drive again this session's turns that a crashed process left queued or running; their handles.
@@ -459,6 +425,14 @@ class SessionHandle:
     async def schedules(self) -> list[Schedule]:
         """This session's schedules, oldest first."""
         return await self._rt.schedules(self.id)
+
+    async def budget(self) -> Ledger | None:
+        """The budget of this session's tree with what the tree has spent against it, or ``None`` without one."""
+        store = self._rt.store
+        if not isinstance(store, BudgetStore):
+            return None
+        scope = tree_scope(self._record.root_id)
+        return (await store.load_ledgers([scope])).get(scope)
 
     async def usage(self, tree: bool = False) -> Usage:
         """Token usage of this session's runs; ``tree=True`` adds every descendant's."""

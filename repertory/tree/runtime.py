@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from repertory.core.budget import Budget, BudgetStore, tree_scope
 from repertory.core.clock import Clock, SystemClock
 from repertory.core.ids import new_id
 from repertory.core.memory import MemoryFactory
@@ -182,6 +183,7 @@ class Runtime:
         metadata: Mapping[str, JsonValue] | None = None,
         session_id: str | None = None,
         owner: str | None = None,
+        budget: Budget | None = None,
     ) -> SessionHandle:
         """A new root session running ``agent`` (a name given to ``Runtime.start``).
 
@@ -192,7 +194,9 @@ class Runtime:
         process of its own, on a backend that has them (Ray's: an actor of its own; the local
         backend refuses it with ``ValueError``). ``owner`` names who the session belongs to (the HTTP
         server's tenant, the owner of the API key that created it); its children and forks
-        inherit it, and it never changes.
+        inherit it, and it never changes. ``budget`` caps what the whole tree may spend: every run
+        of this session and of every spawned, delegated or forked descendant counts against it
+        (``repertory.Budget``; ``handle.budget()`` reads it with the spend so far).
         """
         spec = NewSession(
             session_id=session_id if session_id is not None else new_id(),
@@ -204,8 +208,23 @@ class Runtime:
             metadata=dict(metadata or {}),
             owner=owner,
         )
+        if budget is not None:
+            # Before the session: its first run must find the ledger (a creation that fails after
+            # this leaves a ledger nobody spends against, which deleting the id would drop).
+            await self.set_budget(tree_scope(spec.session_id), budget)
         record = await self._host.create_session(spec)
         return SessionHandle(self, record, principal or Principal.user())
+
+    async def set_budget(self, scope: str, budget: Budget | None) -> None:
+        """Set (or, with ``None``, remove) the budget of a ledger scope: ``owner_scope(name)``, ``tree_scope(root)``.
+
+        An owner's budget caps everything that owner's sessions spend from now on (the HTTP
+        server's ``--budget owner=...``); set again, it keeps what was spent so far. Runs started
+        before a budget was set do not count against it until their next turn.
+        """
+        if not isinstance(self._store, BudgetStore):
+            raise ValueError(f"{type(self._store).__name__} keeps no budgets (it is not a BudgetStore)")
+        await self._store.set_budget(scope, budget)
 
     async def create_sessions(
         self,

@@ -27,6 +27,7 @@ no backend: the suite reaches a backend by name only, through ``Runtime.start``.
 
 from repertory.testing.conformance.backend.approvals import ApprovalsConformance
 from repertory.testing.conformance.backend.board import Board, LocalBoard, active_board, use_board
+from repertory.testing.conformance.backend.budgets import BudgetsConformance
 from repertory.testing.conformance.backend.bulk import BulkConformance
 from repertory.testing.conformance.backend.cancel_tree import CancelTreeConformance
 from repertory.testing.conformance.backend.context import ContextConformance
@@ -50,6 +51,7 @@ __all__ = [
     "BackendConformance",
     "BackendSuite",
     "Board",
+    "BudgetsConformance",
     "BulkConformance",
     "CancelTreeConformance",
     "ContextConformance",
@@ -75,6 +77,7 @@ __all__ = [
 
 class BackendConformance(
     ApprovalsConformance,
+    BudgetsConformance,
     BulkConformance,
     CancelTreeConformance,
     ContextConformance,

@@ -1,0 +1,95 @@
+"""``BudgetGate``: the budgets one drive checks before each model request and each batch of tool calls.
+
+Two kinds (``repertory.core.budget``): the run's own (``Agent(budget=...)``), checked against the
+run's committed usage, which the drive holds in memory; and the stored ledgers of the drive's
+scopes (its session tree's, its owner's), read from the store at every check, since runs in other
+sessions and processes spend against them too. What a drive spent since its last checkpoint is
+added to those ledgers by that checkpoint's own transaction (``delta``/``landed``), so the ledger
+is what the store holds: a crash loses a step's spend together with the step.
+
+A drive whose scopes have no ledger (no tree or owner budget was set when it started) checks
+nothing in the store and adds nothing to its commits: budgets cost only those who set one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from repertory.core.budget import Budget, BudgetStore, Crossing, Spend, SpendDelta, run_spend
+from repertory.core.state import RunState
+from repertory.core.store import SessionStore
+
+__all__ = ["RUN_SCOPE", "BudgetGate", "Verdict"]
+
+RUN_SCOPE = "run"
+"""The scope ``BudgetExceeded.scope`` names for the run's own budget."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a check found: the budget crossed (if any) and the budgets a warning is due for."""
+
+    crossed: tuple[str, Budget, Crossing] | None = None
+    warnings: tuple[tuple[str, Budget, Crossing], ...] = ()
+
+
+class BudgetGate:
+    """The budgets of one drive and the spend it has committed so far (built by its session)."""
+
+    def __init__(self, store: SessionStore, run_budget: Budget | None, scopes: Sequence[str]) -> None:
+        self._store = store if isinstance(store, BudgetStore) else None
+        self._run_budget = run_budget
+        self._scopes = tuple(scopes) if self._store is not None else ()
+        self._ledgered: tuple[str, ...] = ()  # the scopes that had a ledger when the drive opened
+        self._committed = Spend()
+        self._warned: set[str] = set()
+
+    @property
+    def active(self) -> bool:
+        """Whether anything is checked at all."""
+        return self._run_budget is not None or bool(self._ledgered)
+
+    async def open(self, run: RunState) -> None:
+        """Learn which scopes have a ledger (one read) and take the run's committed spend as the base."""
+        self._committed = run_spend(run)
+        if self._store is not None and self._scopes:
+            self._ledgered = tuple(await self._store.load_ledgers(self._scopes))
+
+    async def check(self, run: RunState, *, tool_calls: int = 0) -> Verdict:
+        """Whether a model request (``tool_calls=0``) or that many tool calls may start now."""
+        spent = run_spend(run)
+        warnings: list[tuple[str, Budget, Crossing]] = []
+        if self._run_budget is not None:
+            crossed = self._run_budget.crossed(spent, tool_calls=tool_calls)
+            if crossed is not None:
+                return Verdict((RUN_SCOPE, self._run_budget, crossed))
+            self._nearing(RUN_SCOPE, self._run_budget, spent, warnings)
+        if self._ledgered and self._store is not None:
+            pending = spent - self._committed  # this drive's, not yet in the ledger
+            for scope, ledger in (await self._store.load_ledgers(self._ledgered)).items():
+                used = ledger.spend + pending
+                crossed = ledger.budget.crossed(used, tool_calls=tool_calls)
+                if crossed is not None:
+                    return Verdict((scope, ledger.budget, crossed), tuple(warnings))
+                self._nearing(scope, ledger.budget, used, warnings)
+        return Verdict(None, tuple(warnings))
+
+    def _nearing(self, scope: str, budget: Budget, used: Spend, into: list[tuple[str, Budget, Crossing]]) -> None:
+        if scope in self._warned:
+            return
+        near = budget.nearing(used)
+        if near is not None:
+            self._warned.add(scope)
+            into.append((scope, budget, near))
+
+    def delta(self, run: RunState) -> SpendDelta | None:
+        """What the next commit adds to the ledgers (``None``: nothing to add)."""
+        if not self._ledgered:
+            return None
+        spent = run_spend(run) - self._committed
+        return None if spent.empty else SpendDelta(self._ledgered, spent)
+
+    def landed(self, delta: SpendDelta) -> None:
+        """The commit that carried ``delta`` landed: its spend is in the ledgers now."""
+        self._committed = self._committed + delta.spend
