@@ -19,7 +19,9 @@ development deliver to a receiver on loopback (``repertory.http.webhook_targets`
 keeps at most ``--max-crons-per-owner`` (100) crons, each firing at most once every
 ``--min-cron-interval`` (60) seconds. The agents are an MCP server at ``/mcp`` too (with the ``mcp``
 extra); ``--mcp-state-key`` (or ``REPERTORY_MCP_STATE_KEY``) seals its multi-round-trip state, the
-same key on every process (``repertory.http.mcp_server``).
+same key on every process (``repertory.http.mcp_server``). ``--budget OWNER=max_cost=5,max_tokens=...``
+(repeatable) caps what that owner's sessions spend from then on, across restarts (the spend is in
+the store; ``OWNER=none`` removes the cap; ``repertory.core.budget``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from repertory.cli._options import (
     load_agents,
     otlp_runtime_options,
 )
+from repertory.core.budget import Budget, owner_scope, parse_owner_budget
 from repertory.core.principal import Principal
 from repertory.errors import RepertoryError
 from repertory.runtime import Agent, tune_gc
@@ -72,6 +75,20 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.close()
         raise RepertoryError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return sock
+
+
+def _budgets(specs: list[str]) -> tuple[tuple[str, Budget | None], ...]:
+    """``--budget`` values as ``(owner, budget)``; a malformed one is one ``error:`` line, before the port is taken."""
+    parsed: dict[str, Budget | None] = {}
+    for spec in specs:
+        try:
+            owner, budget = parse_owner_budget(spec)
+        except ValueError as exc:
+            raise RepertoryError(f"--budget: {exc}") from None
+        if owner in parsed:
+            raise RepertoryError(f"--budget: owner {owner!r} is given two budgets")
+        parsed[owner] = budget
+    return tuple(parsed.items())
 
 
 def _keys(specs: list[str], option: str = "--api-key") -> dict[str, Principal]:
@@ -108,6 +125,7 @@ async def _serve(
     webhook_hosts: tuple[str, ...] = (),
     crons: tuple[int, int] = (100, 60),
     mcp_state_key: bytes | None = None,
+    budgets: tuple[tuple[str, Budget | None], ...] = (),
 ) -> None:
     import uvicorn
 
@@ -134,6 +152,8 @@ async def _serve(
     )
     runtime = await Runtime.start(store=store, backend="ray" if backend == "ray" else "local", agents=specs, **options)
     try:
+        for owner, budget in budgets:
+            await runtime.set_budget(owner_scope(owner), budget)
         if ui_only:
             app = ui_only_app(runtime, keys or None, admin_keys=admins or None, limits=limits)
         else:
@@ -246,6 +266,15 @@ def serve(
         int, typer.Option("--max-crons-per-owner", min=1, help="Most crons one owner (key) may keep.")
     ] = 100,
     mcp_state_key: McpStateKeyOption = None,
+    budget: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--budget",
+            help="OWNER=max_cost=5,max_tokens=200000 (also max_model_requests, max_tool_calls, warn_at, "
+            "on_exceed=cancel_tree): caps what the owner's sessions spend from now on; OWNER=none removes it. "
+            "Repeat for more owners.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the runtime over HTTP: LangGraph's API (langgraph-sdk, agent-chat-ui) with OpenAPI at /openapi.json.
 
@@ -270,6 +299,7 @@ def serve(
         webhook_hosts=allow_webhook_host or [],
         crons=(max_crons_per_owner, min_cron_interval),
         mcp_state_key=mcp_state_key,
+        budgets=budget or [],
     )
 
 
@@ -339,6 +369,7 @@ def _run(
     webhook_hosts: list[str] | None = None,
     crons: tuple[int, int] = (100, 60),
     mcp_state_key: str | None = None,
+    budgets: list[str] | None = None,
 ) -> None:
     """What ``serve`` and ``ui`` share: check, bind, start the runtime, serve until Ctrl-C."""
     if backend not in ("local", "ray"):
@@ -353,6 +384,7 @@ def _run(
     _check_keys(keys, admins)
     allowed = _webhook_hosts(webhook_hosts or [])
     state_key = check_mcp_state_key(mcp_state_key)
+    owner_budgets = _budgets(budgets or [])
     registry = load_agents(agents)  # a bad --agents fails before the port is taken
     if otlp_endpoint is not None:
         check_otlp_endpoint(otlp_endpoint)  # a bad URL or a missing otel extra fails before the port is taken
@@ -378,6 +410,7 @@ def _run(
                 webhook_hosts=allowed,
                 crons=crons,
                 mcp_state_key=state_key,
+                budgets=owner_budgets,
             )
         )
     except KeyboardInterrupt:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from repertory.core.state import ErrorInfo, RunState
 from repertory.core.tree import SessionRecord
@@ -37,6 +37,7 @@ __all__ = [
     "budget_scopes",
     "cancels_tree",
     "owner_scope",
+    "parse_owner_budget",
     "run_spend",
     "tree_scope",
 ]
@@ -183,6 +184,34 @@ def budget_scopes(session: SessionRecord) -> tuple[str, ...]:
     """The ledger scopes a session's runs spend against: its tree's, and its owner's when it has one."""
     root = tree_scope(session.root_id)
     return (root,) if session.owner is None else (root, owner_scope(session.owner))
+
+
+def parse_owner_budget(spec: str) -> tuple[str, Budget | None]:
+    """``OWNER=max_cost=5,max_tokens=200000`` (any ``Budget`` fields) as ``(owner, budget)``; ``OWNER=none`` removes.
+
+    What ``repertory serve --budget`` takes. Every mistake (no owner, an unknown field, a value
+    that is not a number, a budget that caps nothing) is a ``ValueError`` that says which.
+    """
+    owner, sep, rest = spec.partition("=")
+    owner, rest = owner.strip(), rest.strip()
+    if not sep or not owner or not rest:
+        raise ValueError(f"{spec!r}: expected OWNER=max_cost=5,max_tokens=200000 (or OWNER=none)")
+    if rest.lower() == "none":
+        return owner, None
+    fields: dict[str, str] = {}
+    for item in rest.split(","):
+        key, eq, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq or not key or not value:
+            raise ValueError(f"{spec!r}: {item.strip()!r} is not FIELD=VALUE")
+        if key not in Budget.model_fields:
+            raise ValueError(f"{spec!r}: unknown field {key!r} (known: {', '.join(Budget.model_fields)})")
+        fields[key] = value
+    try:
+        return owner, Budget.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ValueError(f"{spec!r}: {'.'.join(map(str, first['loc'])) or 'budget'}: {first['msg']}") from None
 
 
 def cancels_tree(error: ErrorInfo | None) -> bool:

@@ -161,3 +161,50 @@ def test_bad_input_is_one_error_line() -> None:
         assert f"cannot listen on 127.0.0.1:{port}" in line
     line = _error_line(runner.invoke(app, ["serve", "--agents", AGENTS, "--port", "0", "--store", "nosuch://x"]))
     assert "nosuch" in line
+
+
+async def test_an_owner_budget_caps_that_owners_runs_and_survives_a_restart(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'budget.db'}"
+    keys = ("--api-key", "carol=carol-secret-0123456789", "--api-key", "dave=dave-secret-0123456789")
+    proc, url = await _serve("--store", store, *keys, "--budget", "carol=max_model_requests=2")
+    async with get_client(url=url, api_key="carol-secret-0123456789") as carol:
+        thread = await carol.threads.create()
+        for text in ("one", "two"):
+            values = obj(await carol.runs.wait(thread["thread_id"], "assistant", input=human(text)))
+            assert "__error__" not in values
+        refused = obj(await carol.runs.wait(thread["thread_id"], "assistant", input=human("three")))
+        assert refused["__error__"]["error"] == "BudgetExceeded"
+        assert "owner:carol" in refused["__error__"]["message"]
+    async with get_client(url=url, api_key="dave-secret-0123456789") as dave:  # another owner: not capped
+        other = await dave.threads.create()
+        for text in ("one", "two", "three"):
+            assert "__error__" not in obj(await dave.runs.wait(other["thread_id"], "assistant", input=human(text)))
+    proc.send_signal(signal.SIGINT)
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
+
+    # The spend is in the store: a restarted server with the same budget still refuses carol, and
+    # one started with a larger budget lets her go on from what she spent.
+    proc, url = await _serve("--store", store, *keys, "--budget", "carol=max_model_requests=3")
+    try:
+        async with get_client(url=url, api_key="carol-secret-0123456789") as carol:
+            thread = await carol.threads.create()
+            assert "__error__" not in obj(await carol.runs.wait(thread["thread_id"], "assistant", input=human("3")))
+            refused = obj(await carol.runs.wait(thread["thread_id"], "assistant", input=human("4")))
+            assert refused["__error__"]["error"] == "BudgetExceeded"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+
+
+def test_a_malformed_budget_is_one_error_line() -> None:
+    runner = CliRunner()
+    for spec, said in (
+        ("carol", "expected OWNER="),
+        ("carol=max_cst=1", "unknown field 'max_cst'"),
+        ("carol=max_cost=lots", "max_cost: Input should be a valid number"),
+        ("carol=warn_at=0.5", "caps at least one of"),
+    ):
+        line = _error_line(runner.invoke(app, ["serve", "--agents", AGENTS, "--port", "0", "--budget", spec]))
+        assert "--budget" in line and said in line, line
+    twice = ["--budget", "carol=max_cost=1", "--budget", "carol=max_cost=2"]
+    assert "two budgets" in _error_line(runner.invoke(app, ["serve", "--agents", AGENTS, "--port", "0", *twice]))
