@@ -54,6 +54,8 @@ def summary_table(stats: FleetStats, backend: str, store: str) -> Table:
     ]
     for what, value in rows:
         table.add_row(what, value)
+    if stats.budget_note:
+        table.add_row("tree budget tripped (max 4 requests, cancel_tree)", stats.budget_note)
     if stats.errors:
         table.add_row("errors", "; ".join(stats.errors[:3]))
     return table

@@ -6,7 +6,9 @@ three worker sessions and runs them in parallel (a model-built tree). Workers' w
 approval, which a reviewer task finds at the orchestrator (``pending_approvals(tree=True)``) and
 decides there. One orchestrator gets a follow-up while its turn runs, one is forked, and (on Ray)
 a host is killed in the middle: its turns are re-driven and every delegation finds the child it
-had spawned, never a second. ``run_fleet`` returns what happened, measured from the store.
+had spawned, never a second. Beside the fleet, one more orchestrator runs on a tree budget too
+small for its plan, with ``on_exceed="cancel_tree"``: the request past the cap is never sent and
+the whole tree is cancelled. ``run_fleet`` returns what happened, measured from the store.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from repertory.core.budget import Budget
 from repertory.demo.agents import REMOTE_TOOL
-from repertory.errors import InvalidResumeToken, RepertoryError
+from repertory.errors import BudgetExceeded, InvalidResumeToken, RepertoryError, RunCancelled
+from repertory.tree.cancel import OPEN_TURNS, subtree
 from repertory.tree.handle import SessionHandle, TurnHandle
 from repertory.tree.runtime import Runtime
 
@@ -51,6 +55,7 @@ class FleetStats:
     started: float = field(default_factory=time.monotonic)
     wall: float = 0.0
     root_ids: list[str] = field(default_factory=list)
+    budget_note: str = ""
 
     @property
     def steps_per_second(self) -> float:
@@ -121,6 +126,37 @@ async def _project(rt: Runtime, i: int, stats: FleetStats) -> None:
     stats.projects_done += 1
 
 
+OVER_BUDGET = Budget(max_model_requests=4, on_exceed="cancel_tree")
+"""The tree budget of the demo's extra orchestrator: its plan and its three children's first requests."""
+
+
+async def _over_budget(rt: Runtime, stats: FleetStats) -> None:
+    """An orchestrator whose tree budget its plan outgrows: what the summary says of the trip and the cancel."""
+    orch = await rt.create_session(agent="orchestrator", title="project over budget", budget=OVER_BUDGET)
+    try:
+        await (await orch.send("plan project over budget")).result()
+        outcome = "not tripped"
+    except BudgetExceeded as exc:
+        outcome = f"BudgetExceeded ({exc.limit} {exc.used:g} of {exc.allowed:g})"
+    except RunCancelled:
+        outcome = "cancelled with its tree"  # a child crossed it first and the cancel reached the root
+    members: list[str] = []
+    left_open = 0
+    async with asyncio.timeout(30):  # the tree cancel runs in the background of the child that tripped
+        while True:
+            members = await subtree(rt.store, orch.id)
+            left_open = sum([len(await rt.store.list_turns(sid, OPEN_TURNS)) for sid in members])
+            if not left_open:
+                break
+            await asyncio.sleep(0.05)
+    ledger = await orch.budget()
+    spent = 0 if ledger is None else ledger.spend.model_requests
+    stats.budget_note = (
+        f"root: {outcome}; {spent} requests spent of {OVER_BUDGET.max_model_requests}; "
+        f"{len(members)} sessions, {left_open} turns left open"
+    )
+
+
 async def _kill_a_host(rt: Runtime, stats: FleetStats, at_fraction: float) -> None:
     """On Ray, kill one shared host once a fraction of the writes was reviewed; Ray restarts it and it re-drives."""
     if rt.backend != "ray":
@@ -163,7 +199,9 @@ async def run_fleet(
     if kill_host_at is not None:
         killer = asyncio.get_running_loop().create_task(_kill_a_host(rt, stats, kill_host_at))
     try:
-        outcomes = await asyncio.gather(*(_project(rt, i, stats) for i in range(projects)), return_exceptions=True)
+        outcomes = await asyncio.gather(
+            *(_project(rt, i, stats) for i in range(projects)), _over_budget(rt, stats), return_exceptions=True
+        )
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 stats.errors.append(f"{type(outcome).__name__}: {outcome}")
