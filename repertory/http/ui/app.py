@@ -14,6 +14,7 @@ Routes, relative to where the app is mounted (``/ui``): ``/`` sessions, ``/sessi
 ``/conversation`` and ``/panel`` fragments and the ``/live`` stream), ``/approvals`` (and its
 ``/list`` fragment), ``/runs`` runs needing attention, ``/activity`` plots, ``/login``; posts:
 ``/login``, ``/logout``, ``/decide``, ``/sessions/{id}/send``, ``/sessions/{id}/fork``,
+``/sessions/{id}/cancel`` (the kill switch: the session's and its descendants' turns, once confirmed),
 ``/runs/{run_id}/recover``.
 
 Tenancy (``access``): every route shows and acts on only what the logged-in key's ``Caller`` sees;
@@ -69,10 +70,12 @@ from repertory.http.ui.reads import (
     session_rows,
     session_tree,
     stale_runs,
+    subtree_open,
     thread_history,
     visible_runs,
 )
 from repertory.runtime import Agent, Session
+from repertory.tree.fleet import running_turns
 from repertory.tree.handle import SessionHandle
 from repertory.tree.runtime import Runtime
 
@@ -89,6 +92,10 @@ _STATIC = {
 STALE_AFTER_MS = 60_000
 """A ``running`` run without a checkpoint for this long, and driven by no session here, needs attention."""
 _STATUSES: tuple[SessionStatus, ...] = ("running", "suspended", "error", "idle")
+_CANCELLED = {
+    "kind": "ok",
+    "message": "Cancelled: no turn of this session or its descendants is left queued, running or waiting.",
+}
 _CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
     "base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
@@ -383,9 +390,12 @@ class WebUI:
             )
 
         @app.get("/sessions/{session_id}")
-        async def session_page(request: Request, session_id: str) -> Response:
+        async def session_page(request: Request, session_id: str, done: str | None = None) -> Response:
             viewer = self._viewer(request)
-            return self._html(request, viewer, "session.html", **await self._session_context(viewer, session_id))
+            # ``done``: what a post just did, for its notice after the redirect (a fixed text, never echoed).
+            flash = _CANCELLED if done == "cancelled" else None
+            ctx = await self._session_context(viewer, session_id)
+            return self._html(request, viewer, "session.html", flash=flash, **ctx)
 
         @app.get("/sessions/{session_id}/conversation")
         async def conversation_fragment(request: Request, session_id: str, after: str | None = None) -> Response:
@@ -434,6 +444,21 @@ class WebUI:
                 response.headers["HX-Trigger"] = "repertory-panel"  # the queue changed: ui.js reloads the panel
                 return response
             return RedirectResponse(f"{base}/sessions/{quote(session_id)}", status_code=303)
+
+        @app.post("/sessions/{session_id}/cancel")
+        async def cancel(request: Request, session_id: str) -> Response:
+            viewer, form = await self._posted(request)
+            handle = await self._handle(viewer, session_id)
+            if form.get("confirmed") != "1":
+                # Posted without the browser's confirmation (no JavaScript): ask on the page, then post again.
+                ctx = await self._session_context(viewer, session_id)
+                return self._html(request, viewer, "session.html", confirm_cancel=True, **ctx)
+            # Returns once no turn of the tree is left queued, running or waiting (SessionHandle.cancel).
+            await handle.cancel(tree=True)
+            target = f"{request.scope.get('root_path', '')}/sessions/{quote(session_id)}?done=cancelled"
+            if _is_htmx(request):
+                return Response(status_code=204, headers={"HX-Redirect": target})
+            return RedirectResponse(target, status_code=303)
 
         @app.post("/sessions/{session_id}/fork")
         async def fork(request: Request, session_id: str) -> Response:
@@ -547,6 +572,8 @@ class WebUI:
             "queued": queued,
             "tree": tree,
             "tree_cut": cut,
+            # The Cancel button: this session or a descendant has a turn queued, running or waiting.
+            "tree_open": row.status in ("running", "suspended") or subtree_open(tree, session_id),
             "parent": parent,
             # Mid-reply, the live feed starts before the reply's deltas: the page shows its text so far.
             "last_seq": await reply_start(store, session_id, last_seq),
@@ -641,7 +668,9 @@ class WebUI:
             if await self._driven_here(run):
                 continue
             stale.append((run, "" if run.agent in self.runtime.agents else f"agent {run.agent!r} is not served here"))
-        return {"failed": rows, "stale": stale, "stale_after_s": STALE_AFTER_MS // 1000}
+        # Every open turn the viewer's tenancy covers, with its tree's spend (its owner's trees only).
+        running = await running_turns(store, owner=viewer.owner)
+        return {"failed": rows, "stale": stale, "stale_after_s": STALE_AFTER_MS // 1000, "running": running}
 
     async def _recover_run(self, run: RunState, agent: Agent) -> RunResult:
         """Drive a stale run on: a session's through the tree (its turn ends with it), a bare run's alone."""

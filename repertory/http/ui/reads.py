@@ -33,6 +33,7 @@ __all__ = [
     "session_rows",
     "session_tree",
     "stale_runs",
+    "subtree_open",
     "thread_history",
     "visible_runs",
 ]
@@ -148,6 +149,22 @@ async def session_tree(store: TreeStore, root_id: str, sees: Sees) -> tuple[list
 
     walk(top)
     return shown, cut
+
+
+def subtree_open(tree: list[TreeNode], session_id: str) -> bool:
+    """Whether the session or a descendant of it in ``tree`` has a turn to cancel: queued, running or waiting.
+
+    Read from the rows ``session_tree`` already holds (``running``: a turn queued or running;
+    ``suspended``: the latest run waits for a human), so the panel's Cancel button costs no read.
+    """
+    found = [node for node in tree if node.row.record.session_id == session_id]
+    pending = found[:1]
+    while pending:
+        node = pending.pop()
+        if node.row.status in ("running", "suspended"):
+            return True
+        pending.extend(node.children)
+    return False
 
 
 @dataclass
