@@ -13,7 +13,9 @@
 - ``POST /ai-sdk/{assistant_id}/chat/{id}/stop``: cancels the session's running turn (and a
   decision being applied) through the session tree. ``useChat``'s ``stop()`` only aborts the
   fetch, and a dropped connection never stops a turn (that is what lets a reload resume it), so
-  a UI's stop button calls both.
+  a UI's stop button calls both. ``?tree=true`` is the kill switch: every queued, running and
+  waiting turn of the session and of every descendant (the children its agent delegated to) is
+  cancelled (``SessionHandle.cancel(tree=True)``), and the answer comes once none is left.
 - ``GET /ai-sdk/{assistant_id}/chat/{id}/messages``: the stored conversation as ``useChat``'s
   initial ``messages`` (ids line up with the streams', so a resumed stream replaces its message).
 
@@ -29,7 +31,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse
 
 from repertory.core.log_tail import turn_start
@@ -43,6 +45,7 @@ from repertory.http.gateway import Gateway
 from repertory.http.runbook import HttpRun, RunBook
 from repertory.http.schemas import RunCreate
 from repertory.http.sse import HEARTBEAT_S, EventFeed, SlotStream
+from repertory.tree.cancel import subtree
 
 __all__ = ["STREAM_HEADERS", "aisdk_routes"]
 
@@ -232,13 +235,22 @@ def aisdk_routes(gw: Gateway, runs: RunBook, slots: StreamSlots, auth: Callable[
     @router.post(
         "/ai-sdk/{assistant_id}/chat/{chat_id}/stop",
         responses=ERRORS,
-        summary="Stop the chat's running turn (useChat's stop() only aborts its fetch)",
+        summary="Stop the chat's running turn (tree=true: every turn of its subtree); useChat's stop() only aborts",
     )
-    async def stop(assistant_id: str, chat_id: str, caller: CallerDep) -> JSONResponse:
+    async def stop(
+        assistant_id: str, chat_id: str, caller: CallerDep, tree: Annotated[bool, Query()] = False
+    ) -> JSONResponse:
         gw.agent(assistant_id)
         record = await gw.record(chat_id, caller)
         handle = await gw.runtime.session(record.session_id, caller.principal)
         stopped: list[str] = []
+        if tree:
+            # The runs running as the kill switch is pulled; every open turn of the subtree is cancelled,
+            # queued and waiting ones too. Descendants share the chat's owner.
+            for session_id in await subtree(store, record.session_id):
+                stopped.extend(turn.run_id for turn in await store.list_turns(session_id, ["running"]))
+            await handle.cancel(tree=True)
+            return JSONResponse({"stopped": stopped})
         for turn in await store.list_turns(record.session_id, ["running"]):
             await handle.get_turn(turn.submission_id).cancel()
             stopped.append(turn.run_id)
