@@ -20,7 +20,7 @@ _TABLES = (
     "repertory.memory_messages, repertory.memory_resources, repertory.working_memory, "
     "repertory.timers, repertory.schedules, repertory.webhooks, "
     "repertory.history_pins, repertory.history_shared_entries, repertory.history_entry_namers, "
-    "repertory.decision_requests, repertory.host_beats"
+    "repertory.decision_requests, repertory.host_beats, repertory.ledgers"
 )
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from repertory import Agent, RunState, Runtime, SessionEvent, SqliteSessionStore, ThreadState, agent_tool, tool
+from repertory.core.budget import SpendDelta
 from repertory.core.history import MessageHistory
 from repertory.core.messages import ModelMessage
 from repertory.core.model import ToolSpec
@@ -101,6 +102,7 @@ class KillingStore(SqliteSessionStore):
         events: Sequence[SessionEvent] = (),
         turn: TurnRecord | None = None,
         session: SessionRecord | None = None,
+        spend: SpendDelta | None = None,
     ) -> None:
         armed = self.kill_at in ("before_result_commit", "after_result_commit") and _carries_results(
             history, base_revision_id
@@ -116,6 +118,7 @@ class KillingStore(SqliteSessionStore):
             events=events,
             turn=turn,
             session=session,
+            spend=spend,
         )
         if armed and self.kill_at == "after_result_commit":
             _fire_once(self.folder, self.kill_at)

@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 
+from repertory.core.budget import tree_scope
 from repertory.core.store import DeletedRows
 from repertory.storage.history_gc import collectable
 
@@ -119,6 +120,8 @@ async def delete_sessions(conn: psycopg.AsyncConnection[Any], session_ids: Seque
         "schedules": await _count(conn, "DELETE FROM repertory.schedules WHERE session_id = ANY(%s)", gone),
     }
     await conn.execute("DELETE FROM repertory.decision_requests WHERE session_id = ANY(%s)", (gone,))  # not counted
+    # A deleted root's tree ledger goes with it (``core.budget``; not counted): an owner's stays.
+    await conn.execute("DELETE FROM repertory.ledgers WHERE scope = ANY(%s)", ([tree_scope(s) for s in gone],))
     await conn.execute("DELETE FROM repertory.threads WHERE thread_id = ANY(%s)", (gone,))
     sessions = await _count(conn, "DELETE FROM repertory.sessions WHERE session_id = ANY(%s)", gone)
     return DeletedRows(sessions=sessions, revisions=revisions, entries=entries, **counts)

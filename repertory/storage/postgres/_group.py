@@ -7,7 +7,9 @@ commit in its own exception block (a savepoint), so a commit whose guard fails (
 or whose statements fail is rolled back alone and its caller gets its own error, mapped exactly as
 a lone commit's. A lone commit is the plain ``repertory_commit`` call. The statement runs in
 autocommit, so it returns only once the batch's transaction committed: an acknowledged commit is a
-durable one, as without group commit.
+durable one, as without group commit. A batch whose commits carry spend (``core.budget``) adds
+it in the same statement (``repertory_spend`` over the batch's outcomes: the members that landed
+add theirs); a batch without spend sends the statement it always did.
 
 A few batches may be in flight at once (``MAX_INFLIGHT``, each on its own pooled connection), so
 a handful of concurrent sessions is not serialised behind one round trip. A batch holds at most
@@ -27,6 +29,7 @@ from psycopg_pool import AsyncConnectionPool
 from repertory.errors import StoreError
 from repertory.storage.group_commit import Failed, GroupCommit
 from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES
+from repertory.storage.postgres._budget_tables import SPEND_ARRAYS, SpendParams, lone_spend_sql, spend_arrays
 from repertory.storage.postgres.connection import PgBase, error_for, redact
 
 __all__ = ["COMMIT_SQL", "MAX_BATCH", "MAX_INFLIGHT", "CommitParams", "PgCommitWriter", "batch_params"]
@@ -49,6 +52,9 @@ _TYPES = (
     "bigint", "text", "text", "bigint", "text",
 )  # fmt: skip
 _BATCH_SQL = "SELECT repertory.repertory_commit_batch(" + ", ".join(f"%s::{t}[]" for t in _TYPES) + ")"
+_COMMIT_SPEND_SQL = lone_spend_sql(COMMIT_SQL)
+_BATCH_SPEND_SQL = f"WITH c AS ({_BATCH_SQL} AS o) SELECT c.o, repertory.repertory_spend(c.o, {SPEND_ARRAYS}) FROM c"
+_Member = tuple[CommitParams, SpendParams | None]
 
 
 def batch_params(batch: Sequence[CommitParams]) -> list[list[Any]]:
@@ -75,7 +81,7 @@ class PgCommitWriter(PgBase):
     ) -> None:
         super().__init__(pool, url, password, history_cache_bytes)
         self.group_commit = group_commit
-        self._commits: GroupCommit[CommitParams, None] | None = (
+        self._commits: GroupCommit[_Member, None] | None = (
             GroupCommit(self._flush, max_batch=MAX_BATCH, max_inflight=MAX_INFLIGHT) if group_commit else None
         )
         self._writers = [] if self._commits is None else [self._commits]
@@ -88,29 +94,38 @@ class PgCommitWriter(PgBase):
         """
         return None if self._commits is None else (self._commits.batches, self._commits.members)
 
-    async def _write_commit(self, params: CommitParams) -> None:
-        """Write one commit; returns once it is durable, raises its own ``CommitConflict``/``StoreError``."""
+    async def _write_commit(self, params: CommitParams, spend: SpendParams | None = None) -> None:
+        """Write one commit and its spend; returns once durable, raises its own ``CommitConflict``/``StoreError``."""
         if self._closed:
             raise StoreError("store is closed")
         if self._commits is None:
-            await self._commit_one(params)
+            await self._commit_one(params, spend)
         else:
-            await self._commits.submit(params)
+            await self._commits.submit((params, spend))
 
-    async def _commit_one(self, params: CommitParams) -> None:
+    async def _commit_one(self, params: CommitParams, spend: SpendParams | None) -> None:
         async with self.connection("commit_session") as conn:
-            await conn.execute(COMMIT_SQL, params)
+            if spend is None:
+                await conn.execute(COMMIT_SQL, params)
+            else:
+                await conn.execute(_COMMIT_SPEND_SQL, (*params, *spend_arrays([spend])))
 
-    async def _flush(self, batch: Sequence[CommitParams]) -> list[Failed | None]:
+    async def _flush(self, batch: Sequence[_Member]) -> list[Failed | None]:
         if len(batch) == 1:
             try:
-                await self._commit_one(batch[0])
+                await self._commit_one(*batch[0])
             except StoreError as exc:
                 return [Failed(exc)]
             return [None]
+        values = batch_params([params for params, _ in batch])
+        spends = [spend for _, spend in batch]
+        sql = _BATCH_SQL
+        if any(spend is not None for spend in spends):
+            sql = _BATCH_SPEND_SQL
+            values += spend_arrays(spends)
         try:
             async with self.connection("commit_session") as conn:
-                cur = await conn.execute(_BATCH_SQL, batch_params(batch))
+                cur = await conn.execute(sql, values)
                 row = await cur.fetchone()
         except StoreError as exc:  # the batch as a whole failed (connection lost, COMMIT failed)
             return [Failed(copy.copy(exc)) for _ in batch]

@@ -13,6 +13,10 @@ in one statement and so one round trip. A guard that fails raises SQLSTATE ``RP0
 one round trip, each a call of ``repertory_commit`` inside its own exception block (a savepoint),
 so a commit whose guard fails is rolled back alone; it returns one outcome per commit, NULL when
 it landed or ``"<sqlstate> <message>"`` when it did not.
+
+``repertory_spend`` adds what checkpoints spent to their ledgers (``core.budget``), in the
+statement that calls the commit function (its result is the spend call's argument, so it runs
+first) and so in its transaction: only commits that landed add theirs.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 __all__ = ["CONFLICT_SQLSTATE", "TOKEN_SQLSTATE", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "MIGRATION_LOCK"]
 
 SCHEMA = "repertory"
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 CONFLICT_SQLSTATE = "RP001"
 TOKEN_SQLSTATE = "RP002"  # a conflict whose cause is a resume token that is no longer live
 MIGRATION_LOCK = 0x7265706572746F  # "repert" as an integer: the advisory lock key for migrations
@@ -370,6 +374,33 @@ END
 $fn$;
 """
 
+# Adding spend to ledgers: member i of a commit (or a group-commit batch) adds its spend to its
+# ``p_counts[i]`` scopes (flattened in ``p_scopes``) when ``p_outcomes[i]`` is NULL, that is when
+# it landed (NULL outcomes: a lone commit, which got here only by landing). Every row is locked
+# first, in scope order, so transactions adding to the same ledgers (a tree's sessions committing
+# in parallel batches) take their locks in one order and never deadlock; they queue on the row.
+_SPEND_FUNCTION = r"""
+CREATE OR REPLACE FUNCTION repertory.repertory_spend(
+    p_outcomes text[], p_counts integer[], p_scopes text[],
+    p_cost double precision[], p_tokens bigint[], p_requests bigint[], p_tool_calls bigint[]
+) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_s integer := 0;
+BEGIN
+    PERFORM 1 FROM repertory.ledgers WHERE scope = ANY(p_scopes) ORDER BY scope FOR UPDATE;
+    FOR i IN 1 .. cardinality(p_counts) LOOP
+        IF p_outcomes[i] IS NULL AND p_counts[i] > 0 THEN
+            UPDATE repertory.ledgers
+            SET cost = cost + p_cost[i], tokens = tokens + p_tokens[i],
+                model_requests = model_requests + p_requests[i], tool_calls = tool_calls + p_tool_calls[i]
+            WHERE scope = ANY(p_scopes[v_s + 1 : v_s + p_counts[i]]);
+        END IF;
+        v_s := v_s + p_counts[i];
+    END LOOP;
+END
+$fn$;
+"""
+
 MIGRATIONS: dict[int, list[str]] = {
     1: [
         "CREATE TABLE repertory.meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -504,5 +535,16 @@ MIGRATIONS: dict[int, list[str]] = {
         "WHERE status = 'pending'",
         "CREATE INDEX decision_requests_by_session ON repertory.decision_requests (session_id)",
         "CREATE TABLE repertory.host_beats (host_id text PRIMARY KEY, seen_at bigint NOT NULL)",
+    ],
+    # Budgets (``repertory.core.budget``): a ledger per scope (``tree:<root>``, ``owner:<owner>``),
+    # its budget as JSON and the spend counted against it in columns, which a checkpoint adds to
+    # in its own transaction (``repertory_spend``; the commit functions are unchanged, so a
+    # process of the previous version keeps committing on an upgraded database).
+    13: [
+        """CREATE TABLE repertory.ledgers (
+               scope text PRIMARY KEY, budget text NOT NULL, cost double precision NOT NULL DEFAULT 0,
+               tokens bigint NOT NULL DEFAULT 0, model_requests bigint NOT NULL DEFAULT 0,
+               tool_calls bigint NOT NULL DEFAULT 0)""",
+        _SPEND_FUNCTION,
     ],
 }

@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from repertory.core.budget import SpendDelta
 from repertory.core.history import MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.state import RunState, RunStatus, ThreadState
@@ -33,6 +34,7 @@ from repertory.storage.group_commit import take_switch
 from repertory.storage.history_cache import DEFAULT_HISTORY_CACHE_BYTES
 from repertory.storage.history_gc import base_namers, head_move_pins
 from repertory.storage.lineage import decode_lineage
+from repertory.storage.postgres._budget_tables import PgBudgetTables, lone_spend_sql, spend_arrays, spend_params
 from repertory.storage.postgres._group import COMMIT_SQL, PgCommitWriter
 from repertory.storage.postgres._inbox_tables import PgInboxTables
 from repertory.storage.postgres._memory_tables import PgMemoryTables
@@ -108,7 +110,9 @@ async def _check_if_idle(conn: psycopg.AsyncConnection[Any]) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
-class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeTables, PgInboxTables, StoreAliases):
+class PostgresSessionStore(
+    PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeTables, PgInboxTables, PgBudgetTables, StoreAliases
+):
     """A ``TreeStore`` in a PostgreSQL database (tables in the ``repertory`` schema)."""
 
     @classmethod
@@ -254,13 +258,15 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
         events: Sequence[SessionEvent] = (),
         turn: TurnRecord | None = None,
         session: SessionRecord | None = None,
+        spend: SpendDelta | None = None,
     ) -> None:
         """One call of ``repertory_commit`` (alone or in a group-commit batch): guards, delta, run row, head.
 
         With ``turn`` or ``session`` the call and their rewrites share one transaction of their own,
         outside group commit (the batch function carries commits only): the rows are locked and read
         in one statement and merged here, then the call and both rewrites go as one statement (a
-        turn's start and end, so the last checkpoint of a turn is two round trips).
+        turn's start and end, so the last checkpoint of a turn is two round trips). ``spend`` rides
+        the statement that calls the commit function, whichever it is (``_budget_tables``).
         """
         delta = await plan_commit_async(run, thread, history, base_revision_id, self._holds)
         # An entry the base's lineage names (a compaction's kept message) is stored already: it is
@@ -279,8 +285,9 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
             [r.created_at for r in delta.revisions],
             *event_arrays(events, thread.thread_id),
         )  # fmt: skip
+        spent = spend_params(spend)
         if turn is None and session is None:
-            await self._write_commit(params)
+            await self._write_commit(params, spent)
             return
         if self._closed:
             raise StoreError("store is closed")
@@ -306,7 +313,10 @@ class PostgresSessionStore(PgCommitWriter, PgTreeTables, PgMemoryTables, PgTimeT
                     raise StoreError(f"no session {session.session_id!r} to update")
                 rewrites.append(_REWRITE_SESSION)
                 values += (merged_session(row[1], session).model_dump_json(), session.session_id)
-            await conn.execute(f"WITH {', '.join(rewrites)} {COMMIT_SQL}", (*values, *params))
+            if spent is None:
+                await conn.execute(f"WITH {', '.join(rewrites)} {COMMIT_SQL}", (*values, *params))
+            else:
+                await conn.execute(lone_spend_sql(COMMIT_SQL, rewrites), (*values, *params, *spend_arrays([spent])))
 
     async def move_head(self, thread_id: str, *, history: MessageHistory, base_revision_id: str | None) -> None:
         """One transaction: the thread row locked, its head compared, the revisions it lacks, the new head.

@@ -19,6 +19,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from repertory.core.budget import tree_scope
 from repertory.core.store import DeletedRows
 from repertory.storage.history_gc import collectable
 from repertory.storage.sqlite._tree_tables import INSERT_PIN
@@ -138,6 +139,8 @@ def delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> Del
         "schedules": _count(conn, f"DELETE FROM schedules WHERE session_id IN {_IDS}", ids),
     }
     conn.execute(f"DELETE FROM decision_requests WHERE session_id IN {_IDS}", (ids,))  # not counted
+    # A deleted root's tree ledger goes with it (``core.budget``; not counted): an owner's stays.
+    conn.execute(f"DELETE FROM ledgers WHERE scope IN {_IDS}", (json.dumps([tree_scope(s) for s in gone]),))
     conn.execute(f"DELETE FROM threads WHERE thread_id IN {_IDS}", (ids,))
     sessions = _count(conn, f"DELETE FROM sessions WHERE session_id IN {_IDS}", ids)
     fell = [

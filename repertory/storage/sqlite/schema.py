@@ -14,7 +14,7 @@ from repertory.errors import StoreError
 
 __all__ = ["ROWID_SCANNED", "ROWID_TOPS", "SCHEMA_VERSION", "ensure_schema", "check_file"]
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 ROWID_SCANNED = ("events", "history_revisions", "history_entry_rows")
 """The tables an export reads by rowid, whose fallbacks ``rowid_fallbacks`` records (migration 8)."""
@@ -245,6 +245,18 @@ _MIGRATIONS: dict[int, list[str]] = {
         """CREATE INDEX decision_requests_pending ON decision_requests (created_at) WHERE status = 'pending'""",
         """CREATE INDEX decision_requests_by_session ON decision_requests (session_id)""",
         """CREATE TABLE host_beats (host_id TEXT PRIMARY KEY, seen_at INTEGER NOT NULL) WITHOUT ROWID""",
+    ],
+    # Budgets (``repertory.core.budget``): a ledger per scope (``tree:<root>``, ``owner:<owner>``),
+    # its budget as JSON and the spend counted against it in columns, which a checkpoint adds to
+    # in its own transaction. Small rows found by their scope alone: no rowid, no other index.
+    13: [
+        """CREATE TABLE ledgers (
+               scope TEXT PRIMARY KEY,
+               budget TEXT NOT NULL,
+               cost REAL NOT NULL DEFAULT 0,
+               tokens INTEGER NOT NULL DEFAULT 0,
+               model_requests INTEGER NOT NULL DEFAULT 0,
+               tool_calls INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID""",
     ],
 }
 

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from repertory.core.budget import SpendDelta
 from repertory.core.history import MessageHistory
 from repertory.core.ids import now_ms
 from repertory.core.state import RunState, RunStatus, ThreadState
@@ -45,6 +46,7 @@ from repertory.storage.history_gc import commit_pins, head_move_pins
 from repertory.storage.lineage import decode_lineage
 from repertory.storage.queries import runs_query
 from repertory.storage.readback import read_record, read_records
+from repertory.storage.sqlite._budget_tables import SpendStatement, SqliteBudgetTables, spend_statement
 from repertory.storage.sqlite._delete import delete_sessions
 from repertory.storage.sqlite._history import INSERT_REVISIONS, HistoryRows, history_rows, write_history
 from repertory.storage.sqlite._inbox_tables import SqliteInboxTables
@@ -166,6 +168,7 @@ class _CommitWrite:
     events: Sequence[SessionEvent]
     turn: TurnRecord | None
     session: SessionRecord | None
+    spend: SpendStatement | None
 
     def __call__(self, conn: sqlite3.Connection) -> None:
         tid = self.thread.thread_id
@@ -187,6 +190,8 @@ class _CommitWrite:
             write_turn(conn, self.turn)
         if self.session is not None:
             write_session(conn, self.session)
+        if self.spend is not None:
+            conn.execute(*self.spend)
 
     def check(self, conn: sqlite3.Connection) -> None:
         """Raise the ``CommitConflict`` of the guard the stored state fails, if one does."""
@@ -203,7 +208,9 @@ class _CommitWrite:
         raise CommitConflict(f"commit of run {run_id!r} refused by the stored state", run_id=run_id)
 
 
-class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables, SqliteInboxTables, StoreAliases):
+class SqliteSessionStore(
+    SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables, SqliteInboxTables, SqliteBudgetTables, StoreAliases
+):
     """A ``TreeStore`` in one SQLite file (or in memory for ``":memory:"``)."""
 
     @classmethod
@@ -363,6 +370,7 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         events: Sequence[SessionEvent] = (),
         turn: TurnRecord | None = None,
         session: SessionRecord | None = None,
+        spend: SpendDelta | None = None,
     ) -> None:
         """One transaction (shared with concurrent commits under group commit): guards, history delta, run row, head.
 
@@ -370,8 +378,9 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         statements alone. A step costs one statement per table it writes, reads included: the
         guards ride the writes (``COMMIT_RUN``, ``MOVE_THREAD``, ``FIRST_HEAD``, the events'
         gap check), the history delta is one multi-row insert per table, and ``turn``/``session``
-        are one ``UPDATE`` each. Only a redemption reads first, so the token is compared in
-        constant time before anything is written.
+        are one ``UPDATE`` each, and so is ``spend`` (its ledgers', after the guards: a refused
+        commit adds nothing; none when it spent nothing). Only a redemption reads first, so the
+        token is compared in constant time before anything is written.
         """
         self._check_open()
         check_event_sessions(events, thread.thread_id)
@@ -390,7 +399,7 @@ class SqliteSessionStore(SqliteTreeTables, SqliteMemoryTables, SqliteTimeTables,
         pins = [(revision_id, tid) for revision_id in pinned] if pinned else ()
         write = _CommitWrite(
             run, thread, base_revision_id, redeem_token, history_values, pins, run_values, head_sql, head_row,
-            events, turn, session,
+            events, turn, session, spend_statement(spend),
         )  # fmt: skip
         await self._write("commit_session", write)
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from repertory.core.budget import SpendDelta
 from repertory.core.history import MessageHistory
 from repertory.core.protocols import protocol_members
 from repertory.core.state import RunState, ThreadState
@@ -67,6 +68,7 @@ class WrappedStore:
         events: Sequence[SessionEvent] = (),
         turn: TurnRecord | None = None,
         session: SessionRecord | None = None,
+        spend: SpendDelta | None = None,
     ) -> None:
         self._check_failure(run.run_id)
         await self.inner.commit_session(
@@ -78,6 +80,7 @@ class WrappedStore:
             events=events,
             turn=turn,
             session=session,
+            spend=spend,
         )
 
     async def save(self, run: RunState) -> None:
