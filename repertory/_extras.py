@@ -2,7 +2,7 @@
 
 A plain ``pip install repertory`` brings pydantic, the SQLite store and the CLI (typer, rich); every
 other part has an extra in pyproject.toml (``ray``, ``postgres``, ``analytics``, ``memory``,
-``openai``, ``http``, ``mcp``, ``a2a``, ``anthropic``, ``google``, ``otel``; ``all`` has them all).
+``openai``, ``http``, ``mcp``, ``a2a``, ``anthropic``, ``google``, ``otel``, ``evals``; ``all`` has them all).
 Each optional package calls ``require`` before its first import of a dependency, so a missing one surfaces as one
 ``MissingExtra`` (an ``ImportError``) that says what to install, not as a bare
 ``No module named 'pyarrow'`` from whichever module happened to import it first.
@@ -28,6 +28,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "anthropic": ("anthropic",),
     "google": ("google.genai",),
     "otel": ("opentelemetry.trace", "opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http"),
+    "evals": ("pydantic_evals", "pyarrow", "duckdb"),
 }
 """The modules each extra's packages provide (pyproject.toml lists the packages themselves)."""
 

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # What `pip install repertory` leaves out: the top-level modules of every extra's packages.
 BLOCKED = ["ray", "psycopg", "psycopg_pool", "pyarrow", "duckdb", "numpy", "fastapi", "uvicorn", "openai"]
-BLOCKED += ["mcp", "anthropic", "opentelemetry"]
+BLOCKED += ["mcp", "anthropic", "opentelemetry", "pydantic_evals"]
 
 # Each optional part, the extra it names, and how a user reaches it.
 PARTS = {
@@ -36,6 +36,7 @@ PARTS = {
     "repertory.models": "openai",
     "repertory.http": "http",
     "repertory.mcp": "mcp",
+    "repertory.evals": "evals",
 }
 
 HOOK = """
