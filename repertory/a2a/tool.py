@@ -19,7 +19,8 @@ that remote task as its next message (once: its message id is derived from the c
 round) and follows the task on: as text, and as a data part too when the answer is a JSON object
 or array (what a program asking wants: a remote repertory agent's approval is answered with
 ``{"decision": "approve"}``). The call's result is what the remote task ends with. A remote task
-that fails, is rejected or cancelled is an error result the model reads.
+that fails, is rejected or cancelled is an error result the model reads. A run cancelled while it
+waits for such an answer (``cancel(tree=True)`` included) cancels that remote task (``abandon``).
 """
 
 from __future__ import annotations
@@ -159,6 +160,14 @@ class A2AAgentTool(Tool):
             parts=answer_parts(text),
         )
         return await remote.send(message)
+
+    async def abandon(self, run_id: str, call_id: str, scratch: Mapping[str, JsonValue]) -> None:
+        """The run waiting for this call's remote question was cancelled: cancel the remote task too."""
+        waiting = _waiting(scratch, call_id)
+        if waiting is None:
+            return
+        async with connect(self.url, self.headers, self.timeout, self._card) as remote:
+            await remote.cancel(waiting.task_id)
 
     def _outcome(self, ctx: ToolContext, done: Task) -> JsonValue:
         """The call's result from the task it rests on; a task waiting for input suspends the run."""

@@ -71,6 +71,7 @@ from repertory.runtime.services import SessionServices
 from repertory.runtime.session import Session
 from repertory.runtime.signals import AbortSignal
 from repertory.runtime.timekeeper import TimerArm
+from repertory.runtime.tools import abandon_calls
 from repertory.tracing import current_traceparent, in_caller_context, tracing_on, turn_span
 
 __all__ = ["SessionActor"]
@@ -835,11 +836,15 @@ class SessionActor:
         await job.over.wait()
 
     async def _close_suspended(self, turn: TurnRecord) -> None:
+        waiting = await self.store.load_run(turn.run_id)
         state = self.session.state
         if state is not None and state.run_id == turn.run_id:
             await self.session.cancel()
         else:
             await commit_cancelled(self.store, turn.run_id, "the turn was cancelled")
+        if waiting is not None and waiting.status == "suspended":
+            # What its calls hold elsewhere (a remote A2A task waiting for an answer) is let go too.
+            await abandon_calls(self.session.agent.tools, waiting)
         await self._finish(turn, "cancelled")
 
     async def pending_approvals(self) -> list[SuspendReason]:

@@ -14,7 +14,7 @@ import asyncio
 import inspect
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, cast, get_type_hints, overload, runtime_checkable
 
@@ -22,13 +22,13 @@ from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, create_m
 from pydantic_core import to_jsonable_python
 
 from repertory.core.model import ToolSpec
-from repertory.core.state import Delegation
+from repertory.core.state import Delegation, RunState
 from repertory.errors import SleepSignal, SuspendSignal, ToolError
 
 if TYPE_CHECKING:
     from repertory.runtime.services import SessionServices
 
-__all__ = ["ApprovalPolicy", "Tool", "ToolContext", "ToolSource", "sleep", "suspend", "tool"]
+__all__ = ["ApprovalPolicy", "Tool", "ToolContext", "ToolSource", "abandon_calls", "sleep", "suspend", "tool"]
 
 ApprovalPolicy = bool | Callable[[dict[str, Any]], bool]
 """``requires_approval``: always (``True``), never (``False``), or decided per call from its arguments."""
@@ -126,6 +126,15 @@ class Tool:
         self.idempotent = idempotent
         self.is_async = inspect.iscoroutinefunction(fn)
         self._ctx_param, self.args_model = _args_model(fn, self.name)
+
+    async def abandon(self, run_id: str, call_id: str, scratch: Mapping[str, JsonValue]) -> None:
+        """The run suspended on this call (``suspend()``) was cancelled: let go of what the call holds elsewhere.
+
+        Called once the cancel is committed, with the run's scratch as it was suspended; a failure
+        is logged, never raised (the run is cancelled whatever the remote says). The default holds
+        nothing; ``repertory.a2a``'s tool cancels the remote task that was waiting for an answer.
+        """
+        return None
 
     def needs_approval(self, args: dict[str, Any]) -> bool:
         """Whether this call waits for a human: the flag, or the policy's verdict on these arguments.
@@ -251,3 +260,15 @@ def tool(
         return Tool(f, name=name, description=description, requires_approval=requires_approval, idempotent=idempotent)
 
     return wrap(fn) if fn is not None else wrap
+
+
+async def abandon_calls(tools: Mapping[str, Tool], run: RunState) -> None:
+    """Tell each tool a suspended ``run`` was waiting on that the run is cancelled (``Tool.abandon``)."""
+    for pending in run.pending:
+        found = tools.get(pending.tool_name)
+        if found is None or pending.kind != "suspend":
+            continue
+        try:
+            await found.abandon(run.run_id, pending.tool_call_id, run.scratch)
+        except Exception:
+            _log.warning("tool %r could not let go of call %s", found.name, pending.tool_call_id, exc_info=True)

@@ -89,6 +89,35 @@ async def test_a_remote_question_suspends_the_run_and_its_answer_goes_to_the_sam
     assert [m[2] for m in peer.lines("message")] == [task[1], task[1]]
 
 
+async def test_cancelling_a_tree_waiting_on_a_remote_question_cancels_the_remote_task(peer: Peer) -> None:
+    lead = Agent(name="lead", model=ScriptedModel(_relay_to_child()), tools=[agent_tool("caller", name="caller")])
+    agents = {"lead": lead, "caller": _caller(peer, "ask shoes")}
+    async with await Runtime.start(store="memory://", agents=agents) as rt:
+        root = await rt.create_session(agent="lead")
+        turn = await root.send("go")
+        async with asyncio.timeout(20):
+            while True:  # the question waits in a child the model spawned: nothing of its own to await
+                if await root.pending_approvals(tree=True):
+                    break
+                await asyncio.sleep(0.02)
+        [task] = peer.lines("task")
+        await root.cancel(tree=True)
+        assert await turn.status() == "cancelled"
+        assert await root.pending_approvals(tree=True) == []
+    assert peer.lines("cancel") == [["cancel", task[1]]], "the remote task waiting for the answer was cancelled"
+
+
+def _relay_to_child() -> Any:
+    """A lead's model: hands the task to its ``caller`` child, then quotes what came back."""
+
+    def step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
+        if len(messages) == 1:
+            return {"tool": "caller", "args": {"task": "go"}}
+        return {"text": "ok"}
+
+    return step
+
+
 async def test_an_answer_that_is_json_goes_as_text_and_as_a_data_part(peer: Peer) -> None:
     async with await Runtime.start(store="memory://", agents={"caller": _caller(peer, "ask hats")}) as rt:
         handle = await rt.create_session(agent="caller")
