@@ -37,7 +37,6 @@ from repertory.evals.variant import ToolMode, variant_agent, variant_name  # noq
 from repertory.evals.views import connect, refresh_evals  # noqa: E402
 
 __all__ = [
-    "NOT_RECORDED",
     "CaseInput",
     "CaseMeta",
     "EvalCase",
@@ -45,6 +44,7 @@ __all__ = [
     "EvalReport",
     "Latency",
     "ModelJudge",
+    "NOT_RECORDED",
     "RecordedCall",
     "ReplayTool",
     "ReplyContains",
