@@ -185,7 +185,15 @@ def _register_mcp_command() -> None:
     register(app)
 
 
+def _register_eval_commands() -> None:
+    """eval (build, run, report) lives in its own module; pydantic-evals is imported only when one runs."""
+    from repertory.cli.evals import register
+
+    register(app)
+
+
 _register_session_commands()
 _register_schedule_commands()
 _register_serve_command()
 _register_mcp_command()
+_register_eval_commands()

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from repertory import Budget, ModelMessage, ToolSpec
+from repertory import Budget
 from repertory.evals import (
     NOT_RECORDED,
     EvalDataset,
@@ -28,7 +27,7 @@ from repertory.storage.export import export_parquet
 from repertory.testing import ScriptedModel
 
 from .conftest import Stored
-from .world import count_lines, ops_script, turn_of
+from .world import careless_script, count_lines, ops_script
 
 
 async def _ops_dataset(stored: Stored) -> EvalDataset:
@@ -41,18 +40,6 @@ def _logs(stored: Stored) -> dict[str, int]:
 
 def _outputs(report: EvalReport) -> dict[str, TurnOutcome]:
     return {case.name: case.output for case in report.cases}
-
-
-def careless_script(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
-    """A variant's model: books with other ledger arguments (a call never recorded); the rest as the original."""
-    said, results = turn_of(messages)
-    if said.startswith("book"):
-        if not results:
-            return {"tool": "lookup", "args": {"item": "apples"}}
-        if len(results) == 1:
-            return {"tool": "ledger", "args": {"entry": "three apples"}}
-        return {"text": f"could not book: {results[1].result}"}
-    return ops_script(messages, tools)
 
 
 async def test_replay_with_the_original_model_reproduces_every_turn_and_runs_no_tool(stored: Stored) -> None:

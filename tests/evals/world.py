@@ -70,6 +70,33 @@ def ops_script(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str,
     return {"text": "hello"}
 
 
+def careless_script(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]:
+    """A variant's model: books with other ledger arguments (a call never recorded); the rest as the original."""
+    said, results = turn_of(messages)
+    if said.startswith("book"):
+        if not results:
+            return {"tool": "lookup", "args": {"item": "apples"}}
+        if len(results) == 1:
+            return {"tool": "ledger", "args": {"entry": "three apples"}}
+        return {"text": f"could not book: {results[1].result}"}
+    return ops_script(messages, tools)
+
+
+def ops_model() -> ScriptedModel:
+    """``ops_script`` as a variant's model (``--model tests.evals.world:ops_model``)."""
+    return ScriptedModel(ops_script, name="same-model")
+
+
+def careless_model() -> ScriptedModel:
+    """``careless_script`` as a model (``repertory eval run --model tests.evals.world:careless_model``)."""
+    return ScriptedModel(careless_script, name="careless")
+
+
+def world_agents() -> dict[str, Agent]:
+    """``make_agents`` logging into the folder ``$REPERTORY_TEST_WORLD`` names (for ``--agents``)."""
+    return make_agents(Path(os.environ["REPERTORY_TEST_WORLD"]))
+
+
 def make_agents(folder: Path, script: Script = ops_script) -> dict[str, Agent]:
     """The agents of the world; ``ledger``, ``lookup`` and ``refund`` log every invocation into ``folder``."""
 
