@@ -23,7 +23,7 @@ from typing import Any
 from pydantic_evals.evaluators import Evaluator
 from pydantic_evals.reporting import EvaluationReport
 
-from repertory.core.budget import Budget
+from repertory.core.budget import Budget, BudgetStore, budget_scopes, tree_scope
 from repertory.core.model import Model
 from repertory.errors import RepertoryError
 from repertory.evals.dataset import EvalCase, EvalDataset
@@ -51,6 +51,30 @@ def _with_evaluators(dataset: EvalDataset, evaluators: Sequence[Evaluator[Any, A
         evaluators=[*dataset.evaluators, *evaluators],
         report_evaluators=dataset.report_evaluators,
     )
+
+
+async def _refuse_shared_budgets(runtime: Runtime, inputs: CaseInput) -> None:
+    """Refuse a case whose fork would spend against a production budget it could also cross.
+
+    A fork belongs to its source's tree and owner (``SessionHandle.fork``), so its runs spend
+    against their ledgers: a tree budget would pay for the eval, and a crossing with
+    ``on_exceed="cancel_tree"`` (of the tree's budget or the owner's) would cancel the production
+    tree. Such a case fails (the report says why) before anything is forked; an owner budget that
+    only ends the run lets the case run, its spend counted against the owner.
+    """
+    store = runtime.store
+    record = await store.load_session(inputs.session_id)
+    if record is None or not isinstance(store, BudgetStore):
+        return
+    tree = tree_scope(record.root_id)
+    for scope, ledger in (await store.load_ledgers(budget_scopes(record))).items():
+        if scope == tree or ledger.budget.on_exceed == "cancel_tree":
+            raise RepertoryError(
+                f"the source session's {scope} has a budget: the eval's fork would spend against it"
+                + (" and could cancel the production tree" if ledger.budget.on_exceed == "cancel_tree" else "")
+                + "; a fork cannot be given a tree of its own yet",
+                scope=scope,
+            )
 
 
 @dataclass
@@ -114,6 +138,7 @@ class _CaseRunner:
 
     async def __call__(self, inputs: CaseInput) -> TurnOutcome:
         """Fork (or find the fork), send the message once, wait for the turn to rest, read what it did."""
+        await _refuse_shared_budgets(self.runtime, inputs)
         case = self.cases.get(inputs.turn_id)
         expected = None if case is None else case.expected_output
         name, original = await self.variant(inputs)
@@ -158,8 +183,10 @@ async def run_eval(
     ones, run (``"live"``); see ``variant_agent``. It is registered as ``<agent>@eval:<name>`` on
     the local backend (another backend needs it registered at start). ``concurrency`` cases run at
     once. ``budget`` caps each case's run: a fork belongs to its source's tree, so a tree budget
-    would be the production tree's (and the eval's spend counts against that tree's and the
-    owner's ledgers). ``evaluators`` are added to the dataset's own. ``out_dir`` (the export's
+    would be the production tree's. For the same reason a case whose source tree has a budget (or
+    whose owner's budget would cancel the tree) fails without being forked; under an owner budget
+    that only ends the run, the eval's spend counts against the owner. ``evaluators`` are added to
+    the dataset's own. ``out_dir`` (the export's
     folder) receives the ``eval_runs`` and ``eval_scores`` Parquet tables. Each case's output is
     its fork's ``TurnOutcome``; a case whose turn could not run is a failure of the report.
     """

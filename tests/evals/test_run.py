@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from repertory import Budget
+from repertory.core.budget import owner_scope, tree_scope
 from repertory.evals import (
     NOT_RECORDED,
     EvalDataset,
@@ -181,6 +182,25 @@ async def test_a_budget_caps_each_case_and_leaves_the_source_tree_alone(stored: 
     assert outcomes[f"{world.delegating}#1"].status == "done"  # two are enough
     booking = await rt.session(world.booking)
     assert await booking.budget() is None  # no tree budget was set on the production tree
+
+
+async def test_a_case_whose_source_tree_has_a_budget_fails_without_a_fork(stored: Stored) -> None:
+    rt, world = stored.rt, stored.world
+    await rt.set_budget(tree_scope(world.booking), Budget(max_model_requests=100, on_exceed="cancel_tree"))
+    await rt.set_budget(owner_scope("bob"), Budget(max_model_requests=100))  # ends a run only: the case runs
+    dataset = await _ops_dataset(stored)
+    report = await run_eval(rt, dataset, name="guarded", model=ScriptedModel(ops_script))
+    assert sorted(f.name for f in report.failures) == [f"{world.booking}#1", f"{world.booking}#2"]
+    for failure in report.failures:
+        assert f"tree:{world.booking} has a budget" in failure.error_message
+        assert "could cancel the production tree" in failure.error_message
+    assert sorted(c.name for c in report.cases) == [f"{world.delegating}#1", f"{world.rejected}#1"]
+    assert [c for c in await rt.store.list_children(world.booking) if "eval" in c.metadata] == []
+    ledger = await (await rt.session(world.delegating)).budget()
+    assert ledger is None  # bob's sessions spend against bob's ledger, not a tree's
+    await rt.set_budget(owner_scope("alice"), Budget(max_model_requests=100, on_exceed="cancel_tree"))
+    again = await run_eval(rt, dataset, name="guarded-owner", model=ScriptedModel(ops_script))
+    assert f"{world.rejected}#1" in {f.name for f in again.failures}
 
 
 async def test_a_judge_on_a_repertory_model_scores_with_a_reason(stored: Stored) -> None:
