@@ -40,7 +40,7 @@ CREATE OR REPLACE MACRO compare_variants(a, b) AS TABLE
 
 CREATE OR REPLACE VIEW eval_summary AS
     SELECT eval, name, kind, count(*) AS cases, avg(value) AS mean,
-           sum(CASE WHEN kind = 'assertion' AND value = 1 THEN 1 ELSE 0 END) AS passed
+           CAST(sum(CASE WHEN kind = 'assertion' AND value = 1 THEN 1 ELSE 0 END) AS BIGINT) AS passed
     FROM eval_scores GROUP BY eval, name, kind ORDER BY eval, name;
 """
 
