@@ -8,8 +8,8 @@ one turn, wait for it to rest and read what it did (``TurnOutcome``) from the st
 Durable: the forks and their turns are in the store. Run again with the same ``name`` (after a
 crash, in a new process), each case finds its fork by its metadata and reads its turn, driving on
 a turn the dead process left open (``SessionHandle.recover``), instead of forking again: a case
-has one fork per eval. A runtime restarted after such a crash must know the variant agents to
-re-drive those turns itself (or start with ``recover=False`` and let ``run_eval`` drive them).
+has one fork per eval. A runtime restarted after such a crash that does not serve the variant
+leaves those turns open (it logs them) and ``run_eval`` drives them when it runs again.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from pydantic_evals.evaluators import Evaluator
 from pydantic_evals.reporting import EvaluationReport
 
-from repertory.core.budget import Budget, BudgetStore, budget_scopes, tree_scope
+from repertory.core.budget import Budget
 from repertory.core.model import Model
 from repertory.errors import RepertoryError
 from repertory.evals.dataset import EvalCase, EvalDataset
@@ -51,30 +51,6 @@ def _with_evaluators(dataset: EvalDataset, evaluators: Sequence[Evaluator[Any, A
         evaluators=[*dataset.evaluators, *evaluators],
         report_evaluators=dataset.report_evaluators,
     )
-
-
-async def _refuse_shared_budgets(runtime: Runtime, inputs: CaseInput) -> None:
-    """Refuse a case whose fork would spend against a production budget it could also cross.
-
-    A fork belongs to its source's tree and owner (``SessionHandle.fork``), so its runs spend
-    against their ledgers: a tree budget would pay for the eval, and a crossing with
-    ``on_exceed="cancel_tree"`` (of the tree's budget or the owner's) would cancel the production
-    tree. Such a case fails (the report says why) before anything is forked; an owner budget that
-    only ends the run lets the case run, its spend counted against the owner.
-    """
-    store = runtime.store
-    record = await store.load_session(inputs.session_id)
-    if record is None or not isinstance(store, BudgetStore):
-        return
-    tree = tree_scope(record.root_id)
-    for scope, ledger in (await store.load_ledgers(budget_scopes(record))).items():
-        if scope == tree or ledger.budget.on_exceed == "cancel_tree":
-            raise RepertoryError(
-                f"the source session's {scope} has a budget: the eval's fork would spend against it"
-                + (" and could cancel the production tree" if ledger.budget.on_exceed == "cancel_tree" else "")
-                + "; a fork cannot be given a tree of its own yet",
-                scope=scope,
-            )
 
 
 @dataclass
@@ -126,7 +102,6 @@ class _CaseRunner:
                     model=self.model,
                     instructions=self.instructions,
                     tools=self.tools,
-                    budget=self.budget,
                 )
             elif name not in agents:
                 raise ValueError(
@@ -138,12 +113,11 @@ class _CaseRunner:
 
     async def __call__(self, inputs: CaseInput) -> TurnOutcome:
         """Fork (or find the fork), send the message once, wait for the turn to rest, read what it did."""
-        await _refuse_shared_budgets(self.runtime, inputs)
         case = self.cases.get(inputs.turn_id)
         expected = None if case is None else case.expected_output
         name, original = await self.variant(inputs)
         recorded = recordings_of(expected.tool_calls if expected is not None else [])
-        fork = await case_fork(self.runtime, self.name, inputs, agent=name, recorded=recorded)
+        fork = await case_fork(self.runtime, self.name, inputs, agent=name, recorded=recorded, budget=self.budget)
         store = self.runtime.store
         turns = [t for t in await store.list_turns(fork.id) if t.kind == "message"]
         if not turns:
@@ -182,10 +156,9 @@ async def run_eval(
     "replay"``: nothing runs, every call answered from the case's recording) or, for idempotent
     ones, run (``"live"``); see ``variant_agent``. It is registered as ``<agent>@eval:<name>`` on
     the local backend (another backend needs it registered at start). ``concurrency`` cases run at
-    once. ``budget`` caps each case's run: a fork belongs to its source's tree, so a tree budget
-    would be the production tree's. For the same reason a case whose source tree has a budget (or
-    whose owner's budget would cancel the tree) fails without being forked; under an owner budget
-    that only ends the run, the eval's spend counts against the owner. ``evaluators`` are added to
+    once. Each case's fork is a tree of its own (``repertory.evals.forks``): ``budget`` caps what
+    each case's tree spends (the variant's delegations too), never touching the production tree's
+    budget; an owner's budget counts the eval's spend as that owner's. ``evaluators`` are added to
     the dataset's own. ``out_dir`` (the export's
     folder) receives the ``eval_runs`` and ``eval_scores`` Parquet tables. Each case's output is
     its fork's ``TurnOutcome``; a case whose turn could not run is a failure of the report.

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import functools
 import importlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, assert_never
@@ -70,6 +71,8 @@ from repertory.runtime.session import Session
 from repertory.runtime.timekeeper import TimeKeeper, log
 
 __all__ = ["LocalHost", "lookup_agent", "resolve_output_type"]
+
+_log = logging.getLogger(__name__)
 
 
 def lookup_agent(agents: dict[str, Agent], name: str) -> Agent:
@@ -200,6 +203,17 @@ class LocalHost(SessionBackend):
                 continue
             by_session.setdefault(turn.session_id, []).append(turn)
         for session_id, turns in by_session.items():
+            record = await self.store.load_session(session_id)
+            if record is not None and record.agent not in self.agents:
+                # Served elsewhere, or no more (an eval's variant): its turns wait for a runtime
+                # that has the agent, instead of failing this start for every other session.
+                _log.warning(
+                    "session %s has %d open turn(s) for agent %r, which is not served here; left open",
+                    session_id,
+                    len(turns),
+                    record.agent,
+                )
+                continue
             actor = await self.actor(session_id)
             actor.resume_open_turns(turns)
         self._reaper = asyncio.get_running_loop().create_task(self._reap(), name="repertory-passivation")

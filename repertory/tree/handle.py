@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pydantic import BaseModel, JsonValue
 
-from repertory.core.budget import BudgetStore, Ledger, tree_scope
+from repertory.core.budget import Budget, BudgetStore, Ledger, tree_scope
 from repertory.core.decisions import Approve, Reject, Resume
 from repertory.core.history import MessageHistory
+from repertory.core.ids import new_id
 from repertory.core.messages import ModelMessage
 from repertory.core.principal import Message, NotificationMessage, Principal, to_model_message
 from repertory.core.result import RunResult
@@ -169,6 +170,9 @@ class SessionHandle:
         at_revision: str | None = None,
         *,
         metadata: Mapping[str, JsonValue] | None = None,
+        own_tree: bool = False,
+        budget: Budget | None = None,
+        session_id: str | None = None,
     ) -> SessionHandle:
         """A child sharing this conversation up to ``at_revision`` (default: now), with no copy.
 
@@ -178,7 +182,16 @@ class SessionHandle:
         short) get error results in the child ("not run in this fork"). Nothing said afterwards
         crosses, either way. ``metadata`` is the child's (nothing of this session's is copied unless
         passed); the owner is this session's.
+
+        ``own_tree=True`` makes the fork the root of a tree of its own (an eval's variant, a what-if
+        kept apart from production): it is not this session's child (its lineage names no parent;
+        ``forked_at_revision_id`` says where it started), a walk or a cancel of this tree never
+        reaches it, and what it spends counts against its own ``budget``, not this tree's.
+        ``session_id`` chooses the fork's id, for a caller that must find its fork again after a
+        crash: an id a session already has raises ``SessionExists`` and forks nothing.
         """
+        if budget is not None and not own_tree:
+            raise ValueError("a fork in this tree spends against the tree's budget: give budget= with own_tree=True")
         store = self._rt.store
         thread = await store.load_thread(self.id)
         head = None if thread is None else thread.history_revision_id
@@ -191,15 +204,18 @@ class SessionHandle:
             paired = pair_open_calls(start, FORK_REASON) is not None
         spec = NewSession(
             agent=self._record.agent,
+            session_id=session_id if session_id is not None else new_id(),
             title=title,
             model=self._record.model,
             cwd=self._record.cwd,
-            lineage=Lineage(kind="forked", parent_id=self.id, forked_at_revision_id=point),
-            root_id=self._record.root_id,
+            lineage=Lineage(kind="forked", parent_id=None if own_tree else self.id, forked_at_revision_id=point),
+            root_id=None if own_tree else self._record.root_id,
             head=point,
             metadata=dict(metadata or {}),
             owner=self._record.owner,
         )
+        if budget is not None:
+            await self._rt.set_budget(tree_scope(spec.session_id), budget)  # before its first run, as a root's
         record = await self._rt.host.create_session(spec)
         if paired and start is not None:
             # The child's own first revision: the error results, on top of the shared one. Made

@@ -44,7 +44,7 @@ async def _forks(db: Path, folder: Path) -> dict[str, list[tuple[str, list[str]]
     async with await Runtime.start(store=f"sqlite:///{db}", agents=make_agents(folder), recover=False) as rt:
         for case in dataset.cases:
             forks: list[tuple[str, list[str]]] = []
-            for child in await rt.store.list_children(case.inputs.session_id):
+            for child in await rt.store.list_sessions():  # every session: a fork is a tree of its own
                 if child.metadata.get("eval") == "crash" and child.metadata.get("eval_case") == case.inputs.turn_id:
                     turns = await rt.store.list_turns(child.session_id)
                     forks.append((child.session_id, [str(t.status) for t in turns]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from repertory import Budget
-from repertory.core.budget import owner_scope, tree_scope
+from repertory.core.budget import BudgetStore, owner_scope, tree_scope
 from repertory.evals import (
     NOT_RECORDED,
     EvalDataset,
@@ -77,8 +77,10 @@ async def test_replay_with_the_original_model_reproduces_every_turn_and_runs_no_
         assert record.metadata["eval"] == "same" and record.metadata["eval_case"] == case.inputs.turn_id
         assert record.metadata["source_session"] == case.inputs.session_id
         assert record.owner == (await rt.store.load_session(case.inputs.session_id)).owner  # type: ignore[union-attr]
+        # A tree of its own: not the production session's child, its spend counted apart.
+        assert record.root_id == record.session_id and record.lineage.parent_id is None
         if case.inputs.revision_id is None:
-            assert record.lineage.kind == "spawned"
+            assert record.lineage.kind == "root"
         else:
             assert record.lineage.kind == "forked"
             assert record.lineage.forked_at_revision_id == case.inputs.revision_id
@@ -91,15 +93,14 @@ async def test_replay_with_the_original_model_reproduces_every_turn_and_runs_no_
             assert [r.id for r in fork_history.lineage()[: source_prefix.depth]] == [
                 r.id for r in source_prefix.lineage()
             ]
-        assert record.lineage.parent_id == case.inputs.session_id
 
-    # The sources are as they were: same heads, and the delegation spawned no second clerk child.
+    # The sources are as they were: same heads, the same children, and the delegation replayed
+    # in the eval spawned no clerk child of the fork.
     for sid, head in heads.items():
         assert await rt.store.load_thread(sid) == head
-    children = await rt.store.list_children(world.delegating)
-    assert [c.session_id for c in children if "eval" not in c.metadata] == [c.session_id for c in clerk_children]
-    delegated_fork = next(c for c in children if "eval" in c.metadata)
-    assert await rt.store.list_children(delegated_fork.session_id) == []
+    assert await rt.store.list_children(world.delegating) == clerk_children
+    delegated_fork = next(c for c in report.cases if c.inputs.session_id == world.delegating).output.session_id
+    assert await rt.store.list_children(delegated_fork) == []
     # Forks are apart from production: a new dataset leaves them out.
     assert len((await _ops_dataset(stored)).cases) == len(dataset.cases)
 
@@ -147,8 +148,9 @@ async def test_live_mode_runs_idempotent_tools_and_replays_the_rest(stored: Stor
     assert after["ledger"] == before["ledger"] and after["refund"] == before["refund"]
     assert report.failures == []
     assert all(c.output.text == c.expected_output.text for c in report.cases if c.expected_output is not None)
-    children = await rt.store.list_children(world.delegating)
-    assert len(children) == 2  # the original clerk child and the eval's fork: the delegation was replayed
+    assert len(await rt.store.list_children(world.delegating)) == 1  # the original clerk child alone
+    delegated_fork = next(c for c in report.cases if c.inputs.session_id == world.delegating).output.session_id
+    assert await rt.store.list_children(delegated_fork) == []  # the delegation was replayed
 
 
 async def test_a_second_run_of_an_eval_reads_its_forks_instead_of_forking_again(stored: Stored) -> None:
@@ -163,44 +165,45 @@ async def test_a_second_run_of_an_eval_reads_its_forks_instead_of_forking_again(
     for case in dataset.cases:
         forks = [
             c
-            for c in await rt.store.list_children(case.inputs.session_id)
+            for c in await rt.store.list_sessions()
             if c.metadata.get("eval") == "again" and c.metadata.get("eval_case") == case.inputs.turn_id
         ]
         assert len(forks) == 1
         assert len(await rt.store.list_turns(forks[0].session_id)) == 1
 
 
-async def test_a_budget_caps_each_case_and_leaves_the_source_tree_alone(stored: Stored) -> None:
+async def test_a_budget_caps_each_cases_own_tree_and_leaves_the_production_tree_alone(stored: Stored) -> None:
     rt, world = stored.rt, stored.world
+    # The production tree has a budget that cancels it when crossed: an eval must neither pay from it nor cross it.
+    production = Budget(max_model_requests=100, on_exceed="cancel_tree")
+    await rt.set_budget(tree_scope(world.booking), production)
+    before = await (await rt.session(world.booking)).budget()
     dataset = await _ops_dataset(stored)
-    report = await run_eval(
-        rt, dataset, name="capped", model=ScriptedModel(ops_script), budget=Budget(max_model_requests=2)
-    )
+    capped = Budget(max_model_requests=2, on_exceed="cancel_tree")
+    report = await run_eval(rt, dataset, name="capped", model=ScriptedModel(ops_script), budget=capped)
     outcomes = {c.name: c.output for c in report.cases}
     assert outcomes[f"{world.booking}#1"].status == "error"  # it needs three requests
     assert outcomes[f"{world.booking}#1"].usage.requests == 2
     assert outcomes[f"{world.delegating}#1"].status == "done"  # two are enough
+    for case in report.cases:
+        ledger = await (await rt.session(case.output.session_id)).budget()
+        assert ledger is not None and ledger.budget == capped
+        assert ledger.spend.model_requests == case.output.usage.requests
     booking = await rt.session(world.booking)
-    assert await booking.budget() is None  # no tree budget was set on the production tree
+    assert await booking.budget() == before  # nothing of the eval was counted against the production tree
+    assert [t.status for t in await rt.store.list_turns(world.booking)] == ["done", "done"]  # and nothing cancelled
 
 
-async def test_a_case_whose_source_tree_has_a_budget_fails_without_a_fork(stored: Stored) -> None:
-    rt, world = stored.rt, stored.world
-    await rt.set_budget(tree_scope(world.booking), Budget(max_model_requests=100, on_exceed="cancel_tree"))
-    await rt.set_budget(owner_scope("bob"), Budget(max_model_requests=100))  # ends a run only: the case runs
+async def test_an_owner_budget_counts_the_eval_as_that_owners_spend(stored: Stored) -> None:
+    rt = stored.rt
+    await rt.set_budget(owner_scope("bob"), Budget(max_model_requests=1_000))
     dataset = await _ops_dataset(stored)
-    report = await run_eval(rt, dataset, name="guarded", model=ScriptedModel(ops_script))
-    assert sorted(f.name for f in report.failures) == [f"{world.booking}#1", f"{world.booking}#2"]
-    for failure in report.failures:
-        assert f"tree:{world.booking} has a budget" in failure.error_message
-        assert "could cancel the production tree" in failure.error_message
-    assert sorted(c.name for c in report.cases) == [f"{world.delegating}#1", f"{world.rejected}#1"]
-    assert [c for c in await rt.store.list_children(world.booking) if "eval" in c.metadata] == []
-    ledger = await (await rt.session(world.delegating)).budget()
-    assert ledger is None  # bob's sessions spend against bob's ledger, not a tree's
-    await rt.set_budget(owner_scope("alice"), Budget(max_model_requests=100, on_exceed="cancel_tree"))
-    again = await run_eval(rt, dataset, name="guarded-owner", model=ScriptedModel(ops_script))
-    assert f"{world.rejected}#1" in {f.name for f in again.failures}
+    report = await run_eval(rt, dataset, name="owned", model=ScriptedModel(ops_script))
+    store = rt.store
+    assert isinstance(store, BudgetStore)
+    spent = (await store.load_ledgers([owner_scope("bob")]))[owner_scope("bob")].spend.model_requests
+    bobs = [c for c in report.cases if (await store.load_session(c.inputs.session_id)).owner == "bob"]  # type: ignore[union-attr]
+    assert bobs and spent == sum(c.output.usage.requests for c in bobs)
 
 
 async def test_a_judge_on_a_repertory_model_scores_with_a_reason(stored: Stored) -> None:
@@ -247,11 +250,12 @@ async def test_the_parquet_scores_equal_the_report_and_compare_variants_sets_the
         ).fetchall()
         assert sorted(rows) == expected and rows
     runs = con.execute(
-        "SELECT r.case_name, r.status, r.text, s.lineage_kind, s.parent_id FROM eval_runs AS r"
+        "SELECT r.case_name, r.status, r.text, s.lineage_kind, s.parent_id, r.source_session_id FROM eval_runs AS r"
         " JOIN sessions AS s ON s.session_id = r.fork_session_id WHERE r.eval = 'careless' ORDER BY r.case_name"
     ).fetchall()
     assert [(r[0], r[1], r[2]) for r in runs] == sorted((c.name, c.output.status, c.output.text) for c in variant.cases)
-    assert {r[4] for r in runs} == {c.inputs.session_id for c in dataset.cases}
+    assert {r[4] for r in runs} == {None}  # each fork is a tree of its own; eval_runs links it to its source
+    assert {r[5] for r in runs} == {c.inputs.session_id for c in dataset.cases}
     side = con.execute(
         "SELECT a_value, b_value, delta FROM compare_variants('recorded', 'careless')"
         " WHERE case_name = ? AND name = 'ToolTrajectory'",

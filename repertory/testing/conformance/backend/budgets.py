@@ -232,6 +232,26 @@ class BudgetsConformance(BackendSuite):
         assert (caught.value.scope, caught.value.used) == (tree_scope(root.id), 3)
         assert script.prompts() == ["one", "two", "three"]
 
+    async def test_a_fork_with_a_tree_of_its_own_spends_against_its_own_budget(
+        self, make_runtime: RuntimeFactory
+    ) -> None:
+        script = Script()
+        rt = await make_runtime(script.agent())
+        root = await rt.create_session(agent="assistant", budget=Budget(max_model_requests=1))
+        await within(root.run("one"))
+        apart = await root.fork(own_tree=True, budget=Budget(max_model_requests=2))
+        assert (apart.record.root_id, apart.lineage.kind, apart.lineage.parent_id) == (apart.id, "forked", None)
+        assert await root.children() == []  # not the root's child: a walk or a cancel of its tree misses it
+        await within(apart.run("two"))
+        await within(apart.run("three"))
+        with pytest.raises(BudgetExceeded) as caught:
+            await within(apart.run("four"))
+        assert caught.value.scope == tree_scope(apart.id)
+        ledger = await root.budget()
+        assert ledger is not None and ledger.spend.model_requests == 1
+        with pytest.raises(ValueError, match="own_tree"):
+            await root.fork(budget=Budget(max_model_requests=5))
+
     async def test_an_owner_budget_caps_every_session_of_that_owner_only(self, make_runtime: RuntimeFactory) -> None:
         script = Script()
         rt = await make_runtime(script.agent())
