@@ -17,6 +17,8 @@ PINNED = [
     "AbortSignal",
     "Agent",
     "ApprovalRecord",
+    "Budget",
+    "BudgetExceeded",
     "Clock",
     "CommitConflict",
     "Compaction",
@@ -30,6 +32,7 @@ PINNED = [
     "HistoryRevision",
     "InMemorySessionStore",
     "InvalidResumeToken",
+    "Ledger",
     "Lineage",
     "Memory",
     "MessageHistory",
@@ -69,6 +72,7 @@ PINNED = [
     "SessionStore",
     "Signal",
     "SleepSignal",
+    "Spend",
     "SqliteSessionStore",
     "StepBudgetExceeded",
     "StoreError",
@@ -117,7 +121,9 @@ API_TOP_LEVEL = {
     "RepertoryError", "StoreError", "CommitConflict", "RunNotFound", "SessionNotFound", "InvalidResumeToken",
     "WrongSuspensionKind", "NotSuspended", "RunSuspended", "RunCancelled", "SessionBusy", "StepBudgetExceeded",
     "OutputValidationError", "ModelError", "ToolError", "SuspendSignal", "RevisionNotFound",
-    "GuardrailTripped",
+    "GuardrailTripped", "BudgetExceeded",
+    # budgets
+    "Budget",
     # context: compaction and forks at any revision
     "Compaction",
     # delegation and guardrails
