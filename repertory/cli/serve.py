@@ -21,7 +21,9 @@ keeps at most ``--max-crons-per-owner`` (100) crons, each firing at most once ev
 extra); ``--mcp-state-key`` (or ``REPERTORY_MCP_STATE_KEY``) seals its multi-round-trip state, the
 same key on every process (``repertory.http.mcp_server``). ``--budget OWNER=max_cost=5,max_tokens=...``
 (repeatable) caps what that owner's sessions spend from then on, across restarts (the spend is in
-the store; ``OWNER=none`` removes the cap; ``repertory.core.budget``).
+the store; ``OWNER=none`` removes the cap; ``repertory.core.budget``). ``--export DIR`` names the
+folder evals wrote their Parquet results to (``repertory eval run --out DIR``): the web UI's eval
+pages show their scores beside each case.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ async def _serve(
     crons: tuple[int, int] = (100, 60),
     mcp_state_key: bytes | None = None,
     budgets: tuple[tuple[str, Budget | None], ...] = (),
+    export_dir: str | None = None,
 ) -> None:
     import uvicorn
 
@@ -155,7 +158,7 @@ async def _serve(
         for owner, budget in budgets:
             await runtime.set_budget(owner_scope(owner), budget)
         if ui_only:
-            app = ui_only_app(runtime, keys or None, admin_keys=admins or None, limits=limits)
+            app = ui_only_app(runtime, keys or None, admin_keys=admins or None, limits=limits, export_dir=export_dir)
         else:
             hooks = WebhookSettings(allow_hosts=webhook_hosts)
             app = create_app(
@@ -166,6 +169,7 @@ async def _serve(
                 limits=limits,
                 webhooks=hooks,
                 mcp_state_key=mcp_state_key,
+                export_dir=export_dir,
             )
         # The request head, body and idle timeouts (repertory.http.timeouts); uvicorn has only the last.
         config = uvicorn.Config(
@@ -200,6 +204,14 @@ BodyTimeoutOption = Annotated[
 KeepAliveOption = Annotated[
     float,
     typer.Option("--keep-alive", min=0.1, help="Seconds an idle connection is kept open between requests."),
+]
+ExportOption = Annotated[
+    str | None,
+    typer.Option(
+        "--export",
+        help="The folder evals wrote their results to (repertory eval run --out DIR): the web UI's eval "
+        "pages show their scores. Needs the analytics extra.",
+    ),
 ]
 
 
@@ -275,6 +287,7 @@ def serve(
             "Repeat for more owners.",
         ),
     ] = None,
+    export: ExportOption = None,
 ) -> None:
     """Serve the runtime over HTTP: LangGraph's API (langgraph-sdk, agent-chat-ui) with OpenAPI at /openapi.json.
 
@@ -300,6 +313,7 @@ def serve(
         crons=(max_crons_per_owner, min_cron_interval),
         mcp_state_key=mcp_state_key,
         budgets=budget or [],
+        export=export,
     )
 
 
@@ -330,6 +344,7 @@ def ui(
     header_timeout: HeaderTimeoutOption = 10.0,
     body_timeout: BodyTimeoutOption = 30.0,
     keep_alive: KeepAliveOption = 5.0,
+    export: ExportOption = None,
 ) -> None:
     """Serve the web UI alone (sessions, approvals, live runs) at /ui/; `serve` has it too, beside the API."""
     _run(
@@ -346,6 +361,7 @@ def ui(
         ui_only=True,
         admin_key=admin_key or [],
         timeouts=(header_timeout, body_timeout, keep_alive),
+        export=export,
     )
 
 
@@ -370,6 +386,7 @@ def _run(
     crons: tuple[int, int] = (100, 60),
     mcp_state_key: str | None = None,
     budgets: list[str] | None = None,
+    export: str | None = None,
 ) -> None:
     """What ``serve`` and ``ui`` share: check, bind, start the runtime, serve until Ctrl-C."""
     if backend not in ("local", "ray"):
@@ -388,6 +405,8 @@ def _run(
     registry = load_agents(agents)  # a bad --agents fails before the port is taken
     if otlp_endpoint is not None:
         check_otlp_endpoint(otlp_endpoint)  # a bad URL or a missing otel extra fails before the port is taken
+    if export is not None:
+        _check_export(export)
     sock = _listen(host, port)
     tune_gc()  # a server process holds many sessions (see repertory.runtime.gc_tuning)
     try:
@@ -411,6 +430,7 @@ def _run(
                 crons=crons,
                 mcp_state_key=state_key,
                 budgets=owner_budgets,
+                export_dir=export,
             )
         )
     except KeyboardInterrupt:
@@ -428,6 +448,13 @@ def _webhook_hosts(hosts: list[str]) -> tuple[str, ...]:
     except ValueError as exc:
         raise RepertoryError(f"--allow-webhook-host: {exc}") from None
     return tuple(hosts)
+
+
+def _check_export(folder: str) -> None:
+    """``--export``: an existing folder, and the analytics extra to read it: else one ``error:`` line."""
+    if not os.path.isdir(folder):
+        raise RepertoryError(f"--export: {folder!r} is not a folder")
+    require("--export (the web UI's eval scores)", "analytics")
 
 
 def _check_keys(keys: dict[str, Principal], admins: dict[str, Principal]) -> None:

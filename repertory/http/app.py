@@ -9,6 +9,7 @@ malformed body is 422 with every problem spelled out, never a 500.
 """
 
 import inspect
+import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -78,6 +79,7 @@ def create_app(
     admin_keys: Mapping[str, Principal] | Iterable[str] | None = None,
     limits: ServerLimits | None = None,
     mcp_state_key: bytes | None = None,
+    export_dir: str | os.PathLike[str] | None = None,
 ) -> Any:
     """An ASGI app serving ``runtime`` as LangGraph's API (threads, runs, SSE streams, interrupts).
 
@@ -97,13 +99,16 @@ def create_app(
     ``mcp_state_key`` (>= 32 bytes, the same for every process of a deployment) seals its
     multi-round-trip state, else each process makes its own key. With the ``a2a`` extra each agent
     is also an A2A agent at ``/a2a/{assistant_id}`` (``repertory.http.a2a_endpoint``).
+    ``export_dir``: the folder evals wrote their Parquet scores to, shown on the web UI's eval
+    pages (``WebUI``).
     """
     limits = _limits(limits, max_body_bytes, max_streams_per_key)
     keys = ApiKeys(api_keys, admin_keys, limits=limits)
     gw = Gateway(runtime)
     runs = RunBook(gw, limits.run_book_bytes)
     slots = StreamSlots(limits.max_streams_per_key)
-    ui = WebUI(runtime, keys, limits=limits, slots=slots)  # its live views count against the same slots
+    # The UI's live views count against the same slots.
+    ui = WebUI(runtime, keys, limits=limits, slots=slots, export_dir=export_dir)
     a2a_configs = _a2a_configs(gw)  # -- A2A push configs ride the webhooks, when the a2a extra is there
     kinds = a2a_configs[1] if a2a_configs is not None else None
     hooks = runs.webhooks = Webhooks(gw, webhooks, kinds)  # -- durable time: completion webhooks

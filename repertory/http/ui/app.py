@@ -12,7 +12,8 @@ scripts and styles from this server only.
 
 Routes, relative to where the app is mounted (``/ui``): ``/`` sessions, ``/sessions/{id}`` (plus
 ``/conversation`` and ``/panel`` fragments and the ``/live`` stream), ``/approvals`` (and its
-``/list`` fragment), ``/runs`` runs needing attention, ``/activity`` plots, ``/login``; posts:
+``/list`` fragment), ``/runs`` runs needing attention, ``/activity`` plots, ``/evals`` the evals
+in the store and ``/evals/{name}`` an eval's cases side by side (``eval_reads``), ``/login``; posts:
 ``/login``, ``/logout``, ``/decide``, ``/sessions/{id}/send``, ``/sessions/{id}/fork``,
 ``/sessions/{id}/cancel`` (the kill switch: the session's and its descendants' turns, once confirmed),
 ``/runs/{run_id}/recover``.
@@ -36,6 +37,7 @@ import contextlib
 import inspect
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +49,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from repertory._extras import require
 from repertory.core.ids import now_ms
 from repertory.core.json_limits import JsonRefused, parse_json
 from repertory.core.principal import Principal
@@ -62,6 +65,7 @@ from repertory.http.ui import plots
 from repertory.http.ui.access import CSRF_COOKIE, SESSION_COOKIE, Access, Viewer
 from repertory.http.ui.conversation import MessageView, accepted_input, conversation, origin_label, pretty
 from repertory.http.ui.decisions import RECORD_WAIT_S, Action, Decider, Outcome
+from repertory.http.ui.eval_reads import EVAL_CASES, EVAL_SCAN, eval_cases, eval_summaries, read_scores
 from repertory.http.ui.live import live_events, refused, reply_start, resume_point
 from repertory.http.ui.reads import (
     ACTIVITY_RUNS,
@@ -178,6 +182,9 @@ class WebUI:
 
     ``slots`` counts its live views against the same per-key bound as the API's streams (the one
     ``create_app`` holds); without one the UI counts its own, ``limits.max_streams_per_key`` a key.
+    ``export_dir``: the folder evals wrote their Parquet results to (``run_eval(out_dir=)``), whose
+    ``eval_scores`` an eval's page shows beside each case; without it the page shows what the
+    store holds (replies, tool calls, usage). Reading it needs the ``analytics`` extra.
     """
 
     def __init__(
@@ -187,8 +194,12 @@ class WebUI:
         *,
         limits: ServerLimits = DEFAULT_LIMITS,
         slots: StreamSlots | None = None,
+        export_dir: str | os.PathLike[str] | None = None,
     ) -> None:
+        if export_dir is not None:
+            require("the web UI's eval scores", "analytics")
         self.runtime = runtime
+        self.export_dir = None if export_dir is None else Path(export_dir)
         self.access = Access(keys, limits)
         self.slots = slots if slots is not None else StreamSlots(limits.max_streams_per_key)
         self.decider = Decider(runtime, limits.max_json_depth)
@@ -534,6 +545,32 @@ class WebUI:
             safe = {k: Markup(v) for k, v in charts.items()}
             return self._html(request, viewer, "activity.html", charts=safe, runs=len(runs), limit=ACTIVITY_RUNS)
 
+        @app.get("/evals")
+        async def evals(request: Request) -> Response:
+            viewer = self._viewer(request)
+            found = await eval_summaries(self.runtime.store, viewer.owner, viewer.sees)
+            return self._html(request, viewer, "evals.html", evals=found, scan=EVAL_SCAN)
+
+        @app.get("/evals/{name:path}")
+        async def eval_page(request: Request, name: str) -> Response:
+            viewer = self._viewer(request)
+            cases, total = await eval_cases(self.runtime.store, name, viewer.owner, viewer.sees)
+            if not cases:
+                # An eval with no case this viewer sees answers as one that does not exist.
+                raise HttpError(f"no eval {name!r}", status=404)
+            if self.export_dir is not None:
+                await asyncio.to_thread(read_scores, self.export_dir, name, cases)
+            return self._html(
+                request,
+                viewer,
+                "eval.html",
+                name=name,
+                cases=cases,
+                total=total,
+                limit=EVAL_CASES,
+                scores=self.export_dir is not None,
+            )
+
         return app
 
     # -- page data ------------------------------------------------------------------------------------
@@ -731,17 +768,19 @@ def ui_only_app(
     *,
     admin_keys: Mapping[str, Principal] | Iterable[str] | None = None,
     limits: ServerLimits | None = None,
+    export_dir: str | os.PathLike[str] | None = None,
 ) -> Any:
     """An ASGI app serving the web UI alone at ``/ui`` (what ``repertory ui`` runs), ``/`` redirecting there.
 
     ``api_keys`` and ``admin_keys`` as ``create_app`` takes them (a key sees its owner's sessions,
     an admin key every session); the HTTP API's routes are not served. ``limits`` as
     ``create_app`` takes them: a body over ``max_body_bytes`` is 413 before it is read, and a key
-    holds at most ``max_streams_per_key`` live views.
+    holds at most ``max_streams_per_key`` live views. ``export_dir``: where evals wrote their
+    scores (``WebUI``).
     """
     limits = limits or DEFAULT_LIMITS
     keys = ApiKeys(api_keys, admin_keys, limits=limits)
-    ui = WebUI(runtime, keys, limits=limits)
+    ui = WebUI(runtime, keys, limits=limits, export_dir=export_dir)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
