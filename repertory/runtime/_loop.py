@@ -164,8 +164,8 @@ class DriveDeps:
     first step (a crash before it re-drives the turn from the turn row). ``clock`` is what a
     ``sleep()`` reads and ``timers`` who arms its timer; ``services`` the session tree a tool
     reaches (``ToolContext.services``); ``on_commit`` hears every commit with the run as committed.
-    ``budget_scopes`` name the stored budgets the drive's spend counts against (its session tree's,
-    its owner's: ``repertory.core.budget``), beside its agent's own.
+    ``budget_scopes`` name the stored budgets (ledgers) the drive's spend counts against (its session
+    tree's, its owner's, those that exist: ``repertory.core.budget``), beside its agent's own.
     """
 
     store: SessionStore
@@ -774,7 +774,7 @@ class Drive:
                 self.carried.add(held.reply_id)
             self.retract(list(abandoned))
         run.to_running()
-        await self.budgets.open(run)
+        self.budgets.open(run)
         if await self._settle(fresh=False):
             return self.result()
         if self.history.revision_id != self.base and not (self.deps.durable_input and not self.committed_once):

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from repertory.core.budget import budget_scopes, cancels_tree
+from repertory.core.budget import cancels_tree
 from repertory.core.clock import Clock
 from repertory.core.ids import new_id, now_ms
 from repertory.core.memory import Memory
@@ -191,6 +191,7 @@ class SessionActor:
         clock: Clock | None = None,
         timers: TimerArm | None = None,
         services: SessionServices | None = None,
+        ledgered: Sequence[str] = (),
     ) -> None:
         self.id = record.session_id
         self.record = record
@@ -206,7 +207,7 @@ class SessionActor:
             clock=clock,
             timers=timers,
             services=services,
-            budget_scopes=budget_scopes(record),
+            budget_scopes=ledgered,
         )
         self.session.adopt_state(last_run)
         self._resolve_output = resolve_output

@@ -7,8 +7,10 @@ sessions and processes spend against them too. What a drive spent since its last
 added to those ledgers by that checkpoint's own transaction (``delta``/``landed``), so the ledger
 is what the store holds: a crash loses a step's spend together with the step.
 
-A drive whose scopes have no ledger (no tree or owner budget was set when it started) checks
-nothing in the store and adds nothing to its commits: budgets cost only those who set one.
+The scopes a drive is given are those that had a ledger when its session was activated (its
+host reads them once then, ``LocalHost``; the local backend refreshes live sessions when a budget
+is set through the runtime): a drive without any checks nothing in the store and adds nothing to
+its commits, so budgets cost only those who set one, and a turn reads nothing it did not before.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ class BudgetGate:
     def __init__(self, store: SessionStore, run_budget: Budget | None, scopes: Sequence[str]) -> None:
         self._store = store if isinstance(store, BudgetStore) else None
         self._run_budget = run_budget
-        self._scopes = tuple(scopes) if self._store is not None else ()
-        self._ledgered: tuple[str, ...] = ()  # the scopes that had a ledger when the drive opened
+        # The scopes with a ledger (their budgets are read at each check, their spend added by each commit).
+        self._ledgered: tuple[str, ...] = tuple(scopes) if self._store is not None else ()
         self._committed = Spend()
         self._warned: set[str] = set()
 
@@ -50,11 +52,9 @@ class BudgetGate:
         """Whether anything is checked at all."""
         return self._run_budget is not None or bool(self._ledgered)
 
-    async def open(self, run: RunState) -> None:
-        """Learn which scopes have a ledger (one read) and take the run's committed spend as the base."""
+    def open(self, run: RunState) -> None:
+        """Take the run's committed spend as the base of what the next commits add."""
         self._committed = run_spend(run)
-        if self._store is not None and self._scopes:
-            self._ledgered = tuple(await self._store.load_ledgers(self._scopes))
 
     async def check(self, run: RunState, *, tool_calls: int = 0) -> Verdict:
         """Whether a model request (``tool_calls=0``) or that many tool calls may start now."""

@@ -29,6 +29,7 @@ from typing import Any, assert_never
 
 from pydantic import BaseModel, JsonValue
 
+from repertory.core.budget import BudgetStore, budget_scopes
 from repertory.core.clock import Clock, SystemClock
 from repertory.core.decisions import Approve, Decision, Reject, Resume
 from repertory.core.ids import new_id, now_ms
@@ -309,6 +310,7 @@ class LocalHost(SessionBackend):
         if record is None:
             raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
         latest = await self.store.list_runs(session_id, limit=1)
+        ledgered = await self._ledgered(record)
         actor = SessionActor(
             store=self.store,
             agent=self.agent(record.agent),
@@ -321,10 +323,23 @@ class LocalHost(SessionBackend):
             clock=self.clock,
             timers=self._timer_rows,
             services=self.services,
+            ledgered=ledgered,
         )
         self._actors[session_id] = actor
         self.activations += 1
         return actor
+
+    async def _ledgered(self, record: SessionRecord) -> tuple[str, ...]:
+        """The budget scopes of ``record`` that have a ledger (one read per activation, none per turn)."""
+        if not isinstance(self.store, BudgetStore):
+            return ()
+        return tuple(await self.store.load_ledgers(budget_scopes(record)))
+
+    async def budget_set(self, scope: str) -> None:
+        """A budget of ``scope`` was set or removed: the live sessions it covers see it from their next turn."""
+        for actor in list(self._actors.values()):
+            if scope in budget_scopes(actor.record):
+                actor.session.budget_scopes = await self._ledgered(actor.record)
 
     # -- the SessionBackend operations (repertory.runtime.backend) ----------------------------------
 

@@ -83,8 +83,10 @@ class Session:
     only ``wake()`` or ``resume()`` ends its sleep).
     ``services`` is the session tree its tools reach (``ToolContext.services``): a runtime's host
     supplies it; a bare session has none, so a delegating tool (``agent_tool``) raises ``ValueError``.
-    ``budget_scopes`` name the stored budgets its runs spend against (a tree's, an owner's:
-    ``repertory.core.budget``); the agent's own ``budget`` bounds each run besides.
+    ``budget_scopes`` name the stored budgets its runs spend against (a tree's, an owner's, those
+    with a ledger: ``repertory.core.budget``); the agent's own ``budget`` bounds each run besides.
+    A host sets them when it activates the session and again when a budget is set (the attribute
+    is read by each new drive).
     """
 
     def __init__(

@@ -32,6 +32,7 @@ from repertory.core.tree import NewSession, Placement
 from repertory.errors import ScheduleNotFound, SessionNotFound, StoreError
 from repertory.runtime.agent import Agent
 from repertory.runtime.backend import SessionBackend, Submission
+from repertory.runtime.host import LocalHost
 from repertory.tree.agent_specs import AgentSpec, resolve_agents
 from repertory.tree.backends import BackendConfig, BackendOptions, load_backend
 from repertory.tree.handle import SessionHandle, TurnHandle
@@ -219,12 +220,17 @@ class Runtime:
         """Set (or, with ``None``, remove) the budget of a ledger scope: ``owner_scope(name)``, ``tree_scope(root)``.
 
         An owner's budget caps everything that owner's sessions spend from now on (the HTTP
-        server's ``--budget owner=...``); set again, it keeps what was spent so far. Runs started
-        before a budget was set do not count against it until their next turn.
+        server's ``--budget owner=...``); set again, it keeps what was spent so far. A session
+        already running sees a budget from its next turn on the local backend; on Ray, a host's
+        live session from its next activation (a host passivates an idle session after its
+        ``idle_timeout``): set budgets before the sessions they cover start, as ``create_session``
+        and ``repertory serve --budget`` do.
         """
         if not isinstance(self._store, BudgetStore):
             raise ValueError(f"{type(self._store).__name__} keeps no budgets (it is not a BudgetStore)")
         await self._store.set_budget(scope, budget)
+        if isinstance(self._host, LocalHost):
+            await self._host.budget_set(scope)  # its live sessions check it from their next turn
 
     async def create_sessions(
         self,
