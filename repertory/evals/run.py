@@ -154,7 +154,7 @@ async def run_eval(
     The variant is ``agent`` (a registered name or an ``Agent``; default: each case's own agent)
     with ``model``, ``instructions`` and ``budget`` where given, its tools replayed (``tools=
     "replay"``: nothing runs, every call answered from the case's recording) or, for idempotent
-    ones, run (``"live"``); see ``variant_agent``. It is registered as ``<agent>@eval:<name>`` on
+    ones, run (``"live"``); see ``variant_agent``. It is registered as ``<agent>.eval.<name>`` on
     the local backend (another backend needs it registered at start). ``concurrency`` cases run at
     once. Each case's fork is a tree of its own (``repertory.evals.forks``): ``budget`` caps what
     each case's tree spends (the variant's delegations too), never touching the production tree's

@@ -9,12 +9,14 @@ It has the original's tools by name and spec, wrapped for the eval's tool mode:
   ledger entry, a delegation that would spawn a child) is never invoked by an eval.
 
 Everything else is the original's (output type, compaction, guardrails, step bound) unless given.
-``budget`` becomes the variant's run budget: each case is one turn, so it caps each case (a fork
-shares its source's tree, whose tree budget is the production tree's: see ``run_eval``).
+``budget`` becomes the variant's run budget (``run_eval``'s own ``budget`` caps each case's tree,
+which is the fork's own, never the production tree: see ``repertory.evals.forks``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Literal
 
 from repertory.core.budget import Budget
@@ -25,13 +27,25 @@ from repertory.runtime import Agent, Tool
 
 __all__ = ["ToolMode", "runs_live", "variant_agent", "variant_name"]
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+"""What an agent's name may not hold on every face (an MCP tool name's alphabet)."""
+
 ToolMode = Literal["replay", "live"]
 """How a variant's tools answer: all from the recording, or idempotent ones for real."""
 
 
 def variant_name(original: str, eval_name: str) -> str:
-    """The name a variant of agent ``original`` is registered under for the eval ``eval_name``."""
-    return f"{original}@eval:{eval_name}"
+    """The name a variant of agent ``original`` is registered under for the eval ``eval_name``.
+
+    ``<agent>.eval.<name>``, in the characters every face accepts for an agent's name (an MCP tool
+    name: A-Z a-z 0-9 . _ -), so a server built on a runtime that runs evals serves it like any
+    agent; a name that needed changing gets a short digest of the original, so two evals whose
+    names differ only there never share a variant.
+    """
+    slug = _UNSAFE.sub("-", eval_name)
+    if slug != eval_name:
+        slug = f"{slug}-{hashlib.sha256(eval_name.encode()).hexdigest()[:8]}"
+    return f"{original}.eval.{slug}"[:128]
 
 
 def runs_live(tool: Tool, mode: ToolMode) -> bool:

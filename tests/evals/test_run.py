@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from repertory import Budget
@@ -23,6 +24,7 @@ from repertory.evals import (
     find_fork,
     run_eval,
     score_recorded,
+    variant_name,
 )
 from repertory.storage.export import export_parquet
 from repertory.testing import ScriptedModel
@@ -73,7 +75,7 @@ async def test_replay_with_the_original_model_reproduces_every_turn_and_runs_no_
         fork = await find_fork(rt, "same", case.inputs)
         assert fork is not None and fork.id == out.session_id
         record = fork.record
-        assert record.agent == "ops@eval:same"
+        assert record.agent == "ops.eval.same"
         assert record.metadata["eval"] == "same" and record.metadata["eval_case"] == case.inputs.turn_id
         assert record.metadata["source_session"] == case.inputs.session_id
         assert record.owner == (await rt.store.load_session(case.inputs.session_id)).owner  # type: ignore[union-attr]
@@ -115,8 +117,8 @@ async def test_a_variant_whose_model_differs_gets_not_recorded_for_a_new_call(st
         evaluators=[ReplyEquals(), ReplyContains("refund"), ToolTrajectory()],
     )  # fmt: skip
     assert _logs(stored) == before
-    assert rt.host.agents["ops@eval:careless"].instructions == "Be careless."
-    assert rt.host.agents["ops@eval:careless"].model is model
+    assert rt.host.agents["ops.eval.careless"].instructions == "Be careless."
+    assert rt.host.agents["ops.eval.careless"].model is model
 
     booked = next(c for c in report.cases if c.name == f"{world.booking}#1")
     lookup, ledger = booked.output.tool_calls
@@ -272,3 +274,15 @@ async def test_the_parquet_scores_equal_the_report_and_compare_variants_sets_the
     con = connect(out)
     count = con.execute("SELECT count(*) FROM eval_runs WHERE eval = 'careless'").fetchone()
     assert count == (len(dataset.cases),)
+
+
+async def test_a_server_built_on_a_runtime_that_ran_an_eval_serves_the_variant_as_any_agent(stored: Stored) -> None:
+    from repertory.http import create_app
+
+    rt = stored.rt
+    dataset = await _ops_dataset(stored)
+    await run_eval(rt, dataset, name="served: v1", model=ScriptedModel(ops_script))
+    name = variant_name("ops", "served: v1")
+    assert name in rt.host.agents and re.fullmatch(r"[A-Za-z0-9._-]{1,128}", name)
+    assert name != variant_name("ops", "served- v1")  # names that differ only where they were changed stay apart
+    create_app(rt)  # the MCP server accepts every agent's name as a tool name

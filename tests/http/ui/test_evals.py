@@ -118,7 +118,7 @@ async def test_the_list_groups_each_owners_forks_by_eval(scene: Scene) -> None:
         rows = _rows(page.text)
         assert set(rows) == {"terse", "alice only"}
         assert rows["terse"].startswith("terse 2 done 2 ")  # alice's two cases, both done
-        assert "assistant@eval:terse" in rows["terse"]
+        assert "assistant.eval.terse" in rows["terse"]
         assert 'href="/ui/evals/alice%20only"' in page.text
     async with logged_in(url, BOB) as (client, _):
         rows = _rows((await client.get("/ui/evals")).text)
