@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from repertory.core.state import ErrorInfo, RunState
 from repertory.core.tree import SessionRecord
+from repertory.core.trusted import trusted
 
 __all__ = [
     "Budget",
@@ -61,7 +62,9 @@ class Spend(BaseModel):
     def __add__(self, other: Spend) -> Spend:
         if not isinstance(other, Spend):
             return NotImplemented
-        return Spend(
+        # Sums of two valid records (a few per step of a budgeted run): built without validating again.
+        return trusted(
+            Spend,
             cost=self.cost + other.cost,
             tokens=self.tokens + other.tokens,
             model_requests=self.model_requests + other.model_requests,
@@ -71,7 +74,8 @@ class Spend(BaseModel):
     def __sub__(self, other: Spend) -> Spend:
         if not isinstance(other, Spend):
             return NotImplemented
-        return Spend(
+        return trusted(
+            Spend,
             cost=self.cost - other.cost,
             tokens=self.tokens - other.tokens,
             model_requests=self.model_requests - other.model_requests,
@@ -86,7 +90,8 @@ class Spend(BaseModel):
 
 def run_spend(run: RunState) -> Spend:
     """What one run has spent, as its checkpoint holds it."""
-    return Spend(
+    return trusted(
+        Spend,
         cost=run.cost or 0.0,
         tokens=run.usage.total_tokens,
         model_requests=run.usage.requests,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from repertory.core.budget import Budget, BudgetStore, Crossing, Spend, SpendDelta, run_spend
+from repertory.core.budget import Budget, BudgetStore, Crossing, Ledger, Spend, SpendDelta, run_spend
 from repertory.core.state import RunState
 from repertory.core.store import SessionStore
 
@@ -46,6 +46,9 @@ class BudgetGate:
         self._ledgered: tuple[str, ...] = tuple(scopes) if self._store is not None else ()
         self._committed = Spend()
         self._warned: set[str] = set()
+        # The ledgers read by the last request's check, until a commit lands: what the check of that
+        # request's tool calls reads instead of the store (see ``check``).
+        self._read: dict[str, Ledger] | None = None
 
     @property
     def active(self) -> bool:
@@ -57,7 +60,14 @@ class BudgetGate:
         self._committed = run_spend(run)
 
     async def check(self, run: RunState, *, tool_calls: int = 0) -> Verdict:
-        """Whether a model request (``tool_calls=0``) or that many tool calls may start now."""
+        """Whether a model request (``tool_calls=0``) or that many tool calls may start now.
+
+        A request's check reads the ledgers from the store; the check of the tool calls its reply
+        asks for reads what that check read, plus this drive's spend since (one read per step, not
+        two): what other runs committed while the model answered is then counted from the next
+        request on, so a tree's tool calls overshoot by at most one step's calls per run running
+        in parallel, as its requests do by one request each.
+        """
         spent = run_spend(run)
         warnings: list[tuple[str, Budget, Crossing]] = []
         if self._run_budget is not None:
@@ -67,7 +77,11 @@ class BudgetGate:
             self._nearing(RUN_SCOPE, self._run_budget, spent, warnings)
         if self._ledgered and self._store is not None:
             pending = spent - self._committed  # this drive's, not yet in the ledger
-            for scope, ledger in (await self._store.load_ledgers(self._ledgered)).items():
+            read = self._read if tool_calls and self._read is not None else None
+            if read is None:
+                read = await self._store.load_ledgers(self._ledgered)
+            self._read = None if tool_calls else read
+            for scope, ledger in read.items():
                 used = ledger.spend + pending
                 crossed = ledger.budget.crossed(used, tool_calls=tool_calls)
                 if crossed is not None:
@@ -93,3 +107,4 @@ class BudgetGate:
     def landed(self, delta: SpendDelta) -> None:
         """The commit that carried ``delta`` landed: its spend is in the ledgers now."""
         self._committed = self._committed + delta.spend
+        self._read = None  # read before this spend landed: the next check reads again

@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 
 from repertory.core.budget import Budget, Ledger, Spend, SpendDelta
 from repertory.errors import StoreError
+from repertory.storage.ledger_rows import ledger_row
 from repertory.storage.postgres.connection import PgBase
-from repertory.storage.readback import read_record
 
 __all__ = ["SPEND_ARRAYS", "PgBudgetTables", "SpendParams", "lone_spend_sql", "spend_arrays", "spend_params"]
 
@@ -98,10 +98,6 @@ class PgBudgetTables(PgBase):
             cur = await conn.execute(_LOAD, (wanted,))
             rows = await cur.fetchall()
         return {
-            scope: Ledger(
-                scope=scope,
-                budget=read_record(Budget, budget, what="ledger", row_id=scope),
-                spend=Spend(cost=cost, tokens=tokens, model_requests=requests, tool_calls=tool_calls),
-            )
+            scope: ledger_row(scope, budget, cost, tokens, requests, tool_calls)
             for scope, budget, cost, tokens, requests, tool_calls in rows
         }

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from repertory.core.budget import Budget, Ledger, Spend, SpendDelta
-from repertory.storage.readback import read_record
+from repertory.core.budget import Budget, Ledger, SpendDelta
+from repertory.storage.ledger_rows import ledger_row
 from repertory.storage.sqlite.connection import SqliteBase, db_errors
 
 __all__ = ["SpendStatement", "SqliteBudgetTables", "spend_statement"]
@@ -68,10 +68,6 @@ class SqliteBudgetTables(SqliteBase):
         with db_errors("load_ledgers"):
             rows = self._writer.execute(_LOAD.format(_marks(len(wanted))), wanted).fetchall()
         return {
-            scope: Ledger(
-                scope=scope,
-                budget=read_record(Budget, budget, what="ledger", row_id=scope),
-                spend=Spend(cost=cost, tokens=tokens, model_requests=requests, tool_calls=tool_calls),
-            )
+            scope: ledger_row(scope, budget, cost, tokens, requests, tool_calls)
             for scope, budget, cost, tokens, requests, tool_calls in rows
         }
