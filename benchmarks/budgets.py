@@ -18,10 +18,16 @@ per step (``BudgetGate.check`` before the request and before the tool call, each
 the store), and a checkpoint with its spend against the same checkpoint without (alternating, on
 one store), each the median of many; their sum over the time of a step without a budget (the
 ``none`` median) is the share read against the target (at most 5% of a step).
+
+Last, the overshoot of a tree budget (``max_model_requests=9``) under parallel delegation: a root
+hands a task to 4 (then 8) workers at once, each looping on a tool with a model that takes 5 ms a
+reply, on SQLite and on PostgreSQL (a throwaway server); repeated, the requests past the cap per
+tree are counted (the budgets guide bounds them by the workers running in parallel).
 """
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from pathlib import Path
@@ -30,14 +36,18 @@ from typing import Any
 from benchmarks.harness.cli import in_temp_folder, main_of, suite_entry
 from benchmarks.harness.model import BenchModel
 from benchmarks.harness.report import RESULTS_DIR, Clock, Report, Row, finish, mode_of, row
-from repertory import Agent, Budget, ModelMessage, Runtime, Spend, tool
+from repertory import Agent, Budget, BudgetExceeded, ModelMessage, Runtime, Spend, tool
 from repertory.core.budget import SpendDelta, tree_scope
 from repertory.runtime.budgets import BudgetGate
 from repertory.storage.sqlite import SqliteSessionStore
 from repertory.testing import ScriptedModel
+from repertory.testing.conformance.backend.board import LocalBoard, use_board
+from repertory.testing.conformance.backend.doubles import Script
 from repertory.testing.conformance.records import history_of, pointers
+from repertory.testing.pg_temp import TemporaryPostgres
+from repertory.tree.delegation import agent_tool
 
-__all__ = ["NAME", "PLOTS", "REPORT", "BudgetsReport", "Parts", "Side", "main", "measure", "run_suite"]
+__all__ = ["NAME", "PLOTS", "REPORT", "BudgetsReport", "Overshoot", "Parts", "Side", "main", "measure", "run_suite"]
 
 NAME = "budgets"
 PLOTS: list[Any] = []
@@ -73,6 +83,16 @@ class Parts(BenchModel):
     """(checks + commit) / step."""
 
 
+class Overshoot(BenchModel):
+    """Requests past a tree's cap over repeated trees, per store and parallel workers."""
+
+    store: str
+    workers: int
+    cap: int
+    overshoots: list[int]
+    worst: int
+
+
 class BudgetsReport(Report):
     """``benchmarks/results/budgets.json``."""
 
@@ -84,6 +104,7 @@ class BudgetsReport(Report):
     run: Side
     tree: Side
     parts: Parts
+    overshoot: list[Overshoot]
 
     def summarise(self) -> list[Row]:
         """The share of a step each kind of budget costs."""
@@ -96,6 +117,11 @@ class BudgetsReport(Report):
             row("tree budget: steps/s lost, zero-delay model", round(t.cost * 100, 1), "%",
                 note=f"{t.steps_per_s:,.0f} vs {n.steps_per_s:,.0f} steps/s without a budget (median of "
                      f"{self.rounds} alternating rounds, SQLite; rounds differ by more than the checks cost)"),
+            *(
+                row(f"tree budget: requests past the cap, {o.workers} workers in parallel, {o.store}", o.worst,
+                    "requests", o.workers, note=f"cap {o.cap}; over {len(o.overshoots)} trees: {o.overshoots}")
+                for o in self.overshoot
+            ),
             row("run budget (Agent(budget=), checked in memory): steps/s lost, zero-delay model",
                 round(r.cost * 100, 1), "%", note=f"{r.steps_per_s:,.0f} vs {n.steps_per_s:,.0f} steps/s"),
         ]  # fmt: skip
@@ -174,6 +200,41 @@ async def _parts(folder: Path, samples: int) -> tuple[float, float]:
     return statistics.median(checks) * 1e6, max(commit, 0.0) * 1e6
 
 
+async def _overshoot(url: str, workers: int, cap: int) -> int:
+    """Requests a tree of ``workers`` parallel delegations spent past ``cap``."""
+    boss = Script({"go": [{"tools": [{"tool": "worker", "args": {"task": f"w{i}"}} for i in range(workers)]}]})
+    priced = {"usage": {"input_tokens": 10, "output_tokens": 10}, "cost": 0.01}
+    plans: dict[str, list[Any]] = {}
+    for i in range(workers):
+        plans[f"w{i}"] = [{"tool": "note", "args": {"i": k}, **priced} for k in range(6)] + [{"text": "done", **priced}]
+    worker = Script(plans)
+    agents = {"boss": boss.agent("boss", tools=[agent_tool("worker")]),
+              "worker": Agent(name="worker", model=worker.model(delay=0.005), tools=[note])}  # fmt: skip
+    with use_board(LocalBoard()):
+        async with await Runtime.start(store=url, agents=agents) as rt:
+            root = await rt.create_session(agent="boss", budget=Budget(max_model_requests=cap))
+            with contextlib.suppress(BudgetExceeded):
+                await (await root.send("go")).result()
+            ledger = await root.budget()
+    if ledger is None:
+        raise RuntimeError("the tree's ledger is gone")
+    return ledger.spend.model_requests - cap
+
+
+async def _overshoots(folder: Path, repeats: int) -> list[Overshoot]:
+    cap, out = 9, []
+    with TemporaryPostgres() as pg:
+        for store in ("sqlite", "postgresql"):
+            for workers in (4, 8):
+                seen = []
+                for n in range(repeats):
+                    url = f"sqlite:///{folder / f'over-{workers}-{n}.db'}" if store == "sqlite" else pg.url
+                    seen.append(await _overshoot(url, workers, cap))
+                print(f"  overshoot {store} {workers} workers: {seen}", flush=True)
+                out.append(Overshoot(store=store, workers=workers, cap=cap, overshoots=seen, worst=max(seen)))
+    return out
+
+
 async def measure_async(quick: bool, folder: Path) -> BudgetsReport:
     """Every configuration, alternating round by round."""
     mode = mode_of(quick)
@@ -207,8 +268,9 @@ async def measure_async(quick: bool, folder: Path) -> BudgetsReport:
     step_us = 1e6 / sides["none"].steps_per_s
     parts = Parts(samples=samples, checks_us=round(checks_us, 2), commit_us=round(commit_us, 2),
                   step_us=round(step_us, 1), share=round((checks_us + commit_us) / step_us, 4))  # fmt: skip
+    overshoot = await _overshoots(folder, 2 if quick else 10)
     report = BudgetsReport(**clock.frame(), store="sqlite (WAL, durability normal)", steps_per_turn=STEPS_PER_TURN,
-                           rounds=rounds, turns_each=turns, parts=parts, **sides)  # fmt: skip
+                           rounds=rounds, turns_each=turns, parts=parts, overshoot=overshoot, **sides)  # fmt: skip
     return finish(report, clock)
 
 
