@@ -55,7 +55,9 @@ __all__ = ["approvals_app", "register", "sessions_app"]
 _T = TypeVar("_T")
 _OPEN: tuple[TurnStatus, ...] = ("queued", "running", "suspended")
 
-sessions_app = typer.Typer(help="Look at sessions: list, tree, show.", no_args_is_help=True, rich_markup_mode=None)
+sessions_app = typer.Typer(
+    help="Look at sessions and act on them: list, tree, show, top, cancel.", no_args_is_help=True, rich_markup_mode=None
+)
 approvals_app = typer.Typer(
     help="Pending tool approvals: list, approve, reject.", no_args_is_help=True, rich_markup_mode=None
 )
