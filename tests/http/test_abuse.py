@@ -84,11 +84,12 @@ def test_poisoned_bodies_are_refused_and_break_nothing(sqlite_server: ServerThre
                 body = case.body if isinstance(case.body, dict) else {}
                 fields = [*sorted(body), "metadata"]
                 field = fields[pick % len(fields)]
+                content = _poisoned(body, field, poison)
                 response = http.request(
                     case.method,
                     case.formatted_path,
                     params=case.query,
-                    content=_poisoned(body, field, poison),
+                    content=content,
                     headers={"content-type": "application/json"},
                 )
                 poisoned_requests += 1
@@ -96,6 +97,12 @@ def test_poisoned_bodies_are_refused_and_break_nothing(sqlite_server: ServerThre
                 # schemathesis' strategies again, which once hid the request behind
                 # FlakyStrategyDefinition. Every failing request is listed at the end instead.
                 said = f"{case.method} {case.formatted_path} with {field}={poison[:20]}...: "
+                if len(content) > sqlite_server.app_options["max_body_bytes"]:
+                    # A generated body that the deepest poison pushed past the server's body limit
+                    # (an AI SDK chat's messages) is refused whole, unread: 413 is the refusal then.
+                    if response.status_code != 413:
+                        failures.append(f"{said}{response.status_code} for {len(content)} bytes {response.text[:300]}")
+                    return
                 if response.status_code != 422:
                     failures.append(f"{said}{response.status_code} {response.text[:300]}")
                     return
