@@ -51,7 +51,7 @@ from repertory.core.tree import (
 )
 from repertory.errors import CommitConflict, SessionExists, StoreError
 from repertory.runtime.compaction import CompactionResult
-from repertory.runtime.gc_tuning import tune_gc
+from repertory.runtime.gc_tuning import freeze_startup, tune_gc
 from repertory.runtime.host import LocalHost
 from repertory.tracing import configure_from_env, under_traceparent
 from repertory.tree.agent_specs import AgentSpec, resolve_agents
@@ -141,6 +141,7 @@ class SessionHost:
             if self._host is None:
                 self._host = self._local_host(self._store)
             await self._host.start(owns=self.owns)
+            freeze_startup()  # what booting made lives as long as the host (see repertory.runtime.gc_tuning)
         except StoreError as exc:
             if not isinstance(exc, CommitConflict):
                 pause, self._boot_pause = self._boot_pause, min(self._boot_pause * 2, _BOOT_RETRY_MAX_S)

@@ -18,6 +18,7 @@ from repertory.actors.host import host_actor_class
 from repertory.actors.names import dedicated_host_name, shared_host_index, shared_host_name
 from repertory.core.memory import MemoryFactory
 from repertory.core.tree import NewSession, SessionRecord
+from repertory.runtime.gc_tuning import freeze_startup, tune_gc
 from repertory.tree.agent_specs import AgentSpec
 
 __all__ = ["Supervisor"]
@@ -36,6 +37,8 @@ class Supervisor:
         idle_timeout: float,
         memory: MemoryFactory | None = None,
     ) -> None:
+        tune_gc()  # repertory's own process, as a host is (see repertory.runtime.gc_tuning)
+        freeze_startup()
         self.prefix = prefix
         self.namespace = namespace
         self.store_url = store_url

@@ -19,7 +19,7 @@ from repertory.cli._options import (
     otlp_runtime_options,
 )
 from repertory.errors import RepertoryError
-from repertory.runtime import tune_gc
+from repertory.runtime import freeze_startup, tune_gc
 
 __all__ = ["demo", "register"]
 
@@ -52,6 +52,7 @@ def demo(
         except ValueError as exc:
             raise RepertoryError(str(exc)) from None
     tune_gc()  # this process holds the whole fleet's client side (see repertory.runtime.gc_tuning)
+    freeze_startup()  # the modules and agents imported above live as long as the process
     stats = asyncio.run(
         run_demo(
             sessions=sessions,

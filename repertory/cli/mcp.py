@@ -31,7 +31,7 @@ from repertory.cli._options import (
 )
 from repertory.core.principal import Principal
 from repertory.errors import RepertoryError
-from repertory.runtime import Agent
+from repertory.runtime import Agent, freeze_startup, tune_gc
 
 __all__ = ["mcp", "register"]
 
@@ -59,6 +59,7 @@ async def _serve(store: str, agents: dict[str, Agent], owner: str | None, state_
     try:
         tasks = McpTasks(gw, caller_of=caller_of)
         server = build_server(gw, caller_of=caller_of, tasks=tasks, state_key=state_key)
+        freeze_startup()  # what start-up made lives as long as the process (see repertory.runtime.gc_tuning)
         sys.stderr.write(f"repertory mcp: serving {', '.join(agents)} over stdio (store {store})\n")
         sys.stderr.flush()
         async with stdio_server() as (read, write):
@@ -84,6 +85,7 @@ def mcp(
     registry = load_agents(agents)
     if owner is not None and not owner.strip():
         raise RepertoryError("--owner cannot be empty")
+    tune_gc()  # a server process holds many sessions (see repertory.runtime.gc_tuning)
     try:
         asyncio.run(_serve(store, registry, owner, state_key))
     except KeyboardInterrupt:

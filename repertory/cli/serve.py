@@ -52,7 +52,7 @@ from repertory.cli._options import (
 from repertory.core.budget import Budget, owner_scope, parse_owner_budget
 from repertory.core.principal import Principal
 from repertory.errors import RepertoryError
-from repertory.runtime import Agent, tune_gc
+from repertory.runtime import Agent, freeze_startup, tune_gc
 
 __all__ = ["register", "serve", "ui"]
 
@@ -171,6 +171,7 @@ async def _serve(
                 mcp_state_key=mcp_state_key,
                 export_dir=export_dir,
             )
+        freeze_startup()  # what start-up made lives as long as the process (see repertory.runtime.gc_tuning)
         # The request head, body and idle timeouts (repertory.http.timeouts); uvicorn has only the last.
         config = uvicorn.Config(
             app, http=http_protocol(limits), log_level=log_level, timeout_graceful_shutdown=5, lifespan="on"

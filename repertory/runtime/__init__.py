@@ -37,7 +37,7 @@ from repertory.runtime.compaction import Compaction, CompactionResult
 from repertory.runtime.cron import next_fire
 from repertory.runtime.deltas import DeltaWindow
 from repertory.runtime.forks import fork_point, rewind
-from repertory.runtime.gc_tuning import tune_gc
+from repertory.runtime.gc_tuning import freeze_startup, tune_gc
 from repertory.runtime.guardrails import GuardrailContext
 from repertory.runtime.host import LocalHost
 from repertory.runtime.services import SessionServices
@@ -93,5 +93,6 @@ __all__ = [
     "sleep",
     "suspend",
     "tool",
+    "freeze_startup",
     "tune_gc",
 ]
