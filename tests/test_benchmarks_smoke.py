@@ -8,6 +8,7 @@ mode leaves Ray out, so the test needs neither the ``bench`` extra nor a Ray sta
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -74,6 +75,8 @@ def test_quick_suite_writes_reports_table_and_plots(tmp_path: Path) -> None:
 def test_every_registered_benchmark_loads_and_reads_its_committed_report() -> None:
     # The renderer reads each committed report through its benchmark's typed report: one that no
     # longer validates (a field renamed, a single-file benchmark without REPORT) would drop its rows.
+    # The chaos soak's package is tests.soak (suite.HOMES); a row naming its own command (the soak's
+    # options) must name a module that is there, not where the soak used to live.
     from benchmarks.harness.report import RESULTS_DIR, Report
     from benchmarks.harness.suite import BENCHMARKS, load
 
@@ -86,5 +89,9 @@ def test_every_registered_benchmark_loads_and_reads_its_committed_report() -> No
             report = loaded.report.model_validate_json(path.read_text())
             assert isinstance(report, Report) and report.benchmark == bench.name
             assert all(r.figure for r in report.summarise()), bench.name
+            for r in report.rows():
+                if r.command:
+                    python, dash_m, module, *_ = r.command.split()
+                    assert (python, dash_m) == ("python", "-m") and importlib.util.find_spec(module), r.command
             read.append(bench.name)
-    assert {"compaction", "tracing", "concurrency"} <= set(read)
+    assert {"compaction", "tracing", "concurrency", "chaos"} <= set(read)

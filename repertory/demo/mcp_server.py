@@ -8,7 +8,7 @@ and ``echo`` are read-only (idempotent, never asked), ``publish_figures`` is des
 under ``approval="destructive"``, never sent twice). ``echo`` is what ``benchmarks/mcp_overhead.py``
 calls. Results are deterministic, so the demo needs no network and no keys.
 
-With ``REPERTORY_FIGURES_LEDGER`` naming a file (the chaos soak sets it, ``benchmarks.chaos``), each
+With ``REPERTORY_FIGURES_LEDGER`` naming a file (the chaos soak sets it, ``tests.soak``), each
 ``publish_figures`` appends one JSON line there before it answers: the side effect, keyed by the
 call id repertory sends in the request's ``_meta`` (``repertory.mcp.META_TOOL_CALL_ID``), with the
 session and run ids beside it. A line is one ``O_APPEND`` write, synced before the answer, so a

@@ -23,13 +23,13 @@ from typing import Protocol
 
 import pytest
 
-from benchmarks.chaos import tmpfs
 from repertory.core.messages import ModelMessage
 from repertory.errors import StoreError, StoreFull
 from repertory.storage import SqliteSessionStore
 from repertory.storage.sqlite.connection import is_full, store_error
 from repertory.testing.conformance.records import commit, history_of, pointers
 from repertory.testing.conformance.tree_records import event, session_record, turn_record
+from tests.soak import tmpfs
 
 BIG = "x" * 60_000  # a message that needs pages (and WAL frames) the full disk does not have
 DISK_BYTES = 4 << 20

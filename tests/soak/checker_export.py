@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.chaos.checker_evidence import Evidence, LineageBroken, canonical
+from tests.soak.checker_evidence import Evidence, LineageBroken, canonical
 
 __all__ = ["check_export", "check_usage"]
 

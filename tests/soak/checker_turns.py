@@ -14,7 +14,7 @@ import json
 from collections import Counter, defaultdict
 from typing import Any
 
-from benchmarks.chaos.checker_evidence import Evidence, LineageBroken, message_text
+from tests.soak.checker_evidence import Evidence, LineageBroken, message_text
 
 __all__ = ["check_turns_and_events"]
 

@@ -54,12 +54,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.chaos.checker_effects import OUTCOME_UNKNOWN_PREFIX, check_approvals, check_ledger
-from benchmarks.chaos.checker_evidence import CheckReport, Evidence, Violation
-from benchmarks.chaos.checker_export import check_export, check_usage
-from benchmarks.chaos.checker_history import check_lineage, check_pairing
-from benchmarks.chaos.checker_tables import read_export, read_store
-from benchmarks.chaos.checker_turns import check_turns_and_events
+from tests.soak.checker_effects import OUTCOME_UNKNOWN_PREFIX, check_approvals, check_ledger
+from tests.soak.checker_evidence import CheckReport, Evidence, Violation
+from tests.soak.checker_export import check_export, check_usage
+from tests.soak.checker_history import check_lineage, check_pairing
+from tests.soak.checker_tables import read_export, read_store
+from tests.soak.checker_turns import check_turns_and_events
 
 __all__ = ["OUTCOME_UNKNOWN_PREFIX", "CheckReport", "Violation", "check"]
 

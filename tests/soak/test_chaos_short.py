@@ -3,7 +3,7 @@
 Each run injects faults of every kind built for its backend and store (the schedule puts each
 kind in once before any comes twice) for about half a minute, quiesces and checks. Asserted are
 counts, never timings: faults were injected and every planned kind came, the driver quiesced,
-no accepted turn was lost, and the checker (``benchmarks.chaos.checker``) found no violation.
+no accepted turn was lost, and the checker (``tests.soak.checker``) found no violation.
 Without the checker the run proves nothing, and the test says so by failing.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.chaos.faults import kinds_for
-from benchmarks.chaos.run import ChaosConfig, run_chaos
+from tests.soak.faults import kinds_for
+from tests.soak.run import ChaosConfig, run_chaos
 
 MINUTES = 0.5
 

@@ -4,7 +4,7 @@ Found by the chaos soak (issue 26): the approver had a local runtime of its own 
 store, and a decision made there drove the run on in the approver's process while the driver
 still held the session in memory (its event numbering, its queue): ``CommitConflict`` on event
 seqs, and approvals left undecided after a driver restart. Here the driver's runtime serves HTTP
-(``benchmarks.chaos.driver.serve_http``) and the approver's ``UiApprover`` reads the inbox and
+(``tests.soak.driver.serve_http``) and the approver's ``UiApprover`` reads the inbox and
 posts each card's form: every decision is recorded once, in the driver's runtime, with the
 session's log gap-free, and the approver's evidence line names the token it redeemed.
 """
@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from benchmarks.chaos.approver import UiApprover, draw, edited_args, inbox_cards
-from benchmarks.chaos.driver import serve_http, url_file
-from benchmarks.chaos.records import RunPaths, read_lines
 from repertory import Agent, ModelMessage, Runtime, tool
 from repertory.core.model import ToolSpec
 from repertory.core.store import TreeStore
 from repertory.testing import ScriptedModel
+from tests.soak.approver import UiApprover, draw, edited_args, inbox_cards
+from tests.soak.driver import serve_http, url_file
+from tests.soak.records import RunPaths, read_lines
 
 PAID: list[int] = []
 

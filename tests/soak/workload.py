@@ -35,13 +35,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.chaos.records import RunPaths, append_line, now_ms
 from repertory import Agent, ToolContext, agent_tool, sleep, tool
 from repertory.core.messages import ModelMessage
 from repertory.core.model import ModelEvent, ModelSettings, ToolSpec
 from repertory.errors import ModelError
 from repertory.models import FallbackModel
 from repertory.testing import ScriptedModel
+from tests.soak.records import RunPaths, append_line, now_ms
 
 __all__ = ["PRIMARY_FAILS", "make_agents", "ray_options", "turn_prompt"]
 
@@ -247,11 +247,13 @@ def ray_options(address: str | None) -> dict[str, Any]:
     """``Runtime.start`` options of a process joining the soak's cluster (the driver's and the approver's).
 
     The hosts are detached and kept (``keep_hosts``), so a killed driver's successor finds them
-    running its sessions; they sit on the worker nodes (``benchmarks.chaos.cluster``). The
-    ``benchmarks`` package is pickled by value: the hosts need not import it.
+    running its sessions; they sit on the worker nodes (``tests.soak.cluster``). This package
+    (the agents' models and tools) is pickled by value: the hosts need not import it.
     """
-    from benchmarks.chaos.cluster import HOST_OPTIONS
-    from benchmarks.harness.local_ray import pickle_benchmarks_by_value
+    import ray
 
-    pickle_benchmarks_by_value()
+    from tests.soak.cluster import HOST_OPTIONS
+
+    cloudpickle: Any = ray.cloudpickle  # untyped
+    cloudpickle.register_pickle_by_value(sys.modules["tests.soak"])
     return {"address": address, "keep_hosts": True, "hosts": 2, "host_options": HOST_OPTIONS}

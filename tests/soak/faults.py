@@ -20,7 +20,7 @@ Kinds, by where they apply:
   ``ray_node_remove`` (a worker node removed hard with ``ray.cluster_utils``, a fresh one added).
 
 Slow and failing model replies are not scheduled here: they are drawn per request from the seed
-by the workload's models (``benchmarks.chaos.workload``).
+by the workload's models (``tests.soak.workload``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.chaos import tmpfs
+from tests.soak import tmpfs
 
 __all__ = ["Fault", "Schedule", "fill_disk", "find_processes", "hold_sqlite_lock", "kinds_for", "schedule"]
 

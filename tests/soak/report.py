@@ -18,13 +18,13 @@ from benchmarks.harness.model import BenchModel
 from benchmarks.harness.report import Clock, Report, Row, finish, row, write_report
 
 if TYPE_CHECKING:
-    from benchmarks.chaos.run import ChaosOutcome
+    from tests.soak.run import ChaosOutcome
 
 __all__ = ["ChaosFigures", "ChaosReport", "add_to_report"]
 
 
 class ChaosFigures(BenchModel):
-    """One soak's figures (``benchmarks.chaos.run.ChaosOutcome`` without the run folder's paths)."""
+    """One soak's figures (``tests.soak.run.ChaosOutcome`` without the run folder's paths)."""
 
     backend: str
     store: str
@@ -77,8 +77,7 @@ class ChaosReport(Report):
             violations = r.violations if r.violations is not None else None
             # The soak's own options: the report's mode alone would print ``--quick`` for a 3-minute soak.
             again = (
-                f"python -m benchmarks.chaos --minutes {r.minutes:g} --backend {r.backend} "
-                f"--store {r.store} --seed {r.seed}"
+                f"python -m tests.soak --minutes {r.minutes:g} --backend {r.backend} --store {r.store} --seed {r.seed}"
             )
             rows.append(row(f"chaos {name}: violations", violations, "", 0, note=note, command=again))
             rows.append(row(f"chaos {name}: accepted turns lost", r.accepted_lost, "", 0, command=again))

@@ -1,8 +1,8 @@
-"""``python -m benchmarks.chaos``: run one chaos soak and print its figures; exit 1 on any violation.
+"""``python -m tests.soak``: run one chaos soak and print its figures; exit 1 on any violation.
 
 Exit status: 0 when the checker ran and found nothing and no accepted turn was lost; 1 when it found
 violations, an accepted turn was lost or the fleet never quiesced; 2 when the checker is missing
-(``benchmarks/chaos/checker.py``), since then nothing was proven.
+(``tests/soak/checker.py``), since then nothing was proven.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks.chaos.report import add_to_report
-from benchmarks.chaos.run import ChaosConfig, run_chaos
+from tests.soak.report import add_to_report
+from tests.soak.run import ChaosConfig, run_chaos
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, run the soak, print the outcome."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.chaos", description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.soak", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--minutes", type=float, default=5.0, help="how long faults are injected (default 5)")
     parser.add_argument("--backend", choices=("local", "ray"), default="local")
     parser.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite")

@@ -17,7 +17,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Any
 
-from benchmarks.chaos.checker_evidence import Evidence
+from tests.soak.checker_evidence import Evidence
 
 __all__ = ["OUTCOME_UNKNOWN_PREFIX", "check_approvals", "check_ledger"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from benchmarks.chaos.checker_tables import StoreTables
+from tests.soak.checker_tables import StoreTables
 
 __all__ = ["CallSeen", "CheckReport", "Evidence", "LineageBroken", "Violation", "canonical", "message_text"]
 

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
-from benchmarks.chaos.records import append_line, now_ms
 from repertory.errors import InvalidResumeToken, NotSuspended, StoreError, WrongSuspensionKind
+from tests.soak.records import append_line, now_ms
 
 __all__ = ["retrying", "transient"]
 

@@ -4,11 +4,11 @@ It is the one process no fault touches. It starts a fresh run folder and store (
 the folder's ``disk``, a small tmpfs of the run's own that the ``disk_full`` fault fills, or a
 ``TemporaryPostgres``), and on Ray a local cluster; then the driver and the
 approver as subprocesses, each started again whenever it dies (by a fault, or by itself: that is
-logged as an unexpected exit). The faults come on the seeded schedule (``benchmarks.chaos.faults``)
+logged as an unexpected exit). The faults come on the seeded schedule (``tests.soak.faults``)
 for ``minutes``; then it quiesces: it creates ``quiesce`` and waits for the driver to say every
 accepted turn ended (the approver keeps deciding meanwhile), stops the approver, exports the store
 to Parquet, writes ``faults.jsonl`` (each fault with the first turn end after it) and ``run.json``,
-and runs the independent checker (``benchmarks.chaos.checker``, imported only then). At the end,
+and runs the independent checker (``tests.soak.checker``, imported only then). At the end,
 also when the run fails, the SQLite files are copied out of the tmpfs into the run folder and the
 tmpfs is unmounted; where it could not be mounted at all the database is in the folder itself,
 ``disk_full`` is not scheduled, and the outcome's ``left_out`` says why.
@@ -31,9 +31,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.chaos import tmpfs
-from benchmarks.chaos.faults import Fault, fill_disk, find_processes, hold_sqlite_lock, kill, kinds_for, schedule
-from benchmarks.chaos.records import LEDGER_TOOLS, RunPaths, append_line, now_ms, read_lines
+from tests.soak import tmpfs
+from tests.soak.faults import Fault, fill_disk, find_processes, hold_sqlite_lock, kill, kinds_for, schedule
+from tests.soak.records import LEDGER_TOOLS, RunPaths, append_line, now_ms, read_lines
 
 __all__ = ["ChaosConfig", "ChaosOutcome", "run_chaos"]
 
@@ -117,7 +117,7 @@ class _Child:
         self.incarnation += 1
         log = open(self.paths.logs / f"{self.name}-{self.incarnation}.log", "wb")
         tail = list(self.argv_tail)
-        argv = [sys.executable, "-m", f"benchmarks.chaos.{self.name}", *tail[:4], str(self.incarnation), *tail[4:]]
+        argv = [sys.executable, "-m", f"tests.soak.{self.name}", *tail[:4], str(self.incarnation), *tail[4:]]
         self.proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         log.close()
         self.killed = False
@@ -322,11 +322,11 @@ async def _export_and_count(url: str, paths: RunPaths, outcome: ChaosOutcome) ->
 def _check(url: str, paths: RunPaths, outcome: ChaosOutcome) -> None:
     """Run the independent checker, if it is installed; its violations go into the outcome."""
     try:
-        checker = importlib.import_module("benchmarks.chaos.checker")
+        checker = importlib.import_module("tests.soak.checker")
     except ImportError as exc:
-        if exc.name not in ("benchmarks.chaos.checker", None):
+        if exc.name not in ("tests.soak.checker", None):
             raise
-        outcome.checker = "missing: benchmarks/chaos/checker.py is not there, so nothing was checked"
+        outcome.checker = "missing: tests/soak/checker.py is not there, so nothing was checked"
         return
     report = checker.check(url, paths.root)
     found = list(getattr(report, "violations", []))
@@ -351,7 +351,7 @@ def run_chaos(cfg: ChaosConfig, say: Any = print) -> ChaosOutcome:
         asyncio.run(_prepare(store.url))
         tail = [str(paths.root), store.url, cfg.backend, str(cfg.seed)]
         if cfg.backend == "ray":
-            from benchmarks.chaos.cluster import start_cluster
+            from tests.soak.cluster import start_cluster
 
             cluster = start_cluster()
             tail.append(cluster.address)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from benchmarks.chaos.checker_evidence import CallSeen, Evidence, LineageBroken
+from tests.soak.checker_evidence import CallSeen, Evidence, LineageBroken
 
 __all__ = ["check_lineage", "check_pairing"]
 

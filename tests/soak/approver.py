@@ -1,6 +1,6 @@
 """The approver process: a human's inbox, as a separate process the conductor SIGKILLs and starts again.
 
-    python -m benchmarks.chaos.approver RUN_DIR STORE_URL BACKEND SEED INCARNATION [RAY_ADDRESS]
+    python -m tests.soak.approver RUN_DIR STORE_URL BACKEND SEED INCARNATION [RAY_ADDRESS]
 
 Each decision is drawn from the token and the seed: most are approved, some rejected, some
 approved with edited arguments (the tool runs with those). A decision the store holds is
@@ -34,14 +34,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from benchmarks.chaos.driver import url_file
-from benchmarks.chaos.records import RunPaths, append_line, now_ms, read_lines
-from benchmarks.chaos.retry import retrying, transient
-from benchmarks.chaos.workload import make_agents, ray_options
 from repertory import Runtime
 from repertory.core.state import RunState, SuspendReason
 from repertory.core.store import TreeStore
 from repertory.errors import InvalidResumeToken, NotSuspended, RepertoryError, WrongSuspensionKind
+from tests.soak.driver import url_file
+from tests.soak.records import RunPaths, append_line, now_ms, read_lines
+from tests.soak.retry import retrying, transient
+from tests.soak.workload import make_agents, ray_options
 
 __all__ = ["APPROVE", "REJECT", "Card", "UiApprover", "draw", "edited_args", "inbox_cards", "main"]
 

@@ -22,10 +22,10 @@ import psycopg
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
-from benchmarks.chaos.checker import CheckReport, check
 from repertory.testing.pg_temp import TemporaryPostgres
-from tests.chaos.fleet import build_run
 from tests.conftest import truncate_pg
+from tests.soak.checker import CheckReport, check
+from tests.soak.fleet import build_run
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The driver process: runs the fleet's runtime, starts projects, records every accepted turn.
 
-    python -m benchmarks.chaos.driver RUN_DIR STORE_URL BACKEND SEED INCARNATION [RAY_ADDRESS]
+    python -m tests.soak.driver RUN_DIR STORE_URL BACKEND SEED INCARNATION [RAY_ADDRESS]
 
 The conductor starts it, SIGKILLs it on the fault schedule and starts it again (a new incarnation).
 Each start opens the store with a runtime, which re-drives every turn the killed one left open;
@@ -13,13 +13,13 @@ its own, and a fork of the root asked to summarise once the plan is done.
 Every turn ``send()`` returned is appended to ``accepted.jsonl`` at once (it is durable from then
 on), and each one's end to ``served.jsonl``. When ``quiesce`` appears the driver starts nothing
 new, waits until every accepted turn (of every incarnation) has ended, writes ``quiesced`` and
-exits 0. Calls that fail through a fault are retried with backoff (``benchmarks.chaos.retry``).
+exits 0. Calls that fail through a fault are retried with backoff (``tests.soak.retry``).
 
 On the local backend the driver also serves its runtime over HTTP on loopback (``create_app``:
 the Agent Protocol API and the web UI), and writes the address to ``driver-url`` once it listens:
 the approver decides through the web UI's ``/ui/decide``, as a person would, so each decision runs
 in this process, in the session's mailbox, and never in a second process beside this one (the
-local backend drives a session in one process at a time; see ``benchmarks.chaos.approver``).
+local backend drives a session in one process at a time; see ``tests.soak.approver``).
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.chaos.records import RunPaths, append_line, now_ms, read_lines
-from benchmarks.chaos.retry import retrying, transient
-from benchmarks.chaos.workload import make_agents, ray_options
 from repertory import Runtime
 from repertory.tree.handle import SessionHandle, TurnHandle
+from tests.soak.records import RunPaths, append_line, now_ms, read_lines
+from tests.soak.retry import retrying, transient
+from tests.soak.workload import make_agents, ray_options
 
 __all__ = ["CONCURRENT_PROJECTS", "main", "serve_http", "url_file"]
 
