@@ -40,4 +40,3 @@ def freeze_startup() -> int:
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
-
