@@ -66,6 +66,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("steps", "model steps/s of one session against LangGraph; bytes per step by run length"),
     Benchmark("deltas", "durable text deltas on vs off: steps/s, events and bytes per step, 50 deltas a step"),
     Benchmark("budgets", "the budget checks' share of a model step: none vs a run budget vs a tree budget"),
+    Benchmark("gc_settings", "turns/s of many resident sessions: collector defaults, tune_gc, gc.freeze, uvloop"),
     Benchmark("fork", "fork cost vs history depth 10 to 100,000"),
     Benchmark("concurrency", "N concurrent sessions, log-normal model delay, local and Ray"),
     Benchmark("recovery", "10,000 suspended + 100 running sessions, SIGKILL, a fresh runtime"),
