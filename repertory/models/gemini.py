@@ -15,6 +15,11 @@ found (a ``ModelCall`` with the interaction id once it exists, and the last even
 delta); the session commits the first before reading on and keeps the last with the stored deltas,
 so a run recovered in any process re-attaches instead of asking again: one generation per model
 step, whatever crashed. A cancelled run cancels the interaction (``cancel_call``).
+
+Why one module past 600 lines: it is one adapter class, whose two request paths (a streamed
+``generate_content`` and a background interaction) share its client, its retries and its mapping of
+the SDK's errors; the wire conversion, the stream's assembly and the interaction's live beside it
+(``_gemini_wire``, ``_gemini_stream``, ``_gemini_interactions``).
 """
 
 from __future__ import annotations

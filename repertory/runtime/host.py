@@ -14,6 +14,11 @@ are armed by its actors' drives through ``_TimerRows``, and an overdue timer fir
 the one written statement of what a backend does) and declares it: it subclasses the protocol, so
 mypy checks each method against the protocol's signature here, where it is written, and a method
 the host lacked would make it abstract. A Ray ``SessionHost`` runs one of these in its process.
+
+Why one module past 600 lines: it is that protocol's one implementation, each operation a few lines
+that find (or activate) the actor of a session and hand it on; what those operations lean on lives
+beside it (the actors in ``actor``, timers and schedules in ``timekeeper``, cross-process decisions
+in ``inbox_keeper``), and splitting the operations apart would scatter one written contract.
 """
 
 from __future__ import annotations

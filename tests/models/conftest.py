@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -19,6 +19,17 @@ if TYPE_CHECKING:
     from repertory.models import GeminiModel
 
 ModelFactory = Callable[..., OpenAIChatModel]
+
+
+def _sleep_recorder() -> tuple[list[float], Callable[[float], Awaitable[None]]]:
+    """A retry sleep that records each wait instead of waiting it (yielding once), and the list it records in."""
+    slept: list[float] = []
+
+    async def record(seconds: float) -> None:
+        slept.append(seconds)
+        await asyncio.sleep(0)
+
+    return slept, record
 
 
 @pytest.fixture
@@ -41,12 +52,7 @@ async def make_model(fake: FakeOpenAI) -> AsyncIterator[ModelFactory]:
         options.setdefault("base_url", fake.url)
         options.setdefault("api_key", "sk-test")
         options.setdefault("timeout", 10.0)
-        slept: list[float] = []
-
-        async def record(seconds: float) -> None:
-            slept.append(seconds)
-            await asyncio.sleep(0)
-
+        slept, record = _sleep_recorder()
         model = OpenAIChatModel(name, retry_sleep=record, **options)
         model.slept = slept  # type: ignore[attr-defined]
         made.append(model)
@@ -81,12 +87,7 @@ async def make_anthropic(fake_anthropic: FakeAnthropic) -> AsyncIterator[Anthrop
         options.setdefault("api_key", "sk-ant-test")
         options.setdefault("timeout", 10.0)
         model = AnthropicModel(name, **options)
-        slept: list[float] = []
-
-        async def record(seconds: float) -> None:
-            slept.append(seconds)
-            await asyncio.sleep(0)
-
+        slept, record = _sleep_recorder()
         model._sleep = record
         model.slept = slept  # type: ignore[attr-defined]
         made.append(model)
@@ -123,12 +124,7 @@ async def make_gemini(fake_gemini: FakeGemini) -> AsyncIterator[GeminiFactory]:
         options.setdefault("api_key", "gm-test")
         options.setdefault("timeout", 10.0)
         model = GeminiModel(name, **options)
-        slept: list[float] = []
-
-        async def record(seconds: float) -> None:
-            slept.append(seconds)
-            await asyncio.sleep(0)
-
+        slept, record = _sleep_recorder()
         model._sleep = record
         model.slept = slept  # type: ignore[attr-defined]
         made.append(model)
@@ -162,12 +158,7 @@ async def make_responses(fake_responses: FakeResponses) -> AsyncIterator[Respons
         options.setdefault("base_url", fake_responses.url)
         options.setdefault("api_key", "sk-test")
         options.setdefault("timeout", 10.0)
-        slept: list[float] = []
-
-        async def record(seconds: float) -> None:
-            slept.append(seconds)
-            await asyncio.sleep(0)
-
+        slept, record = _sleep_recorder()
         model = OpenAIResponsesModel(name, retry_sleep=record, **options)
         model.slept = slept  # type: ignore[attr-defined]
         made.append(model)
