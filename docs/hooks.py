@@ -2,7 +2,7 @@
 
 The figures are never copied into the docs by hand: every build runs the benchmark suite's own
 renderer (``benchmarks.harness.render.render_results``, what ``python -m benchmarks`` uses for
-``benchmarks/RESULTS.md``) over the stored JSON reports into a temporary folder, puts its tables
+``benchmarks/RESULTS.md``) over the stored pyperf suites into a temporary folder, puts its tables
 where ``docs/performance/index.md`` holds the marker below, and publishes the plots it drew beside
 the page. The renderer's header (the machine and load of whoever renders) is left out: the build
 machine is not where the figures were measured; the table's rows and its "Runs" section say that.
@@ -54,34 +54,12 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     start = text.find(FIRST_KEPT_HEADING)
     if start < 0:
         raise PluginError(f"docs/hooks.py: the rendered results have no {FIRST_KEPT_HEADING!r} heading")
-    # The page's own title is level 1; the renderer's sections become its level-2 sections, and its
-    # one long table of figures one table per benchmark (level 3), so each has a place in the contents.
-    _rendered[PAGE] = _by_benchmark(text[start:])
+    # The page's own title is level 1; the renderer's sections become its level-2 sections and each
+    # benchmark's table a level-3 one, so each has a place in the contents.
+    _rendered[PAGE] = text[start:]
     for plot in plots:
         files.append(File.generated(config, str(page_dir / "plots" / plot.name), abs_src_path=str(plot)))
     return files
-
-
-def _by_benchmark(markdown: str) -> str:
-    """The renderer's table of figures split into one table per benchmark, its first column dropped."""
-    lines = markdown.splitlines()
-    head = next((i for i, line in enumerate(lines) if line.startswith("| benchmark |")), None)
-    if head is None:
-        raise PluginError("docs/hooks.py: the rendered results have no table of figures ('| benchmark |')")
-    end = head + 2
-    while end < len(lines) and lines[end].startswith("|"):
-        end += 1
-    columns, rows = lines[head], lines[head + 2 : end]
-    header = "|" + columns.split("|", 2)[2]
-    rule = "| " + " | ".join("---:" if c.strip() == "value" else "---" for c in header.strip("|").split("|")) + " |"
-    groups: dict[str, list[str]] = {}
-    for row in rows:
-        _, name, rest = row.split("|", 2)
-        groups.setdefault(name.strip(), []).append("|" + rest)
-    tables: list[str] = []
-    for name, group in groups.items():
-        tables += [f"### {name}", "", header, rule, *group, ""]
-    return "\n".join([*lines[:head], *tables, *lines[end:]])
 
 
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files, **_: Any) -> str:

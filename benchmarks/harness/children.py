@@ -15,7 +15,7 @@ import tempfile
 import time
 from typing import Any
 
-from benchmarks.harness.machine import ROOT
+from benchmarks.harness.versions import ROOT
 
 __all__ = ["ChildFailed", "python_m", "run_json"]
 

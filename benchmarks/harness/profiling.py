@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.machine import ROOT
+from benchmarks.harness.versions import ROOT
 
 __all__ = [
     "Key",

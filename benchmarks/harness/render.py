@@ -1,97 +1,48 @@
-"""``RESULTS.md`` and the plots, rendered from every JSON report in a results folder.
+"""The one renderer: every table and plot of ``benchmarks/RESULTS.md`` and of the docs' performance page.
 
-The reports may come from different runs (each benchmark can be rerun on its own), so the header
-says what the renderer ran on, and the table says, row by row, when its figure was measured, in
-which mode, under which load average, and the command that measures it again. Every number comes
-from a report; nothing here is typed in by hand. A report that carries no summary rows (written
-before reports did) is read into its benchmark's typed report, which works them out.
+It reads the pyperf suites in a results folder (one per benchmark, written by
+``benchmarks.harness.figures``) and nothing else: a figure's unit, target, note and plot ride in its
+metadata, so no benchmark has report code. The suites may come from different runs (each benchmark
+can be rerun alone), so each benchmark's table says when, in which mode, under which load and on
+which commit it was measured, and the command that measures it again.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sqlite3
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+import pyperf
 
-from benchmarks.harness.machine import ROOT, cpu_model, git_state, memory_gb, version
-from benchmarks.harness.plots import draw
-from benchmarks.harness.report import Report, Row
-from benchmarks.harness.suite import BENCHMARKS, SUITE_STATUS, Loaded, SuiteRun, load
+from benchmarks.harness.figures import FRAME
+from benchmarks.harness.versions import ROOT, VERSIONS, git_commit, version
 
-__all__ = ["command", "load_reports", "render_results"]
-
-# Distributions whose versions change the figures: repertory's own dependencies, then the peer.
-HEADER_VERSIONS = (
-    "repertory", "pydantic", "pydantic-core", "psycopg", "psycopg-pool", "ray", "numpy", "pyarrow", "duckdb",
-    "rich", "typer", "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "matplotlib",
-)  # fmt: skip
+__all__ = ["figure_table", "load_suites", "print_suite", "render_results"]
 
 
-def load_reports(folder: Path) -> dict[str, dict[str, Any]]:
-    """Every ``*.json`` in ``folder`` that is a benchmark report, by benchmark name (as raw JSON)."""
-    reports: dict[str, dict[str, Any]] = {}
+def load_suites(folder: Path) -> dict[str, pyperf.BenchmarkSuite]:
+    """Every pyperf suite in ``folder`` written by a benchmark (it has a frame), by benchmark name."""
+    suites: dict[str, pyperf.BenchmarkSuite] = {}
     for path in sorted(folder.glob("*.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("benchmark"), str):
-            reports[data["benchmark"]] = data
-    return reports
+            suite = pyperf.BenchmarkSuite.load(str(path))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a pyperf suite (suite.json, a stray file)
+        frames = [b for b in suite.get_benchmarks() if b.get_name().endswith(f": {FRAME}")]
+        if frames:
+            suites[frames[0].get_name().rsplit(": ", 1)[0]] = suite
+    return suites
 
 
-def _mode(report: dict[str, Any]) -> str:
-    """``full``, ``quick`` or ``smoke``; older reports only say ``quick: true/false``."""
-    if isinstance(report.get("mode"), str):
-        return str(report["mode"])
-    if "quick" in report:
-        return "quick" if report["quick"] else "full"
-    return "unknown"
-
-
-def _shown(path: Path) -> str:
-    """A path relative to the repository when it is inside it (no machine-specific prefix)."""
-    try:
-        return str(path.resolve().relative_to(ROOT)) + "/"
-    except ValueError:
-        return str(path)
-
-
-def _header(results: Path) -> list[str]:
-    git = git_state()
-    dirty = " (repertory/ had uncommitted changes)" if git.get("repertory_tree_dirty") else ""
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    versions = ", ".join(f"{d} {version(d) or 'not installed'}" for d in HEADER_VERSIONS)
-    return [
-        "# repertory benchmark results",
-        "",
-        f"Rendered by `python -m benchmarks` from the JSON reports in `{_shown(results)}`; every figure is",
-        "read from a report, and each row names the command that measures it again. Speed is measured here,",
-        "never asserted in a test. The machine may be shared: each row gives the 1-minute load average",
-        "before and after its run.",
-        "",
-        f"- rendered: {time.strftime('%Y-%m-%d %H:%M:%S %z')}, load average (1/5/15 min) {load}",
-        f"- machine: {platform.platform()}; {cpu_model()}; {os.cpu_count()} cores; {memory_gb()} RAM",
-        f"- Python {sys.version.split()[0]} ({platform.python_implementation()}); SQLite {sqlite3.sqlite_version}",
-        f"- versions: {versions}",
-        f"- git commit: {git.get('git_commit') or 'unknown'}{dirty}",
-    ]
-
-
-def _number(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, int) or (value.is_integer() and abs(value) < 1e15):
-        return f"{int(value):,}"  # a target of 10.0 reads as 10
+def _number(value: float) -> str:
+    if value.is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
     if abs(value) >= 100:
         return f"{value:,.0f}"
     if abs(value) >= 10:
@@ -99,130 +50,167 @@ def _number(value: Any) -> str:
     return f"{value:.3g}"
 
 
-def _with_unit(value: Any, unit: str) -> str:
+def _shown(bench: pyperf.Benchmark, value: float) -> str:
+    unit = bench.get_unit()
+    if unit in ("second", "byte"):
+        return str(bench.format_value(value))
+    shown = str(bench.get_metadata().get("shown", ""))
     text = _number(value)
-    if text == "-" or not unit:
-        return text
-    return f"{text}{unit}" if unit in ("x", "%") else f"{text} {unit}"
+    return f"{text}{shown}" if shown in ("x", "%", "") else f"{text} {shown}"
 
 
-def command(report: dict[str, Any]) -> str:
-    """The command that measures a report's figures again, in the mode they were measured in."""
-    name, mode = report["benchmark"], _mode(report)
-    if mode == "smoke":
-        return f"`python -m benchmarks --quick --only {name}`"
-    return f"`python -m benchmarks.{name}{' --quick' if mode == 'quick' else ''}`"
+def _spread(bench: pyperf.Benchmark) -> str:
+    n = bench.get_nvalue()
+    if n >= 20:
+        return f"p99 {_shown(bench, bench.percentile(99))} (n={n:,})"
+    if n >= 2:
+        return f"± {_shown(bench, bench.stdev())} (n={n})"
+    return ""
 
 
-def _load(report: dict[str, Any]) -> str:
-    m = report.get("machine", {})
-    before, after = m.get("load_average_before"), m.get("load_average_after")
-    parts = [f"{x[0]:.1f}" for x in (before, after) if isinstance(x, list) and x]
-    return " -> ".join(parts) if parts else "-"
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _frame(suite: pyperf.BenchmarkSuite) -> pyperf.Benchmark:
+    return next(b for b in suite.get_benchmarks() if b.get_name().endswith(f": {FRAME}"))
 
 
-def _order(reports: dict[str, dict[str, Any]]) -> list[str]:
-    known = [b.name for b in BENCHMARKS if b.name in reports]
-    return known + sorted(set(reports) - set(known))
+def _figure_rows(name: str, suite: pyperf.BenchmarkSuite) -> list[list[str]]:
+    rows: list[list[str]] = []
+    for bench in suite.get_benchmarks():
+        meta = bench.get_metadata()
+        figure = bench.get_name().removeprefix(f"{name}: ")
+        if figure == FRAME:
+            continue
+        value = bench.median()
+        target, met = "-", "-"
+        if "target" in meta:
+            at_most = meta.get("target_is") == "at most"
+            target = f"{'<=' if at_most else '>='} {_shown(bench, float(meta['target']))}"
+            ok = value <= float(meta["target"]) if at_most else value >= float(meta["target"])
+            met = "yes" if ok else "**no**"
+        note = str(meta.get("note", ""))
+        if "command" in meta and meta["command"] != _frame(suite).get_metadata().get("command"):
+            note = f"{note} (`{meta['command']}`)".strip()
+        rows.append([figure, _shown(bench, value), _spread(bench), target, met, note])
+    frame = _frame(suite).get_metadata()
+    for key, value in frame.items():
+        if key.startswith("value "):
+            shown = f"{value:,}" if isinstance(value, int) else str(value)
+            rows.append([key.removeprefix("value "), shown, "", "-", "-", ""])
+    return rows
 
 
-class _Reading:
-    """One report as the renderer sees it: the raw JSON, and the typed report when it validates."""
-
-    def __init__(self, raw: dict[str, Any], loaded: Loaded | None) -> None:
-        self.raw = raw
-        self.typed: Report | None = None
-        self.why = "" if loaded is not None else "no benchmark package of that name"
-        if loaded is not None:
-            try:
-                self.typed = loaded.report.model_validate(raw)
-            except ValidationError as exc:
-                self.why = f"it does not match this version's report ({exc.error_count()} field errors; rerun)"
-
-    def rows(self) -> list[Row] | None:
-        """Its summary rows, read through its typed report when it loads (which may bring an older one's rows
-        up to date), else its own raw rows; ``None`` if neither can be had."""
-        if self.typed is not None:
-            return self.typed.rows()
-        own = self.raw.get("summary")
-        if isinstance(own, list) and own:
-            return [Row.model_validate(r) for r in own]
-        return None if self.typed is None else self.typed.summarise()
-
-
-def _table(readings: dict[str, _Reading]) -> list[str]:
-    lines = [
-        "| benchmark | metric | value | target | met? | load | command | note |",
-        "| --- | --- | ---: | --- | --- | --- | --- | --- |",
+def figure_table(name: str, suite: pyperf.BenchmarkSuite) -> list[str]:
+    """One benchmark's figures as a markdown table, then the line saying how they were measured."""
+    frame = _frame(suite).get_metadata()
+    lines = ["| figure | value | spread | target | met? | note |", "| --- | ---: | --- | --- | --- | --- |"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in _figure_rows(name, suite)]
+    load = f"{float(frame.get('load_avg_before', 0)):.1f} -> {float(frame.get('load_avg_after', 0)):.1f}"
+    seconds = _frame(suite).median()
+    lines += [
+        "",
+        f"Measured {frame.get('date', '?')[:16]}, {frame.get('mode', '?')} mode, {seconds:,.0f} s, load average "
+        f"{load}, on {frame.get('cpu_count', '?')} cores, git `{str(frame.get('git_commit', '?'))[:10]}`: "
+        f"`{frame.get('command', '?')}`.",
     ]
-    for name, reading in readings.items():
-        raw = reading.raw
-        rows = reading.rows()
-        if not rows:
-            why = "no summary rows in its report" if rows is not None else f"no summary rows: {reading.why}"
-            lines.append(f"| {name} | ({why}) | - | - | - | {_load(raw)} | {command(raw)} | |")
-        for r in rows or []:
-            target = "-"
-            if r.target is not None:
-                sign = "<=" if r.target_is == "at most" else ">="
-                target = f"{sign} {_with_unit(r.target, r.unit)}"
-            met = {True: "yes", False: "**no**", None: "-"}[r.met]
-            again = f"`{r.command}`" if r.command else command(raw)
-            cells = [name, r.figure, _with_unit(r.value, r.unit), target, met, _load(raw), again, r.note]
-            lines.append("| " + " | ".join(_cell(str(c)) for c in cells) + " |")
+    facts = [f"{k}: {v}" for k, v in frame.items() if k.startswith("fact ")]
+    if facts:
+        lines += ["", "; ".join(f.removeprefix("fact ") for f in facts) + "."]
+    if frame.get("failed"):
+        lines += ["", f"**A part failed**: {frame['failed']}"]
     return lines
 
 
-def _runs(readings: dict[str, _Reading], folder: Path) -> list[str]:
-    lines = ["| benchmark | mode | measured | seconds | git commit |", "| --- | --- | --- | ---: | --- |"]
-    for name, reading in readings.items():
-        r = reading.raw
-        commit = (r.get("machine", {}).get("git_commit") or "-")[:10]
-        lines.append(f"| {name} | {_mode(r)} | {r.get('created_at', '-')} | {_number(r.get('seconds'))} | "
-                     f"{commit} |")  # fmt: skip
-    status_path = folder / SUITE_STATUS
-    if status_path.exists():
-        status = SuiteRun.model_validate_json(status_path.read_text())
-        lines += ["", f"Last suite run ({status.mode}, {status.finished_at}):", ""]
-        lines += [f"- {s.name}: {s.status}{': ' + s.detail if s.detail else ''}" for s in status.benchmarks]
-    return lines
+def print_suite(path: Path) -> None:
+    """Print one benchmark's table (what ``python -m benchmarks.<name>`` shows after its run)."""
+    suite = pyperf.BenchmarkSuite.load(str(path))
+    name = _frame(suite).get_name().rsplit(": ", 1)[0]
+    print("\n".join(["", f"{name}:", *figure_table(name, suite), "", f"wrote {path}"]), flush=True)
 
 
-def _plots(readings: dict[str, _Reading], folder: Path) -> tuple[list[Path], dict[str, str]]:
-    written: list[Path] = []
-    missing: dict[str, str] = {}
-    for bench in BENCHMARKS:
-        loaded = load(bench.name)
-        for plot in loaded.plots if loaded is not None else []:
-            reading = readings.get(bench.name)
-            if reading is None or reading.typed is None or not plot.available(reading.typed):
-                why = "" if reading is None or reading.typed is not None else f": {reading.why}"
-                missing[plot.file] = (
-                    f"no {bench.name}.json with {plot.needs!r}{why} (run python -m benchmarks.{bench.name})"
-                )
-                continue
-            written.append(draw(plot, reading.typed, folder))
-    return written, missing
+def _points(suites: Iterable[pyperf.BenchmarkSuite]) -> dict[str, list[pyperf.Benchmark]]:
+    plots: dict[str, list[pyperf.Benchmark]] = {}
+    for suite in suites:
+        for bench in suite.get_benchmarks():
+            file = bench.get_metadata().get("plot")
+            if isinstance(file, str):
+                plots.setdefault(file, []).append(bench)
+    return plots
 
 
-def render_results(results: Path, markdown: Path, plots: Path) -> tuple[Path, list[Path]]:
-    """Write ``markdown`` and the plots (into ``plots``) from the reports in ``results``."""
-    raw = load_reports(results)
-    registered = {b.name for b in BENCHMARKS}
-    readings = {name: _Reading(raw[name], load(name) if name in registered else None) for name in _order(raw)}
-    written, missing = _plots(readings, plots)
-    lines = [*_header(results), "", "## Figures", "", *_table(readings)]
-    lines += ["", "## Plots", ""]
+def _draw(file: str, points: list[pyperf.Benchmark], folder: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")  # before pyplot: no display here
+    import matplotlib.pyplot as plt
+
+    meta = points[0].get_metadata()
+    series: dict[str, list[tuple[float, float]]] = {}
+    for bench in points:
+        m = bench.get_metadata()
+        scale = 1000.0 if bench.get_unit() == "second" else 1.0  # times are drawn in ms
+        series.setdefault(str(m["series"]), []).append((float(m["x"]), bench.median() * scale))
+    folder.mkdir(parents=True, exist_ok=True)
+    figure, axes = plt.subplots(figsize=(7, 4.5), dpi=100)
+    try:
+        for label, xy in series.items():
+            xy.sort()
+            axes.plot([x for x, _ in xy], [y for _, y in xy], marker="o", label=label)
+        if meta.get("log_x"):
+            axes.set_xscale("log")
+        if meta.get("log_y"):
+            axes.set_yscale("log")
+        axes.set_title(f"{meta['plot_title']}\n{meta.get('cpu_count', '?')} CPUs, {meta.get('date', '')[:10]}",
+                       fontsize=10)  # fmt: skip
+        axes.set_xlabel(str(meta["x_label"]))
+        axes.set_ylabel(str(meta["y_label"]))
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend(fontsize=8)
+        figure.tight_layout()
+        path = folder / file
+        figure.savefig(path)
+    finally:
+        plt.close(figure)
+    return path
+
+
+def _header(results: Path) -> list[str]:
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    versions = ", ".join(f"{d} {version(d) or 'not installed'}" for d in VERSIONS)
+    try:
+        shown = str(results.resolve().relative_to(ROOT)) + "/"
+    except ValueError:
+        shown = str(results)
+    return [
+        "# repertory benchmark results",
+        "",
+        f"Rendered by `python -m benchmarks` from the pyperf suites in `{shown}`; every figure is read from",
+        "them, and each table names the command that measures it again. Speed is measured, never asserted",
+        "in a test. The machine may be shared: each table gives the load average before and after its run.",
+        "`python -m pyperf show benchmarks/results/<name>.json` shows a suite's values and metadata.",
+        "",
+        f"- rendered: {time.strftime('%Y-%m-%d %H:%M:%S %z')}, load average (1/5/15 min) {load}",
+        f"- machine: {platform.platform()}; {os.cpu_count()} cores",
+        f"- Python {sys.version.split()[0]} ({platform.python_implementation()}); SQLite {sqlite3.sqlite_version}",
+        f"- versions: {versions}",
+        f"- git commit: {git_commit()}",
+    ]
+
+
+def render_results(results: Path, markdown: Path, plots: Path, order: Iterable[str] = ()) -> tuple[Path, list[Path]]:
+    """Write ``markdown`` (its figures from ``## Figures`` on) and the plots (into ``plots``) from ``results``."""
+    suites = load_suites(results)
+    first = [n for n in order if n in suites]
+    names = first + sorted(set(suites) - set(first))
+    written = [_draw(file, points, plots) for file, points in sorted(_points(suites.values()).items())]
+    lines = [*_header(results), "", "## Figures", ""]
+    for name in names:
+        lines += [f"### {name}", "", *figure_table(name, suites[name]), ""]
+    lines += ["## Plots", ""]
     for path in written:
-        rel = os.path.relpath(path, markdown.parent)
-        lines.append(f"![{path.stem.replace('_', ' ')}]({rel})")
-        lines.append("")
-    lines += [f"- {name}: not drawn, {why}" for name, why in missing.items()]
-    lines += ["", "## Runs", "", *_runs(readings, results)]
+        lines += [f"![{path.stem.replace('_', ' ')}]({os.path.relpath(path, markdown.parent)})", ""]
     markdown.parent.mkdir(parents=True, exist_ok=True)
     markdown.write_text("\n".join(lines).rstrip() + "\n")
     return markdown, written

@@ -12,7 +12,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from benchmarks.harness.machine import ROOT
+from benchmarks.harness.versions import ROOT
 
 __all__ = ["ENV", "repertory_serve"]
 

@@ -7,10 +7,9 @@ A WAL hides or inflates what data costs until it is checkpointed, so disk figure
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from benchmarks.harness.model import BenchModel
 
 __all__ = ["DiskUsage", "disk_usage", "file_size", "remove_database", "scalar"]
 
@@ -23,7 +22,8 @@ def file_size(path: Path | str) -> int:
         return 0
 
 
-class DiskUsage(BenchModel):
+@dataclass
+class DiskUsage:
     """Bytes of a database and its WAL, before and after a TRUNCATE checkpoint on a fresh connection."""
 
     db_bytes_before_checkpoint: int

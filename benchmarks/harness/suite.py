@@ -1,53 +1,26 @@
-"""The benchmarks ``python -m benchmarks`` runs, in order, how each is found, and how one run goes.
+"""The benchmarks ``python -m benchmarks`` runs, in order, and how one run goes.
 
-A benchmark is a package ``benchmarks.<name>`` whose ``__init__`` exposes (and imports nothing heavy,
-so the renderer can load it without Ray or a database driver)::
-
-    REPORT: type[Report]                 # its typed report
-    PLOTS: Sequence[Plot[...]]           # the PNGs drawn from it (maybe none)
-    def run_suite(quick: bool, out_dir: Path, peers: bool = True) -> Report
-
-``run_suite`` measures (``quick``: the smallest sizes that still exercise every code path, seconds
-not minutes), prints its tables, writes ``out_dir/<name>.json`` and returns the report. Cheap
-benchmarks come first, so a quick look at a full run has figures early; Ray comes last because it
-starts (and stops) a Ray instance of its own.
-
-A benchmark whose package lives elsewhere is named in ``HOMES``: the chaos soak is a test
-(``tests/soak/``, its invariants asserted by its checker), and the suite still runs it and
-renders its figures through the same three names.
+Each benchmark is a module ``benchmarks.<name>`` run as ``python -m benchmarks.<name>`` in its own
+process (``HOMES`` names one that lives elsewhere: the chaos soak is a test, in ``tests/soak``), so
+one benchmark's memory, collector and event loop never reach the next. Cheap benchmarks come first,
+so a quick look at a full run has figures early; Ray comes late because it starts a Ray of its own.
 """
 
 from __future__ import annotations
 
-import importlib
+import subprocess
+import sys
 import time
-import traceback
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Literal, cast
+from typing import Literal
 
-from benchmarks.harness.model import BenchModel
-from benchmarks.harness.report import Report
+from benchmarks.harness.versions import ROOT
 
-__all__ = [
-    "BENCHMARKS",
-    "HOMES",
-    "SUITE_STATUS",
-    "Benchmark",
-    "Entry",
-    "Loaded",
-    "Status",
-    "SuiteRun",
-    "load",
-    "run_one",
-    "select",
-]
+__all__ = ["BENCHMARKS", "HOMES", "Benchmark", "Status", "run_one", "select"]
 
-SUITE_STATUS = "suite.json"
 HOMES: dict[str, str] = {"chaos": "tests.soak"}
-"""The package of a benchmark that is not ``benchmarks.<name>``."""
+"""The module of a benchmark that is not ``benchmarks.<name>``."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +30,11 @@ class Benchmark:
     name: str
     about: str
     quick_skip: str | None = None
+
+    @property
+    def module(self) -> str:
+        """The module ``python -m`` runs."""
+        return HOMES.get(self.name, f"benchmarks.{self.name}")
 
 
 BENCHMARKS: tuple[Benchmark, ...] = (
@@ -99,85 +77,34 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               quick_skip="three soaks with Ray and PostgreSQL; `python -m tests.soak --minutes 0.5` runs one"),
 )  # fmt: skip
 
-Entry = Callable[[bool, Path, bool], Report]
-"""``run_suite(quick, out_dir, peers)``."""
-
 
 @dataclass(frozen=True)
-class Loaded:
-    """What a benchmark package exposes (see the module docstring)."""
-
-    name: str
-    report: type[Report]
-    plots: Sequence[Any]
-    run_suite: Entry
-
-
-def load(name: str) -> Loaded | None:
-    """The package ``benchmarks.<name>`` (or its ``HOMES`` entry), or ``None`` when it does not exist (yet).
-
-    Only the package's own absence counts as "not present": an import error inside it is a failure
-    the caller must see, as is a package without the three names.
-    """
-    package = HOMES.get(name, f"benchmarks.{name}")
-    try:
-        module: ModuleType = importlib.import_module(package)
-    except ModuleNotFoundError as exc:
-        if exc.name == package:
-            return None
-        raise
-    report, plots, entry = (getattr(module, attr, None) for attr in ("REPORT", "PLOTS", "run_suite"))
-    if not (isinstance(report, type) and issubclass(report, Report)) or plots is None or not callable(entry):
-        raise TypeError(f"{package} must expose REPORT (a Report subclass), PLOTS and run_suite")
-    return Loaded(name, report, list(plots), cast(Entry, entry))
-
-
-StatusName = Literal["ran", "skipped", "not present", "FAILED"]
-
-
-class Status(BenchModel):
+class Status:
     """What happened to one benchmark in a suite run."""
 
     name: str
-    status: StatusName
+    status: Literal["ran", "skipped", "FAILED"]
     seconds: float | None = None
     detail: str = ""
 
 
-class SuiteRun(BenchModel):
-    """``suite.json``: the mode and times of the last suite run, and each benchmark's status."""
-
-    mode: Literal["full", "quick"]
-    started_at: str
-    finished_at: str
-    benchmarks: list[Status]
-
-
 def run_one(bench: Benchmark, quick: bool, out: Path, peers: bool) -> Status:
-    """Run one benchmark through its entry; what happened, for the suite's status.
+    """Run one benchmark in its own process, writing ``out/<name>.json``; what happened.
 
-    A benchmark that raises is reported ``FAILED`` with its traceback printed, and the suite goes
-    on; one that measured some parts and lists others in ``failed`` is ``FAILED`` too.
+    A benchmark that fails prints its traceback and writes what it measured before the failure;
+    the suite goes on to the next.
     """
     if quick and bench.quick_skip:
-        return Status(name=bench.name, status="skipped", detail=f"quick mode: {bench.quick_skip}")
+        return Status(bench.name, "skipped", detail=f"quick mode: {bench.quick_skip}")
+    cmd = [sys.executable, "-m", bench.module, "--out", str(out / f"{bench.name}.json")]
+    cmd += ["--quick"] if quick else []
+    cmd += [] if peers else ["--skip-peers"]
     started = time.perf_counter()
-    try:
-        loaded = load(bench.name)
-        if loaded is None:
-            return Status(name=bench.name, status="not present", detail=f"no benchmarks/{bench.name}/ yet")
-        report = loaded.run_suite(quick, out, peers)
-    except Exception:  # one benchmark failing must not stop the others
-        traceback.print_exc()
-        return Status(name=bench.name, status="FAILED", seconds=round(time.perf_counter() - started, 1),
-                      detail=traceback.format_exc(limit=1).strip().splitlines()[-1])  # fmt: skip
+    code = subprocess.run(cmd, cwd=ROOT, check=False).returncode
     seconds = round(time.perf_counter() - started, 1)
-    if report.failed:  # a part failed, the rest was measured and written
-        failed = "; ".join(f"{k}: {v}" for k, v in report.failed.items())
-        return Status(name=bench.name, status="FAILED", seconds=seconds, detail=f"in part: {failed}")
-    missing = {k: v for k, v in report.peers.items() if v != "measured"}
-    detail = "; ".join(f"peer {k} skipped: {v}" for k, v in missing.items())
-    return Status(name=bench.name, status="ran", seconds=seconds, detail=detail)
+    if code != 0:
+        return Status(bench.name, "FAILED", seconds, f"exit status {code}")
+    return Status(bench.name, "ran", seconds, "" if peers else "peers skipped")
 
 
 def select(only: str | None) -> list[Benchmark]:
