@@ -51,8 +51,8 @@ docs: $(STAMP)
 wheel-check: $(STAMP)
 	bash scripts/check-wheel
 
-# The whole suite at full size (the better part of an hour): every benchmark writes JSON under
-# benchmarks/results/, then benchmarks/RESULTS.md and the plots are rendered from all of it.
+# The whole suite at full size (the better part of an hour): every benchmark writes its pyperf suite
+# under benchmarks/results/, then benchmarks/RESULTS.md and the plots are rendered from all of them.
 # `python -m benchmarks --quick` is the seconds-long smoke version (tests/test_benchmarks_smoke.py).
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'

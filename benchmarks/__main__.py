@@ -6,10 +6,10 @@
     python -m benchmarks --render-only         # just RESULTS.md and the plots from the stored suites
 
 Each benchmark writes the pyperf suite ``<out>/<name>.json``; the suite then renders ``RESULTS.md``
-(``benchmarks/RESULTS.md`` for the default folder, else into ``--out``) and the plots
-(``docs/performance/plots/`` for the default folder, else ``<out>/plots/``). ``--quick`` without
-``--out`` writes into ``benchmarks/results/quick/``, so a smoke run never replaces the stored
-figures. The exit status is 1 when a benchmark failed. Speed is never judged here.
+(``benchmarks/RESULTS.md`` for the default folder, else into ``--out``) and the plots into
+``<out>/plots/``; the docs' performance page is rendered from the same suites when the site is
+built. ``--quick`` without ``--out`` writes into ``benchmarks/results/quick/``, so a smoke run never
+replaces the stored figures. The exit status is 1 when a benchmark failed. Speed is never judged here.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from benchmarks.harness.suite import BENCHMARKS, Status, run_one, select
 from benchmarks.harness.versions import ROOT
 
 MARKDOWN = ROOT / "benchmarks" / "RESULTS.md"
-PLOTS = ROOT / "docs" / "performance" / "plots"
 QUICK_DIR = RESULTS_DIR / "quick"
 
 
@@ -52,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n=== [{i}/{len(selected)}] {bench.name}: {bench.about} ===", file=sys.stderr, flush=True)
             statuses.append(run_one(bench, args.quick, out, not args.skip_peers))
     markdown = MARKDOWN if stored else out / "RESULTS.md"
-    markdown, plots = render_results(out, markdown, PLOTS if stored else out / "plots", [b.name for b in BENCHMARKS])
+    markdown, plots = render_results(out, markdown, out / "plots", [b.name for b in BENCHMARKS])
     print(f"\nwrote {markdown} and {len(plots)} plot(s)", file=sys.stderr)
     for s in statuses:
         took = "" if s.seconds is None else f" in {s.seconds} s"

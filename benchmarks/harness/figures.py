@@ -166,12 +166,14 @@ class Figures:
         """A tracked value that is not a time or a size, shown with ``unit`` ("steps/s", "x", "%", "sessions")."""
         self._record(name, values, self._meta(name, "integer", unit, note, target, plot, series, x, command))
 
-    def count(self, name: str, n: int) -> None:
+    def count(self, name: str, n: int, *, target: Target | None = None) -> None:
         """A whole number that may be zero (violations, lost events): kept in the run's frame, never plotted."""
         if name in self._names:
             raise ValueError(f"{self.benchmark}: figure {name!r} recorded twice")
         self._names.add(name)
         self._frame[f"value {name}"] = int(n)
+        if target is not None:
+            self._frame[f"target {name}"] = f"{'at most' if target.at_most else 'at least'} {target.value:g}"
 
     def fact(self, name: str, value: MetaValue) -> None:
         """A fact of the run (the store, a peer's version, why a peer was not measured): kept in its frame."""

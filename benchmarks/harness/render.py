@@ -97,8 +97,15 @@ def _figure_rows(name: str, suite: pyperf.BenchmarkSuite) -> list[list[str]]:
     frame = _frame(suite).get_metadata()
     for key, value in frame.items():
         if key.startswith("value "):
+            figure = key.removeprefix("value ")
             shown = f"{value:,}" if isinstance(value, int) else str(value)
-            rows.append([key.removeprefix("value "), shown, "", "-", "-", ""])
+            target, met = "-", "-"
+            if isinstance(value, int) and f"target {figure}" in frame:
+                side, _, bound = str(frame[f"target {figure}"]).rpartition(" ")
+                at_most = side == "at most"
+                target = f"{'<=' if at_most else '>='} {bound}"
+                met = "yes" if (value <= float(bound) if at_most else value >= float(bound)) else "**no**"
+            rows.append([figure, shown, "", target, met, ""])
     return rows
 
 

@@ -19,7 +19,7 @@ from benchmarks.harness.versions import ROOT
 
 __all__ = ["BENCHMARKS", "HOMES", "Benchmark", "Status", "run_one", "select"]
 
-HOMES: dict[str, str] = {"chaos": "tests.soak"}
+HOMES: dict[str, str] = {"chaos": "tests.soak.suite"}
 """The module of a benchmark that is not ``benchmarks.<name>``."""
 
 

@@ -2,7 +2,8 @@
 
 Exit status: 0 when the checker ran and found nothing and no accepted turn was lost; 1 when it found
 violations, an accepted turn was lost or the fleet never quiesced; 2 when the checker is missing
-(``tests/soak/checker.py``), since then nothing was proven.
+(``tests/soak/checker.py``), since then nothing was proven. The outcome JSON is printed last on
+stdout: ``python -m tests.soak.suite`` (what ``python -m benchmarks`` runs) reads its figures there.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from tests.soak.report import add_to_report
 from tests.soak.run import ChaosConfig, run_chaos
 
 
@@ -25,18 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--seed", type=int, default=1, help="seeds the fault schedule, the workload and the models")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default .repertory/chaos/<seed>)")
-    parser.add_argument(
-        "--report",
-        type=Path,
-        default=None,
-        help="also put this soak's figures into a ChaosReport JSON (replacing the same backend+store's)",
-    )
     args = parser.parse_args(argv)
     cfg = ChaosConfig(minutes=args.minutes, backend=args.backend, store=args.store, seed=args.seed, out=args.out)
     outcome = run_chaos(cfg, say=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps(asdict(outcome), indent=2))
-    if args.report is not None:
-        add_to_report(args.report, outcome)
     if outcome.violations is None:
         print(f"chaos: checker {outcome.checker}", file=sys.stderr)
         return 2
