@@ -21,11 +21,12 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.e
 
 
 @asynccontextmanager
-async def repertory_serve(store: str, agents: str) -> AsyncIterator[str]:
-    """``repertory serve --store store --agents agents``; yields its URL, read from its start-up line."""
+async def repertory_serve(store: str, agents: str, *extra: str) -> AsyncIterator[str]:
+    """``repertory serve --store store --agents agents *extra``; yields its URL, read from its start-up line."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "repertory", "serve", "--port", "0", "--agents", agents, "--store", store,
-        "--log-level", "warning", cwd=ROOT, env=ENV, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        "--log-level", "warning", *extra,
+        cwd=ROOT, env=ENV, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert proc.stderr is not None
     drain: asyncio.Task[None] | None = None
