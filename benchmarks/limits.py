@@ -48,10 +48,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.concurrency.workload import AGENT as CONCURRENCY_AGENT
-from benchmarks.concurrency.workload import LogNormalScript
-from benchmarks.concurrency.workload import agents as concurrency_agents
 from benchmarks.harness.cli import in_temp_folder, main_of, suite_entry
+from benchmarks.harness.lognormal import AGENT as CONCURRENCY_AGENT
+from benchmarks.harness.lognormal import LogNormalScript
+from benchmarks.harness.lognormal import agents as concurrency_agents
 from benchmarks.harness.model import BenchModel
 from benchmarks.harness.report import RESULTS_DIR, Clock, Report, Row, finish, mode_of, row
 from benchmarks.steps.workload import run_repertory
