@@ -1,9 +1,8 @@
-"""Compaction benchmark: turn latency and bytes stored per turn as one session grows to 100,000 turns.
+"""Compaction: turn latency and bytes stored per turn as one session grows to 100,000 turns.
 
-Run ``python -m benchmarks.compaction [--quick] [--out DIR] [--budget-seconds S]``. It prints a table
-and writes ``DIR/compaction.json`` (default ``benchmarks/results/``). Nothing here asserts a speed.
-The target read against: with ``Compaction(max_input_tokens=100_000)`` the latency and the bytes
-stored of the 10,000th and the 100,000th turn are within 2x of the 100th.
+The target (issue 21): with ``Compaction(max_input_tokens=100_000)`` the latency and the bytes
+stored of the 10,000th and the 100,000th turn are within 2x of the 100th, where without compaction
+every request carries the whole conversation.
 
 One session, one SQLite file (WAL, durability normal), the local engine (``Session``), a zero-delay
 ``ScriptedModel`` step function whose work does not grow with the conversation, so the figures are
@@ -13,26 +12,25 @@ the runtime's. A turn is ``Session.start()`` of a ~400-character user message an
 - **compaction**: ``Agent(compaction=Compaction(max_input_tokens=100_000, keep_last=20))``. The
   context grows to the budget, is summarised (the scripted summary is ~2,000 characters), and
   grows again: every ~450 turns one compaction. Every turn is driven, up to the largest checkpoint
-  or until ``--budget-seconds`` of wall time are spent (then the report says how far it got).
-- **no compaction**: the same agent without it, so every request carries the whole conversation.
-  Driving every turn is quadratic (each turn reads its whole context), so turns are driven only up
-  to ``BASELINE_DRIVEN`` (1,000); for a deeper checkpoint the thread is seeded
-  with that many turns through ``commit_session`` (set-up, not measured: the messages a turn would
-  have written) and a fresh ``Session`` continues it: its first turn reads the seeded history (cold,
-  reported apart), the following ones are the measured window.
+  or until ``--budget-seconds`` of wall time are spent (then the figures say how far it got).
+- **no compaction**: the same agent without it. Driving every turn is quadratic (each turn reads
+  its whole context), so turns are driven only up to ``BASELINE_DRIVEN``; for a deeper checkpoint
+  the thread is seeded with that many turns through ``commit_session`` (set-up, not measured: the
+  messages a turn would have written) and a fresh ``Session`` continues it: its first turn reads
+  the seeded history (cold, recorded apart), the following ones are the measured window.
 
 At each checkpoint N the window is the ``WINDOW`` turns ending at turn N (fewer for a seeded
-baseline): turn latency p50 / p90 / max over the window (a compaction turn, which also waits for
-its summary request, is inside some windows and shows in max), and bytes stored per turn = growth
-of the database over the window (``page_count - freelist_count``, WAL pages included) / window
-turns. The compaction run also reports its amortised bytes per turn over the whole run and how many
-compactions it made.
+baseline): every turn's latency (a compaction turn, which also waits for its summary request, is
+inside some windows and shows in the tail), and bytes stored per turn = growth of the database over
+the window (``page_count - freelist_count``, WAL pages included) / window turns. Each run also
+records its amortised bytes per turn over the whole run and how many compactions it made.
+
+``python -m benchmarks.compaction [--quick] [--budget-seconds S]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import sqlite3
 import statistics
@@ -41,10 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import model_validator
-
-from benchmarks.harness.cli import deliver
-from benchmarks.harness.report import Clock, Report, Row, finish, mode_of
+from benchmarks.harness.command import Options, main
+from benchmarks.harness.figures import Figures, Target
 from repertory import Agent, Compaction, ModelMessage, Session, SqliteSessionStore, ToolSpec
 from repertory.core.history import MessageHistory
 from repertory.core.ids import new_id
@@ -52,18 +48,13 @@ from repertory.core.messages import Origin
 from repertory.core.state import RunState, ThreadState
 from repertory.testing import ScriptedModel
 
-__all__ = ["NAME", "PLOTS", "REPORT", "CompactionReport", "main", "measure", "run_suite"]
-
-NAME = "compaction"
 CHECKPOINTS = {"full": (100, 10_000, 100_000), "quick": (100, 1_000)}
-BASELINE_DRIVEN = {"full": 1_000, "quick": 1_000}
+BASELINE_DRIVEN = {"full": 1_000, "quick": 100}
 WINDOW = {"full": 100, "quick": 50}
 SEEDED_WINDOW = 10
 BUDGET_TOKENS = 100_000
 KEEP_LAST = 20
 DEFAULT_SECONDS = {"full": 300.0, "quick": 60.0}
-TARGET_RATIO = 2.0
-RESULTS_DIR = Path(__file__).resolve().parent / "results"  # the harness's RESULTS_DIR
 SEED_CHUNK = 20_000
 
 USER = "Please keep track of this detail for later: " + "the quick brown fox jumps over the lazy dog " * 8
@@ -80,12 +71,9 @@ def _step(messages: list[ModelMessage], tools: list[ToolSpec]) -> dict[str, Any]
 
 
 def _agent(compacting: bool) -> Agent:
-    return Agent(
-        name="bench",
-        model=ScriptedModel(_step),
-        instructions="You are a careful assistant.",
-        compaction=Compaction(max_input_tokens=BUDGET_TOKENS, keep_last=KEEP_LAST) if compacting else None,
-    )
+    compaction = Compaction(max_input_tokens=BUDGET_TOKENS, keep_last=KEEP_LAST) if compacting else None
+    return Agent(name="bench", model=ScriptedModel(_step), instructions="You are a careful assistant.",
+                 compaction=compaction)  # fmt: skip
 
 
 def _bytes(db: Path) -> int:
@@ -99,17 +87,6 @@ def _bytes(db: Path) -> int:
     return int(size * used)
 
 
-def _dist(seconds: list[float]) -> dict[str, float]:
-    ms = sorted(s * 1000 for s in seconds)
-    return {
-        "n": len(ms),
-        "p50_ms": statistics.median(ms),
-        "p90_ms": ms[min(len(ms) - 1, int(0.9 * len(ms)))],
-        "max_ms": ms[-1],
-        "mean_ms": statistics.fmean(ms),
-    }
-
-
 async def _turns(sess: Session, count: int, times: list[float] | None = None) -> None:
     for _ in range(count):
         started = time.perf_counter()
@@ -120,18 +97,41 @@ async def _turns(sess: Session, count: int, times: list[float] | None = None) ->
             raise RuntimeError(f"a benchmark turn ended {result.status}")
 
 
-async def _driven(db: Path, compacting: bool, checkpoints: list[int], window: int, deadline: float) -> dict[str, Any]:
+class Run:
+    """One run's checkpoints, recorded as they are measured: (turn, median latency, bytes per turn)."""
+
+    def __init__(self, figures: Figures, label: str) -> None:
+        self.figures, self.label = figures, label
+        self.points: list[tuple[int, float, float]] = []
+
+    def point(self, turn: int, times: list[float], grown: int, how: str) -> None:
+        per_turn = grown / len(times)
+        self.figures.time(f"{self.label}: turn latency at turn {turn:,}", times,
+                          note=f"{how}; max {max(times) * 1000:.1f} ms")  # fmt: skip
+        self.figures.size(f"{self.label}: bytes stored per turn at turn {turn:,}", per_turn)
+        self.points.append((turn, statistics.median(times), per_turn))
+
+    def ratios(self) -> None:
+        """Each checkpoint's median latency and bytes per turn over the first checkpoint's."""
+        if not self.points:
+            return
+        target = Target(2.0) if self.label == "compaction" else None
+        (first, lat0, bytes0), f = self.points[0], self.figures
+        for turn, lat, per_turn in self.points[1:]:
+            f.value(f"{self.label}: latency p50, turn {turn:,} / turn {first:,}", lat / lat0, "x", target=target)
+            f.value(f"{self.label}: bytes per turn, turn {turn:,} / turn {first:,}", per_turn / bytes0 if bytes0
+                    else 0.0, "x", target=target)  # fmt: skip
+
+
+async def _driven(run: Run, db: Path, compacting: bool, checkpoints: list[int], window: int, seconds: float) -> None:
     """Drive every turn up to the last checkpoint (or the deadline), measuring the window before each."""
     store = await SqliteSessionStore.open(db)
-    points: list[dict[str, Any]] = []
-    turn = 0
-    started_bytes = _bytes(db)
+    turn, started, started_bytes = 0, time.perf_counter(), _bytes(db)
+    deadline = started + seconds
     try:
         sess = Session(store=store, agent=_agent(compacting))
         for checkpoint in checkpoints:
             start = max(turn, checkpoint - window)
-            if time.perf_counter() > deadline:
-                break
             while turn < start and time.perf_counter() < deadline:
                 step = min(start - turn, 500)
                 await _turns(sess, step)
@@ -139,30 +139,22 @@ async def _driven(db: Path, compacting: bool, checkpoints: list[int], window: in
             if turn < start:
                 break
             gc.collect()
-            before = _bytes(db)
-            times: list[float] = []
+            before, times = _bytes(db), list[float]()
             await _turns(sess, checkpoint - turn, times)
             turn = checkpoint
-            points.append(
-                {
-                    "turn": checkpoint,
-                    "how": "driven",
-                    "latency": _dist(times),
-                    "bytes_per_turn": (_bytes(db) - before) / len(times),
-                }
-            )
+            run.point(checkpoint, times, _bytes(db) - before, "driven")
         thread = await store.load_thread(sess.thread_id)
         history = None if thread is None else await store.load_history(thread.history_revision_id or "")
         messages = history.messages if history is not None else []
-        context = history.context_messages() if history is not None else []
-        return {
-            "points": points,
-            "turns_driven": turn,
-            "messages": len(messages),
-            "compactions": sum(m.boundary for m in messages),
-            "context_messages": len(context),
-            "amortised_bytes_per_turn": (_bytes(db) - started_bytes) / turn if turn else None,
-        }
+        f, label = run.figures, run.label
+        f.time(f"{label}: driving the turns", time.perf_counter() - started)
+        f.count(f"{label}: turns driven", turn)
+        f.count(f"{label}: messages stored", len(messages))
+        f.count(f"{label}: compactions (summaries stored)", sum(m.boundary for m in messages))
+        f.count(f"{label}: messages in the model's context at the end",
+                len(history.context_messages()) if history is not None else 0)  # fmt: skip
+        if turn:
+            f.size(f"{label}: amortised bytes per turn over the run", (_bytes(db) - started_bytes) / turn)
     finally:
         await store.close()
 
@@ -187,187 +179,50 @@ async def _seed(store: SqliteSessionStore, turns: int) -> str:
     return thread_id
 
 
-async def _seeded(db: Path, checkpoint: int) -> dict[str, Any]:
-    """The no-compaction turn at depth ``checkpoint``: seed ``checkpoint - 1`` turns, then measure turns."""
+async def _seeded(run: Run, db: Path, checkpoint: int) -> None:
+    """The no-compaction turn at depth ``checkpoint``: seed the turns before the window, then measure it."""
     store = await SqliteSessionStore.open(db)
+    seeded = checkpoint - 1 - SEEDED_WINDOW
     try:
         seed_started = time.perf_counter()
-        thread_id = await _seed(store, checkpoint - 1 - SEEDED_WINDOW)
+        thread_id = await _seed(store, seeded)
         seed_s = time.perf_counter() - seed_started
         sess = Session(store=store, agent=_agent(False), thread_id=thread_id)
         cold: list[float] = []
         await _turns(sess, 1, cold)
+        run.figures.time(f"{run.label}: first turn after seeding, checkpoint {checkpoint:,}", cold,
+                         note="reads the seeded history cold")  # fmt: skip
         gc.collect()
-        before = _bytes(db)
-        times: list[float] = []
+        before, times = _bytes(db), list[float]()
         await _turns(sess, SEEDED_WINDOW, times)
-        return {
-            "turn": checkpoint,
-            "how": f"seeded with {checkpoint - 1 - SEEDED_WINDOW:,} turns in {seed_s:.1f} s, then driven",
-            "latency": _dist(times),
-            "first_turn_after_seeding_ms": cold[0] * 1000,
-            "bytes_per_turn": (_bytes(db) - before) / len(times),
-        }
+        run.point(checkpoint, times, _bytes(db) - before, f"seeded with {seeded:,} turns in {seed_s:.1f} s")
     finally:
         await store.close()
 
 
-def _ratios(points: list[dict[str, Any]]) -> dict[str, float | None]:
-    if not points:
-        return {}
-    first = points[0]
-    out: dict[str, float | None] = {}
-    for p in points[1:]:
-        out[f"latency_p50_turn_{p['turn']}_vs_{first['turn']}"] = p["latency"]["p50_ms"] / first["latency"]["p50_ms"]
-        out[f"bytes_per_turn_{p['turn']}_vs_{first['turn']}"] = (
-            p["bytes_per_turn"] / first["bytes_per_turn"] if first["bytes_per_turn"] else None
-        )
-    return out
-
-
-async def _measure(mode: str, seconds: float) -> dict[str, Any]:
-    checkpoints = list(CHECKPOINTS[mode])
-    window = WINDOW[mode]
+async def scenario(figures: Figures, options: Options) -> None:
+    """The compaction run, then the run without it, each on its own database."""
+    mode, seconds = options.mode, options.args.budget_seconds or DEFAULT_SECONDS[options.mode]
+    checkpoints, driven_to = list(CHECKPOINTS[mode]), BASELINE_DRIVEN[mode]
+    figures.fact("store", "SQLite file (WAL), durability normal")
+    figures.fact("compaction", f"Compaction(max_input_tokens={BUDGET_TOKENS:,}, keep_last={KEEP_LAST}) vs none")
+    figures.fact("runs", f"checkpoints {checkpoints}, windows of {WINDOW[mode]} turns; without compaction "
+                 f"driven up to {driven_to:,}, deeper seeded; {seconds:g} s of driving a run at most")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="repertory-compaction-") as folder:
-        started = time.perf_counter()
-        compacting = await _driven(Path(folder) / "compacting.db", True, checkpoints, window, started + seconds)
-        compacting["seconds"] = round(time.perf_counter() - started, 1)
-        driven_to = BASELINE_DRIVEN[mode]
-        started = time.perf_counter()
-        baseline = await _driven(
-            Path(folder) / "baseline.db", False, [c for c in checkpoints if c <= driven_to], window, started + seconds
-        )
+        on, off = Run(figures, "compaction"), Run(figures, "no compaction")
+        await _driven(on, Path(folder) / "compacting.db", True, checkpoints, WINDOW[mode], seconds)
+        await _driven(off, Path(folder) / "baseline.db", False, [c for c in checkpoints if c <= driven_to],
+                      WINDOW[mode], seconds)  # fmt: skip
         for checkpoint in [c for c in checkpoints if c > driven_to]:
-            baseline["points"].append(await _seeded(Path(folder) / f"seeded-{checkpoint}.db", checkpoint))
-        baseline["seconds"] = round(time.perf_counter() - started, 1)
-    compacting["ratios"] = _ratios(compacting["points"])
-    baseline["ratios"] = _ratios(baseline["points"])
-    return {"compaction": compacting, "no_compaction": baseline}
+            await _seeded(off, Path(folder) / f"seeded-{checkpoint}.db", checkpoint)
+    on.ratios()
+    off.ratios()
 
 
-def _summary(report: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for label, key in (("compaction", "compaction"), ("no compaction", "no_compaction")):
-        run = report["results"][key]
-        for name, value in run["ratios"].items():
-            target = TARGET_RATIO if key == "compaction" else None
-            rows.append(
-                {
-                    "figure": f"{label}: {name.replace('_', ' ')}",
-                    "value": value,
-                    "unit": "x",
-                    "target": target,
-                    "met": None if target is None or value is None else value <= target,
-                }
-            )
-    return rows
-
-
-def render(report: dict[str, Any]) -> str:
-    """The table printed after a run."""
-    lines = [
-        f"compaction benchmark ({report['mode']}): one session, SQLite WAL durability normal, "
-        f"Compaction(max_input_tokens={BUDGET_TOKENS:,}, keep_last={KEEP_LAST}) vs none",
-        f"{'run':<14} {'turn':>8} {'p50 ms':>8} {'p90 ms':>8} {'max ms':>9} {'B/turn':>9}  how",
-    ]
-    for key in ("compaction", "no_compaction"):
-        run = report["results"][key]
-        for p in run["points"]:
-            lat = p["latency"]
-            lines.append(
-                f"{key:<14} {p['turn']:>8,} {lat['p50_ms']:>8.2f} {lat['p90_ms']:>8.2f} {lat['max_ms']:>9.1f} "
-                f"{p['bytes_per_turn']:>9,.0f}  {p['how']}"
-            )
-    c = report["results"]["compaction"]
-    lines.append(
-        f"compaction run: {c['turns_driven']:,} turns driven in {c['seconds']} s, {c['messages']:,} messages "
-        f"stored ({c['compactions']} summaries), {c['context_messages']} in the model's context at the end, "
-        f"{c['amortised_bytes_per_turn'] or 0:,.0f} B/turn amortised"
-    )
-    lines += [f"  {r['figure']}: {r['value']:.2f}x (target {r['target']}, met: {r['met']})" for r in report["summary"]]
-    return "\n".join(lines)
-
-
-class CompactionReport(Report):
-    """``benchmarks/results/compaction.json``: both runs' checkpoints (as measured, JSON) and their ratios."""
-
-    store: str
-    budget_tokens: int
-    keep_last: int
-    checkpoints: list[int]
-    baseline_driven_up_to: int
-    wall_budget_seconds_per_run: float
-    target: dict[str, float]
-    results: dict[str, Any]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _older_machine(cls, data: Any) -> Any:
-        # Reports written before this one was typed named the core count ``cpus``.
-        if isinstance(data, dict) and isinstance(data.get("machine"), dict) and "cpus" in data["machine"]:
-            machine = {k: v for k, v in data["machine"].items() if k != "cpus"}
-            machine.setdefault("cpu_count", data["machine"]["cpus"])
-            data = {**data, "machine": machine}
-        # Reports written before the rows said their direction rendered the ratio targets as "at least".
-        if isinstance(data, dict) and isinstance(data.get("summary"), list):
-            rows = [
-                {**r, "target_is": "at most"} if isinstance(r, dict) and r.get("target") is not None else r
-                for r in data["summary"]
-            ]
-            data = {**data, "summary": rows}
-        return data
-
-    def summarise(self) -> list[Row]:
-        """Latency and bytes per turn at each checkpoint over turn 100's, with and without compaction."""
-        return [Row.model_validate({**r, "target_is": None if r["target"] is None else "at most"})
-                for r in _summary({"results": self.results})]  # fmt: skip
-
-    def render(self) -> str:
-        """The table printed after a run."""
-        return render({"mode": self.mode, "results": self.results, "summary": [r.model_dump() for r in self.rows()]})
-
-
-REPORT = CompactionReport
-PLOTS: list[Any] = []
-
-
-def measure(quick: bool, seconds: float | None = None) -> CompactionReport:
-    """Both runs and the summary; the report."""
-    mode = mode_of(quick)
-    clock = Clock.start(NAME, mode)
-    budget = seconds or DEFAULT_SECONDS[mode]
-    report = CompactionReport(
-        **clock.frame(),
-        store="SQLite file (WAL), durability normal",
-        budget_tokens=BUDGET_TOKENS,
-        keep_last=KEEP_LAST,
-        checkpoints=list(CHECKPOINTS[mode]),
-        baseline_driven_up_to=BASELINE_DRIVEN[mode],
-        wall_budget_seconds_per_run=budget,
-        target={"ratio_to_turn_100": TARGET_RATIO},
-        results=asyncio.run(_measure(mode, budget)),
-    )
-    return finish(report, clock)
-
-
-def run_suite(quick: bool, out_dir: Path = RESULTS_DIR, peers: bool = True) -> CompactionReport:
-    """The suite entry: measure, print, write ``out_dir/compaction.json`` (``peers``: none here)."""
-    report = measure(quick)
-    deliver(report, out_dir / f"{NAME}.json")
-    return report
-
-
-def main() -> None:
-    """``python -m benchmarks.compaction``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else NAME)
-    parser.add_argument("--quick", action="store_true", help="checkpoints 100 and 1,000 only (about a minute)")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for compaction.json")
-    parser.add_argument(
-        "--budget-seconds", type=float, default=None, help="wall time each run may drive turns (default 300)"
-    )
-    args = parser.parse_args()
-    deliver(measure(args.quick, args.budget_seconds), args.out / f"{NAME}.json")
+def _args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--budget-seconds", type=float, default=None,
+                        help="wall time each run may drive turns (default 300; quick 60)")  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    main("compaction", __doc__, scenario=scenario, add_args=_args)
