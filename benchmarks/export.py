@@ -1,24 +1,44 @@
-"""The exported store: a fleet of session trees written straight into the store's tables.
+"""Export: Parquet export throughput over a store of 1,000,000 history entries, and ``tree_usage``.
 
-The engine would take minutes to write a million messages, and the export reads rows, so how they
-got there does not matter: ``Builder`` inserts sessions, history, runs, turns and events directly,
-one transaction per batch (see ``benchmarks.export`` for the fleet's shape).
+Targets: a first export of at least 300,000 rows/s, ``tree_usage`` under 1 s. The store is a SQLite
+file filled with direct inserts (the engine would take minutes to write a million messages; the
+export reads rows, so how they got there does not matter). Its shape is a fleet: trees of an
+orchestrator session with three spawned children and one fork of the orchestrator (forked half-way,
+so it shares half its parent's history). Every thread is a run of turns of 20 messages: a user
+message, nine tool calls each followed by its result (one call per turn needs approval, one in ten
+results is an error), and a final reply. One run, one turn and three events (turn.started,
+approval.requested, turn.completed) per turn. Messages are ~150-400 bytes of JSON. Measured once:
+
+- the first export: everything (the base tables plus the derived ``messages``, one row per message
+  per thread lineage, so a fork's shared half counts again, and ``tool_calls``); rows/s counts every
+  row written to every table, entries/s history entries only;
+- incremental: after 1% more turns are added to existing threads, and after no change at all;
+- ``tree_usage``: ``repertory.analytics.connect`` then ``SELECT * FROM tree_usage(root)``, cold (first
+  query, Parquet files read) and warm; ``thread_messages`` of the same root; the rows every view holds.
+
+``python -m benchmarks.export [--quick] [--entries N] [--keep DIR]``.
 """
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import json
 import random
+import shutil
 import sqlite3
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.command import Options, main
+from benchmarks.harness.figures import Figures, Target
+from repertory.analytics import connect
 from repertory.core.ids import new_id
+from repertory.storage.export import ExportReport, export_parquet
 from repertory.storage.sqlite.store import SqliteSessionStore
 
-__all__ = ["Builder", "build", "grow"]
+ENTRIES = {"full": 1_000_000, "quick": 5_000}
 
 TURN = 20  # messages per turn
 T0 = 1_780_000_000_000
@@ -173,10 +193,10 @@ class Builder:
         self.dirty.clear()
 
 
-def build(path: Path, entries: int) -> tuple[list[str], float]:
-    """Fill a fresh store with ``entries`` history entries; returns the tree roots and the seconds taken."""
+async def _build(path: Path, entries: int) -> tuple[list[str], float]:
+    """Fill a fresh store with ``entries`` history entries; the tree roots and the seconds taken."""
     started = time.perf_counter()
-    asyncio.run(_create(path))
+    await (await SqliteSessionStore.open(path)).close()  # the schema
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA synchronous = OFF")
     b = Builder(conn)
@@ -207,13 +227,8 @@ def build(path: Path, entries: int) -> tuple[list[str], float]:
     return roots, time.perf_counter() - started
 
 
-async def _create(path: Path) -> None:
-    store = await SqliteSessionStore.open(path)
-    await store.close()
-
-
-def grow(path: Path, fraction: float) -> int:
-    """Add turns to existing threads until ``fraction`` more entries exist; returns entries added."""
+def _grow(path: Path, fraction: float) -> int:
+    """Add turns to existing threads until ``fraction`` more entries exist; the entries added."""
     conn = sqlite3.connect(path, isolation_level=None)
     b = Builder(conn, seed=11)
     b.clock = conn.execute("SELECT MAX(updated_at) FROM threads").fetchone()[0] + 1
@@ -231,3 +246,71 @@ def grow(path: Path, fraction: float) -> int:
     conn.execute("COMMIT")
     conn.close()
     return b.count
+
+
+async def _export(figures: Figures, label: str, db: Path, out: Path, entries: int) -> ExportReport:
+    """One export of the store into ``out`` (what changed since the last one, if any), its figures."""
+    store = await SqliteSessionStore.open(db)
+    try:
+        export = await export_parquet(store, out)
+    finally:
+        await store.close()
+    first = label == "first"
+    written = export.tables["entries"].rows
+    figures.time(f"{label} export", export.elapsed_s, note=f"{export.rows:,} rows, {written:,} history entries")
+    figures.value(f"Parquet export, {label}, {entries:,} history entries", export.rows_per_s, "rows/s",
+                  target=Target(300_000, at_most=False) if first else None,
+                  note="every row written to every table")  # fmt: skip
+    figures.value(f"{label} export: history entries/s", written / export.elapsed_s, "entries/s")
+    figures.count(f"{label} export: rows written", export.rows)
+    figures.fact(f"{label} export's rows", ", ".join(f"{k} {v.rows:,}" for k, v in export.tables.items()))
+    return export
+
+
+async def scenario(figures: Figures, options: Options) -> None:
+    """Build the fleet, export it three times, query the export with DuckDB."""
+    entries = options.args.entries or ENTRIES[options.mode]
+    keep: Path | None = options.args.keep
+    work = keep or Path(tempfile.mkdtemp(prefix="repertory-export-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    db, out = work / "fleet.db", work / "export"
+    shutil.rmtree(out, ignore_errors=True)
+    db.unlink(missing_ok=True)
+    try:
+        roots, build_s = await _build(db, entries)
+        figures.time(f"building the store of {entries:,} history entries", build_s,
+                     note=f"{len(roots):,} trees, direct inserts")  # fmt: skip
+        figures.size("the store's SQLite file", db.stat().st_size)
+        first = await _export(figures, "first", db, out, entries)
+        figures.count("history entries added (+1%)", _grow(db, 0.01))
+        await _export(figures, "incremental (+1%)", db, out, entries)
+        await _export(figures, "unchanged", db, out, entries)
+        started = time.perf_counter()
+        con = connect(out)
+        figures.time("analytics connect()", time.perf_counter() - started)
+        root = roots[len(roots) // 2]
+        usage: list[Any] = []
+        for state in ("cold", "warm"):
+            started = time.perf_counter()
+            usage = con.execute("SELECT * FROM tree_usage(?)", [root]).fetchall()
+            figures.time(f"tree_usage(root) over that export, {state}", time.perf_counter() - started,
+                         target=Target(1.0) if state == "cold" else None)  # fmt: skip
+        figures.fact("tree_usage(root)", json.dumps([list(r) for r in usage], default=str))
+        started = time.perf_counter()
+        msgs = con.execute("SELECT count(*) FROM thread_messages(?)", [root]).fetchone()
+        figures.time("thread_messages(root)", time.perf_counter() - started, note=f"{msgs[0] if msgs else 0} rows")
+        views = {name: con.execute(f"SELECT count(*) FROM {name}").fetchone() for name in first.tables}
+        figures.fact("rows per view", ", ".join(f"{k} {v[0] if v else 0:,}" for k, v in views.items()))
+        figures.size("the export's Parquet files", sum(p.stat().st_size for p in out.rglob("*") if p.is_file()))
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--entries", type=int, default=None, help="history entries in the store")
+    parser.add_argument("--keep", type=Path, default=None, help="build the store and export in this folder")
+
+
+if __name__ == "__main__":
+    main("export", __doc__, scenario=scenario, add_args=_args)
