@@ -1,8 +1,4 @@
-"""Tracing benchmark: what OpenTelemetry spans cost a step, off (no provider) and on (SDK), against no tracing code.
-
-Run ``python -m benchmarks.tracing [--quick] [--steps N] [--rounds R] [--runs K] [--baseline REF]``.
-It prints a table and writes ``benchmarks/results/tracing.json``. Nothing here asserts a speed: a
-figure over its target is a finding, not a failure.
+"""Tracing: what OpenTelemetry spans cost a step, off (no provider) and on (SDK), against no tracing code.
 
 The same steps run, side by side, under five configurations:
 
@@ -19,10 +15,10 @@ The same steps run, side by side, under five configurations:
 - ``on+content``: ``on`` with ``capture_content(True)``, which serialises every request's messages
   (the whole conversation, every step: informational, no target).
 
-How, and why so: this machine is shared (a load of ~8 on 2 cores is usual), and two child
-processes measuring the same code differ by 10-30%, far more than the 2% to be read. So both builds
-run in one process and the configurations alternate run by run (rotating their order), and the
-figures compare runs that saw the same machine. The baseline tree is unpacked as the package
+How, and why so: on a shared machine two child processes measuring the same code differ by 10-30%,
+far more than the 2% to be read, so pyperf's worker processes cannot compare them. Both builds run
+in one process and the configurations alternate run by run (rotating their order), and the figures
+compare runs that saw the same machine. The baseline tree is unpacked as the package
 ``repertory_baseline`` (its ``import repertory...`` statements rewritten), so it and this tree are
 separate packages side by side; the provider is switched between runs by resetting the API's
 global (what OpenTelemetry's own test utilities do). Each of ``--rounds`` child processes warms
@@ -30,16 +26,18 @@ up, then times ``--runs`` passes over the configurations, in CPU time per model 
 (``time.process_time``: every thread of the process, so SQLite's and the span processor's work
 count; wall time is recorded too).
 
-The workloads, both of ``Session.start()`` as in ``benchmarks/steps.py``:
+The workloads, both of ``Session.start()`` as in ``benchmarks.steps``:
 
 - ``steps``: the step benchmark's headline: ``ScriptedModel(list)``, the default ``@tool`` (two
   commits a step), ``SqliteSessionStore`` with ``durability="normal"``.
 - ``engine``: the cheapest step there is, where a fixed cost per step weighs most: a step-function
   ``ScriptedModel`` with usage given, ``@tool(idempotent=True)`` (one commit), ``InMemorySessionStore``.
 
-Targets: ``off`` within 2% of ``baseline``; ``on`` at most 30 us a step more than ``off``. The
-child also times the tracing calls of one step alone (``chat_span`` and ``tool_span`` with their
-methods, inside a drive with tracing off) in nanoseconds: the direct cost the 2% is about.
+Targets: ``off`` within 2% of ``baseline`` (the paired ratio at most 1.02x); ``on`` at most 30 us a
+step more than ``off``. The child also times the tracing calls of one step alone (``chat_span`` and
+``tool_span`` with their methods, inside a drive with tracing off): the direct cost the 2% is about.
+
+``python -m benchmarks.tracing [--quick] [--steps N] [--rounds R] [--runs K] [--baseline REF]``.
 """
 
 from __future__ import annotations
@@ -47,36 +45,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
+from benchmarks.harness.command import Options, main
+from benchmarks.harness.figures import Figures, Target
+from benchmarks.harness.versions import ROOT
 
-from benchmarks.harness.cli import deliver
-from benchmarks.harness.report import Report, Row, mode_of
-from benchmarks.harness.report import row as summary_row
-
-__all__ = ["PLOTS", "REPORT", "TracingReport", "main", "run", "run_suite", "typed"]
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "tracing.json"
-DEFAULT_STEPS = 500
-QUICK_STEPS = 50
-DEFAULT_ROUNDS = 4
-DEFAULT_RUNS = 5
-TARGET_OFF_PCT = 2.0
-TARGET_ON_US = 30.0
+SIZES = {"full": (500, 4, 5), "quick": (50, 1, 1)}
+"""Tool steps per run, rounds (child processes per workload), timed passes per child."""
 WORKLOADS = ("steps", "engine")
-MODES = ("baseline", "off", "on", "sdk-floor", "on+content")
 BASELINE_PACKAGE = "repertory_baseline"
 
 # The child: every configuration of one workload, alternating, in one process; one JSON line out.
@@ -295,304 +279,107 @@ def export_tree(ref: str, into: Path) -> str:
     statement = re.compile(r"^(\s*)(from|import) repertory(?=[.\s])", re.MULTILINE)
     quoted = re.compile(r"([\"'])repertory\.")
     for path in package.rglob("*.py"):
-        text = path.read_text()
-        text = statement.sub(rf"\1\2 {BASELINE_PACKAGE}", text)
+        text = statement.sub(rf"\1\2 {BASELINE_PACKAGE}", path.read_text())
         path.write_text(quoted.sub(rf"\1{BASELINE_PACKAGE}.", text))
     return commit
 
 
-def measure(baseline: Path | None, workload: str, steps: int, runs: int) -> dict[str, Any]:
+def _child(baseline: Path | None, workload: str, steps: int, runs: int) -> dict[str, Any]:
     """One child process: ``runs`` passes over every configuration of ``workload``, alternating."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (ROOT, baseline) if p is not None)
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, workload, str(steps), str(runs), "1" if baseline else "0"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=3600,
-    )
+    proc = subprocess.run([sys.executable, "-c", CHILD, workload, str(steps), str(runs), "1" if baseline else "0"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=3600)  # fmt: skip
     if proc.returncode != 0:
         raise RuntimeError(f"{workload} failed:\n{proc.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    here = str(ROOT / "repertory")
-    if not result["files"]["current"].startswith(here):
+    if not result["files"]["current"].startswith(str(ROOT / "repertory")):
         raise RuntimeError(f"the child imported {result['files']['current']}, not this tree's repertory")
     return result
 
 
-def run(steps: int, rounds: int, runs: int, baseline: str | None) -> dict[str, Any]:
-    """``rounds`` child processes per workload; return the report."""
-    machine: dict[str, Any] = {
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "cpu_count": os.cpu_count(),
-        "load_average_before": list(os.getloadavg()),
-    }
-    try:
-        machine["git_commit"] = _git("rev-parse", "HEAD")
-        machine["repertory_tree_dirty"] = bool(_git("status", "--porcelain", "--", "repertory"))
-    except (OSError, subprocess.CalledProcessError):
-        machine["git_commit"] = None
-    samples: dict[tuple[str, str], list[float]] = {(m, w): [] for m in MODES for w in WORKLOADS}
-    wall: dict[tuple[str, str], list[float]] = {(m, w): [] for m in MODES for w in WORKLOADS}
-    extra: dict[str, Any] = {"spans_per_run": {}, "hooks": []}
-    skipped: str | None = None
+def _paired(by: dict[str, list[float]], a: str, b: str, ratio: bool) -> float | None:
+    """Median over passes of ``a / b`` (or ``a - b``): the runs of one pass ran back to back."""
+    if a not in by or b not in by:
+        return None
+    return statistics.median([x / y if ratio else x - y for x, y in zip(by[a], by[b], strict=True)])
+
+
+def _record(figures: Figures, workload: str, cpu: dict[str, list[float]], wall: dict[str, list[float]]) -> None:
+    """One workload's figures: each configuration's samples, then the differences the targets read."""
+    for mode, values in cpu.items():
+        figures.time(f"{workload}: CPU per model request, {mode}", [v / 1e6 for v in values])
+        figures.time(f"{workload}: wall time per model request, {mode}", [v / 1e6 for v in wall[mode]])
+    off = _paired(cpu, "off", "baseline", True)
+    if off is not None:
+        figures.value(f"{workload}: CPU per request, tracing off / no tracing code", off, "x", target=Target(1.02),
+                      note="paired by pass; target: off within 2% of the build without tracing")  # fmt: skip
+        figures.value(f"{workload}: CPU per request, tracing off / no tracing code, of the minimums",
+                      min(cpu["off"]) / min(cpu["baseline"]), "x")  # fmt: skip
+    for a, b, target in (("on", "off", Target(30e-6)), ("sdk-floor", "off", None), ("on", "sdk-floor", None)):
+        diff = _paired(cpu, a, b, False)
+        if diff is not None:
+            figures.time(f"{workload}: tracing {a} minus {b}, CPU a request", diff / 1e6, target=target,
+                         note="paired by pass")  # fmt: skip
+    if "on+content" in cpu and "off" in cpu:  # not paired: on+content runs after the passes (see the child)
+        content = statistics.median(cpu["on+content"]) - statistics.median(cpu["off"])
+        figures.time(f"{workload}: tracing on+content minus off, CPU a request", content / 1e6, note="medians")
+
+
+def scenario(figures: Figures, options: Options) -> None:
+    """``rounds`` child processes per workload, the baseline exported first; every figure recorded."""
+    args = options.args
+    steps, rounds, runs = (given or size for given, size in zip((args.steps, args.rounds, args.runs),
+                                                                SIZES[options.mode], strict=True))  # fmt: skip
+    figures.fact("runs", f"{steps} tool steps + 1 reply a run, {rounds} processes x {runs} alternating passes")
+    figures.fact("stores", "steps: SQLite WAL + synchronous=NORMAL; engine: in-memory store")
+    figures.fact("clock", "CPU time of the measuring process (all its threads) per model request; wall apart")
+    cpu: dict[str, dict[str, list[float]]] = {w: {} for w in WORKLOADS}
+    wall: dict[str, dict[str, list[float]]] = {w: {} for w in WORKLOADS}
+    hooks: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="repertory-tracing-bench-") as tmp:
         tree: Path | None = None
         try:
-            ref = baseline or baseline_ref()
-            extra["baseline_commit"] = export_tree(ref, Path(tmp))
-            extra["baseline_ref"] = ref
+            ref = args.baseline or baseline_ref()
+            figures.fact("baseline", f"{ref} ({export_tree(ref, Path(tmp))[:12]})")
             tree = Path(tmp)
         except (OSError, RuntimeError, subprocess.CalledProcessError) as exc:
-            skipped = f"baseline not measured: {exc}"
-            print(f"  {skipped}", file=sys.stderr)
+            figures.fact("baseline", f"not measured: {exc}")
         for rnd in range(rounds):
             for workload in WORKLOADS:
-                got = measure(tree, workload, steps, runs)
+                got = _child(tree, workload, steps, runs)
                 for mode, values in got["cpu"].items():
-                    samples[(mode, workload)].extend(values)
-                    wall[(mode, workload)].extend(got["wall"][mode])
-                for mode, count in got["spans_per_run"].items():
-                    extra["spans_per_run"][f"{mode}/{workload}"] = count
-                extra["hooks"].append(got["hooks"])
+                    cpu[workload].setdefault(mode, []).extend(values)
+                    wall[workload].setdefault(mode, []).extend(got["wall"][mode])
+                hooks.append(got["hooks"])
+                if rnd == rounds - 1:
+                    for mode, count in got["spans_per_run"].items():
+                        figures.count(f"{workload}: spans a run, {mode}", count)
                 line = ", ".join(f"{m} {statistics.median(v):.1f}" for m, v in got["cpu"].items())
-                print(f"  round {rnd + 1}/{rounds} {workload:6} median CPU us/step: {line}", file=sys.stderr)
-    machine["load_average_after"] = list(os.getloadavg())
-    extra["wall_us_per_step_median"] = {f"{m}/{w}": statistics.median(v) for (m, w), v in wall.items() if v}
-    extra["wall_samples"] = {f"{m}/{w}": v for (m, w), v in wall.items() if v}
-    return summarise(samples, extra, steps, rounds, runs, machine, skipped)
-
-
-def _paired(by: dict[str, list[float]], a: str, b: str, relative: bool) -> float | None:
-    """Median over passes of ``a - b`` (in % of ``b`` if ``relative``): runs of one pass ran back to back."""
-    if a not in by or b not in by:
-        return None
-    pairs = zip(by[a], by[b], strict=True)
-    return statistics.median([(x - y) / y * 100 if relative else x - y for x, y in pairs])
-
-
-def _direct_pct(hooks: list[dict[str, float]], samples: dict[tuple[str, str], list[float]]) -> dict[str, float]:
-    """The tracing calls of a step plus its two extra coroutine frames, in % of each workload's baseline step."""
-    if not hooks:
-        return {}
-    step_ns = min(h["step_hooks_ns"] for h in hooks) + 2 * max(min(h["extra_frame_ns"] for h in hooks), 0.0)
-    out: dict[str, float] = {}
+                print(f"  round {rnd + 1}/{rounds} {workload:6} median CPU us/step: {line}", flush=True)
     for workload in WORKLOADS:
-        base = samples.get(("baseline", workload))
-        if base:
-            out[workload] = step_ns / 1000 / statistics.median(base) * 100
-    return out
-
-
-def summarise(
-    samples: dict[tuple[str, str], list[float]],
-    extra: dict[str, Any],
-    steps: int,
-    rounds: int,
-    runs: int,
-    machine: dict[str, Any],
-    skipped: str | None,
-) -> dict[str, Any]:
-    """Medians per mode and workload, and the two targets read off them."""
-    rows: list[dict[str, Any]] = []
+        _record(figures, workload, cpu[workload], wall[workload])
+    step_ns, frame_ns = min(h["step_hooks_ns"] for h in hooks), min(h["extra_frame_ns"] for h in hooks)
+    figures.time("tracing calls of one step, no provider (chat + tool span)", step_ns / 1e9)
+    figures.time("tracing call of one drive, no provider (the provider lookup)",
+                 min(h["drive_hook_ns"] for h in hooks) / 1e9)  # fmt: skip
+    figures.time("one more coroutine frame (the engine gained two a step)", frame_ns / 1e9)
+    bare = [h["sdk_span_us_in_run"] for h in hooks if h.get("sdk_span_us_in_run") is not None]
+    if bare:
+        figures.time("one bare SDK span (start_span + end) in the sdk-floor runs", statistics.median(bare) / 1e6)
     for workload in WORKLOADS:
-        med = {m: statistics.median(v) for (m, w), v in samples.items() if w == workload and v}
-        low = {m: min(v) for (m, w), v in samples.items() if w == workload and v}
-        spread = {
-            m: (statistics.quantiles(v, n=4)[0], statistics.quantiles(v, n=4)[2]) if len(v) > 1 else (v[0], v[0])
-            for (m, w), v in samples.items()
-            if w == workload and v
-        }
-        by = {m: v for (m, w), v in samples.items() if w == workload and v}
-        off_pct = _paired(by, "off", "baseline", True)
-        on_us = _paired(by, "on", "off", False)
-        rows.append(
-            {
-                "workload": workload,
-                "us_per_step_median": med,
-                "us_per_step_min": low,
-                "us_per_step_quartiles": spread,
-                "off_vs_baseline_pct": off_pct,
-                "off_vs_baseline_pct_of_minimums": None
-                if "off" not in low or "baseline" not in low
-                else (low["off"] - low["baseline"]) / low["baseline"] * 100,
-                "on_minus_off_us_per_step": on_us,
-                "sdk_floor_minus_off_us_per_step": _paired(by, "sdk-floor", "off", False),
-                "on_minus_sdk_floor_us_per_step": _paired(by, "on", "sdk-floor", False),
-                # Not paired: on+content runs after the passes (see the child), so medians are compared.
-                "content_minus_off_us_per_step": None
-                if "on+content" not in med or "off" not in med
-                else med["on+content"] - med["off"],
-                "meets_off": None if off_pct is None else off_pct <= TARGET_OFF_PCT,
-                "meets_on": None if on_us is None else on_us <= TARGET_ON_US,
-            }
-        )
-    hooks = extra.pop("hooks")
-    return {
-        "benchmark": "tracing",
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": machine,
-        "steps": steps,
-        "model_requests_per_run": steps + 1,
-        "rounds": rounds,
-        "runs_per_child": runs,
-        "durability": "steps: SQLite WAL + synchronous=NORMAL; engine: in-memory store",
-        "clock": "CPU time of the measuring process (all its threads), per model request; wall time is kept "
-        "apart (wall_*)",
-        "method": "both builds in one process, configurations alternating run by run (see the module docstring)",
-        "targets": {"off_vs_baseline_pct_max": TARGET_OFF_PCT, "on_minus_off_us_max": TARGET_ON_US},
-        "baseline": skipped or "measured",
-        "rows": rows,
-        "tracing_calls_off_ns": {
-            "one_step": min(h["step_hooks_ns"] for h in hooks) if hooks else None,
-            "one_drive": min(h["drive_hook_ns"] for h in hooks) if hooks else None,
-            "extra_coroutine_frame": min(h["extra_frame_ns"] for h in hooks) if hooks else None,
-        },
-        # CPU time of one bare SDK span's start_span + end, timed inside the sdk-floor runs.
-        "sdk_span_us_in_run_median": statistics.median(
-            [h["sdk_span_us_in_run"] for h in hooks if h.get("sdk_span_us_in_run") is not None] or [float("nan")]
-        ),
-        "off_direct_cost_pct_of_baseline_step": _direct_pct(hooks, samples),
-        **extra,
-        "samples": {f"{m}/{w}": v for (m, w), v in samples.items() if v},
-    }
+        if "baseline" in cpu[workload]:
+            direct_us = (step_ns + 2 * max(frame_ns, 0.0)) / 1000
+            figures.value(f"{workload}: tracing calls and frames of a step, no provider, of a baseline step",
+                          direct_us / statistics.median(cpu[workload]["baseline"]) * 100, "%")  # fmt: skip
 
 
-def render(report: dict[str, Any]) -> str:
-    """The summary table."""
-    lines = [
-        f"tracing: {report['steps']} tool steps + 1 reply a run, {report['rounds']} processes x "
-        f"{report['runs_per_child']} alternating passes, median CPU us per model request",
-        "",
-        "| workload | baseline | off | on | sdk-floor | on+content | off vs baseline | on - off | sdk-floor - off "
-        "| targets met |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-
-    def us(v: float | None) -> str:
-        return "-" if v is None else f"{v:.1f}"
-
-    for row in report["rows"]:
-        med = row["us_per_step_median"]
-        pct = row["off_vs_baseline_pct"]
-        on = row["on_minus_off_us_per_step"]
-        floor = row["sdk_floor_minus_off_us_per_step"]
-        lines.append(
-            f"| {row['workload']} | {us(med.get('baseline'))} | {us(med.get('off'))} | {us(med.get('on'))} | "
-            f"{us(med.get('sdk-floor'))} | {us(med.get('on+content'))} | {'-' if pct is None else f'{pct:+.2f}%'} | "
-            f"{'-' if on is None else f'{on:+.1f} us'} | {'-' if floor is None else f'{floor:+.1f} us'} | "
-            f"off<=2%: {row['meets_off']}, on<=30us: {row['meets_on']} |"
-        )
-    calls = report["tracing_calls_off_ns"]
-    if calls["one_step"] is not None:
-        direct = ", ".join(f"{w} {p:.2f}%" for w, p in report["off_direct_cost_pct_of_baseline_step"].items())
-        lines.append("")
-        lines.append(
-            f"tracing calls with no provider: {calls['one_step']:.0f} ns a step (chat + tool span) and two "
-            f"coroutine frames of {calls['extra_coroutine_frame']:.0f} ns; {calls['one_drive']:.0f} ns a drive "
-            f"(the provider lookup); of a baseline step: {direct}"
-        )
-        lines.append(
-            f"one bare SDK span (start_span + end) inside the sdk-floor runs: "
-            f"{report['sdk_span_us_in_run_median']:.1f} us"
-        )
-    if report["baseline"] != "measured":
-        lines.append(report["baseline"])
-    return "\n".join(lines)
-
-
-class TracingReport(Report):
-    """``benchmarks/results/tracing.json``: per workload, CPU us per model request under each configuration."""
-
-    steps: int
-    model_requests_per_run: int
-    rounds: int
-    runs_per_child: int
-    durability: str
-    clock: str
-    method: str
-    targets: dict[str, float]
-    baseline: str
-    workloads: list[dict[str, Any]]  # ``rows`` in the JSON of ``run`` (a Report's ``rows()`` is its summary)
-    tracing_calls_off_ns: dict[str, float | None]
-    sdk_span_us_in_run_median: float
-    off_direct_cost_pct_of_baseline_step: dict[str, float]
-    spans_per_run: dict[str, Any] = Field(default_factory=dict)
-    baseline_commit: str | None = None
-    baseline_ref: str | None = None
-    wall_us_per_step_median: dict[str, float] = Field(default_factory=dict)
-    wall_samples: dict[str, list[float]] = Field(default_factory=dict)
-    samples: dict[str, list[float]] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _mode_from_steps(cls, data: Any) -> Any:
-        # The report said no mode before it was typed: a run of the default length is a full one.
-        if isinstance(data, dict) and "rows" in data and "workloads" not in data:
-            data = {k: v for k, v in data.items() if k != "rows"} | {"workloads": data["rows"]}
-        if isinstance(data, dict) and "mode" not in data and isinstance(data.get("steps"), int):
-            return {**data, "mode": "full" if data["steps"] >= DEFAULT_STEPS else "quick"}
-        return data
-
-    def summarise(self) -> list[Row]:
-        """Per workload: tracing off against the build without it (%), and on over off (us a step)."""
-        out: list[Row] = []
-        for r in self.workloads:
-            w = r["workload"]
-            out.append(summary_row(f"tracing off vs no tracing code, {w} workload", r["off_vs_baseline_pct"], "%",
-                           TARGET_OFF_PCT, note=f"baseline: {self.baseline}"))  # fmt: skip
-            out.append(summary_row(f"tracing on minus off, {w} workload", r["on_minus_off_us_per_step"], "us/step",
-                           TARGET_ON_US, note=f"the SDK's two bare spans alone: "
-                           f"{r['sdk_floor_minus_off_us_per_step'] or 0:.1f} us"))  # fmt: skip
-        return out
-
-    def render(self) -> str:
-        """The summary table."""
-        data = self.model_dump(mode="json")
-        return render({**data, "rows": data["workloads"]})
-
-
-REPORT = TracingReport
-PLOTS: list[Any] = []
-
-
-def typed(report: dict[str, Any], quick: bool) -> TracingReport:
-    """The report ``run`` returns, typed (its mode said, its summary rows worked out)."""
-    out = TracingReport.model_validate({**report, "mode": mode_of(quick)})
-    out.summary = out.summarise()
-    return out
-
-
-def run_suite(quick: bool, out_dir: Path = RESULTS.parent, peers: bool = True) -> TracingReport:
-    """The suite's entry: measure, print, write ``out_dir/tracing.json`` (``peers``: there are none here)."""
-    report = run(QUICK_STEPS, 1, 1, None) if quick else run(DEFAULT_STEPS, DEFAULT_ROUNDS, DEFAULT_RUNS, None)
-    out = typed(report, quick)
-    deliver(out, out_dir / "tracing.json")
-    return out
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Parse arguments, measure, print the table and write the JSON report."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.tracing", description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_STEPS} steps, one round, one run (a smoke run)")
-    parser.add_argument("--steps", type=int, default=None, help=f"tool steps per run (default {DEFAULT_STEPS:,})")
-    parser.add_argument("--rounds", type=int, default=None, help=f"rounds over every build (default {DEFAULT_ROUNDS})")
-    parser.add_argument("--runs", type=int, default=None, help=f"timed runs per child process (default {DEFAULT_RUNS})")
-    parser.add_argument("--baseline", default=None, help="git ref of the build without tracing (default: found)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON report path (default: {RESULTS})")
-    args = parser.parse_args(argv)
-    steps = args.steps if args.steps is not None else (QUICK_STEPS if args.quick else DEFAULT_STEPS)
-    rounds = args.rounds if args.rounds is not None else (1 if args.quick else DEFAULT_ROUNDS)
-    runs = args.runs if args.runs is not None else (1 if args.quick else DEFAULT_RUNS)
-    if steps < 1 or rounds < 1 or runs < 1:
-        parser.error("--steps, --rounds and --runs must be >= 1")
-    quick = args.quick or steps < DEFAULT_STEPS
-    deliver(typed(run(steps, rounds, runs, args.baseline), quick), args.out)
+def _args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--steps", type=int, help="tool steps per run (full 500, quick 50)")
+    parser.add_argument("--rounds", type=int, help="child processes per workload (full 4, quick 1)")
+    parser.add_argument("--runs", type=int, help="timed passes per child (full 5, quick 1)")
+    parser.add_argument("--baseline", help="git ref of the build without tracing (default: found)")
 
 
 if __name__ == "__main__":
-    main()
+    main("tracing", __doc__, scenario=scenario, add_args=_args)
