@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.ray_failover.scenario import HEALTH
+from benchmarks.ray_failover import HEALTH
 
 __all__ = ["HOST_OPTIONS", "ChaosCluster", "start_cluster"]
 
