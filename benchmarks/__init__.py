@@ -1,8 +1,8 @@
 """repertory's benchmarks: ``python -m benchmarks`` runs the suite, ``python -m benchmarks.<name>`` one of them.
 
-``harness/`` is the one harness they all use (typed reports, the machine, statistics, timing,
-profiling, ``/proc`` probes, JSON output, ``RESULTS.md`` and the plots). Every other folder is one
-benchmark: its ``__init__`` says what it measures and why it is shaped that way and holds the
-suite's entry, ``report.py`` its typed report (figures, summary rows, plots), the other modules its
-workloads, ``__main__.py`` its command line. Speed is measured here, never asserted in a test.
+Each module is one benchmark: its docstring says what it measures and why it is shaped that way,
+its code is the workload and the figures it records. ``harness/`` is what they share: pyperf's
+``Runner`` and the figures kept as pyperf suites (``command``, ``figures``), the one renderer of
+``RESULTS.md`` and the plots (``render``), the registry (``suite``) and a few shared workloads and
+probes. Speed is measured here, never asserted in a test.
 """

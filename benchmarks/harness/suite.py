@@ -54,8 +54,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("mcp_overhead", "an MCP tools/call through repertory against a direct SDK session (stdio, HTTP)"),
     Benchmark("mcp_server", "an agent's turn as an MCP tools/call to repertory vs handle.run() (stdio, HTTP)"),
     Benchmark("a2a_server", "an agent's turn as a blocking A2A SendMessage to repertory serve vs handle.run()"),
-    Benchmark("compaction", "turn latency and bytes per turn to 100,000 turns, with and without compaction",
-              quick_skip="its quick mode drives turns for two minutes; `python -m benchmarks.compaction --quick`"),
+    Benchmark("compaction", "turn latency and bytes per turn to 100,000 turns, with and without compaction"),
     Benchmark("tracing", "what OpenTelemetry spans cost a step, off and on, against the build without tracing",
               quick_skip="exports the pre-tracing build (git archive) into child processes; "
                          "`python -m benchmarks.tracing --quick` runs it"),
