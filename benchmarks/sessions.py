@@ -29,7 +29,7 @@ created per second.
    transactions (trace callbacks), its store calls and thread hops (counting wrappers), a turn
    with durability full, and how a turn's cost grows with the turns already in the session.
 
-Distributions of more than 1,000 samples are kept as 1,000 evenly spaced order statistics. A floor
+A floor
 that is not a session's: pydantic-core caches up to ~16,000 short strings it parsed (~1.2 MB), so a
 few hundred bytes per passivated session can remain in a small run. The model's reply gives
 ``usage``, so the model keeps no token-estimate memo (memory of the model, not of the sessions).
@@ -77,7 +77,6 @@ from repertory.tree.runtime import Runtime
 
 AGENT = "assistant"
 DURABILITY = "normal"
-KEPT = 1_000
 FRAMES = 10
 IDLE = "idle: waiting in epoll"
 SIZES: dict[str, dict[str, Any]] = {
@@ -132,12 +131,6 @@ def _host(rt: Runtime) -> LocalHost:
 def _rss() -> tuple[int, int]:
     """This process's resident set now and at its peak, bytes."""
     return int(psutil.Process().memory_info().rss), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def _spaced(samples: list[float]) -> list[float]:
-    """At most ``KEPT`` evenly spaced order statistics of ``samples`` (the minimum and maximum among them)."""
-    s = sorted(samples)
-    return [s[round(i * (len(s) - 1) / (KEPT - 1))] for i in range(KEPT)] if len(s) > KEPT else s
 
 
 def _top(d: dict[str, float], n: int = 12, fmt: str = "{:.1f}") -> str:
@@ -417,13 +410,13 @@ async def _concurrent(folder: str, n: int, turns: int, delay: float, profile: bo
     return {
         "create": create_s, "wall": wall, "cpu": cpu, "done": len(spans), "failures": dict(failures),
         "gc": gc_time.seconds, "gc_collections": gc_time.by_generation, "rss": rss, "peak": peak,
-        "resident": resident, "activations": activations, "lag": _spaced(lags),
-        "overhead": _spaced([e - s - delay for _, _, s, e in spans]),
-        "first": _spaced([e - s - delay for _, t, s, e in spans if t == 0]),
-        "later": _spaced([e - s - delay for _, t, s, e in spans if t > 0]),
-        "before": _spaced([model.started[k] - s for k, _, s, _ in spans]),
-        "late": _spaced([model.replied[k] - model.started[k] - delay for k, *_ in spans]),
-        "after": _spaced([e - model.replied[k] for k, _, _, e in spans]),
+        "resident": resident, "activations": activations, "lag": lags,
+        "overhead": [e - s - delay for _, _, s, e in spans],
+        "first": [e - s - delay for _, t, s, e in spans if t == 0],
+        "later": [e - s - delay for _, t, s, e in spans if t > 0],
+        "before": [model.started[k] - s for k, _, s, _ in spans],
+        "late": [model.replied[k] - model.started[k] - delay for k, *_ in spans],
+        "after": [e - model.replied[k] for k, _, _, e in spans],
         "activated": {f"{q:.0%}": next((t - wall0 for t, c in progress if c >= activations0 + q * n), None)
                       for q in (0.1, 0.5, 0.9, 1.0)},
         "profile": _profile(profiler, done) if profiler is not None else None,

@@ -47,7 +47,6 @@ TEXT = "".join(f"token{i:03d}" for i in range(CHUNKS))
 SIZES = {"full": (100, 10, 3, "streamer"), "quick": (5, 4, 1, "streamer-quick")}
 PACE_S = {"streamer": 0.06, "streamer-quick": 0.02}
 STREAM_MARGIN = 16  # open streams beyond the readers (a run's own, a look from elsewhere)
-KEPT = 10_000  # latency samples written: evenly spaced order statistics, the minimum and maximum among them
 
 
 def agents() -> dict[str, Agent]:
@@ -181,9 +180,8 @@ async def scenario(figures: Figures, options: Options) -> None:
     figures.fact("store", "sqlite (WAL, durability normal)")
     figures.fact("workload", f"{sessions} sessions x {per} readers, {turns} turns each, {CHUNKS} deltas a reply "
                              f"{PACE_S[assistant] * 1000:g} ms apart; --max-streams {streams}")  # fmt: skip
-    kept = [lat[round(i * (len(lat) - 1) / (KEPT - 1))] for i in range(KEPT)] if len(lat) > KEPT else lat
-    figures.time(f"SSE delivery latency, {readers_n:,} readers of {sessions} streaming sessions", kept,
-                 note=f"receive time - event at; at most {KEPT:,} evenly spaced of all")  # fmt: skip
+    figures.time(f"SSE delivery latency, {readers_n:,} readers of {sessions} streaming sessions", lat,
+                 note="receive time - event at")  # fmt: skip
     figures.time("SSE delivery latency p99", p99(lat), target=Target(0.25))
     figures.time("SSE delivery latency max", lat[-1])
     figures.count("delta events received", len(lat))

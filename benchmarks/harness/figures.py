@@ -32,6 +32,10 @@ FRAME = "run"
 """The suffix of the frame figure's name: ``<benchmark>: run``."""
 
 MetaValue = str | int | float
+KEPT_VALUES = 2_000
+"""A figure given more samples keeps this many evenly spaced order statistics of them (its minimum
+and maximum among them): the median and the p99 read the same, and a suite of 36,000 latencies does
+not weigh a megabyte."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,10 @@ class Figures:
         if not listed:
             raise ValueError(f"{self.benchmark}: {name!r} has no value")
         self._names.add(name)
+        if len(listed) > KEPT_VALUES:
+            meta = {**meta, "values_measured": len(listed)}
+            ordered = sorted(listed)
+            listed = [ordered[round(i * (len(ordered) - 1) / (KEPT_VALUES - 1))] for i in range(KEPT_VALUES)]
         if any(v <= 0 for v in listed):  # pyperf holds values above zero: this one is a fact of the frame
             median = sorted(listed)[len(listed) // 2]
             self._frame[f"value {name}"] = f"{median:g} {meta['shown']}".strip()
