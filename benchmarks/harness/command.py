@@ -29,6 +29,7 @@ from typing import Any
 import pyperf
 
 from benchmarks.harness.figures import Figures, Target
+from benchmarks.harness.suite import HOMES
 from benchmarks.harness.versions import ROOT
 
 __all__ = ["RESULTS_DIR", "Options", "Timer", "main"]
@@ -141,7 +142,7 @@ def main(
         values=1 if quick else values,
         warmups=0 if quick else 1,
         loops=1 if quick else 0,
-        program_args=("-m", f"benchmarks.{name}"),
+        program_args=("-m", _module(name)),
         add_cmdline_args=_forward,
     )
     parser = runner.argparser
@@ -183,5 +184,9 @@ async def _awaited(outcome: Awaitable[Any]) -> None:
     await outcome
 
 
+def _module(name: str) -> str:
+    return HOMES.get(name, f"benchmarks.{name}")
+
+
 def _command(name: str, quick: bool) -> str:
-    return f"python -m benchmarks.{name}{' --quick' if quick else ''}"
+    return f"python -m {_module(name)}{' --quick' if quick else ''}"
