@@ -11,8 +11,8 @@ value a round) is read as a ratio of medians to the interpreter's defaults:
 - ``tuned``: ``tune_gc()``;
 - ``tuned+freeze``: ``tune_gc()`` and ``freeze_startup()`` once the runtime has started (what the
   processes repertory owns do);
-- ``tuned+freeze+uvloop``: the same on uvloop's event loop, when uvloop is installed (it is not a
-  dependency: this row says whether it would earn one).
+- ``tuned+freeze+uvloop``: the same on uvloop's event loop, when uvloop is installed (the
+  ``bench`` extra has it; repertory does not depend on it: this row says whether it would earn that).
 
 Each process also reports the full collections its turns triggered, and then what one full pass
 costs with every session still resident, the objects ``freeze_startup`` kept out of it or not.
