@@ -58,6 +58,7 @@ from repertory.core.history import MessageHistory
 from repertory.core.ids import new_id, now_ms
 from repertory.core.messages import ModelMessage
 from repertory.core.state import RunState
+from repertory.core.store import SessionStore
 from repertory.errors import StoreError
 from repertory.storage.commit_plan import plan_commit
 from repertory.storage.history_cache import HistoryCache
@@ -278,17 +279,23 @@ class Loads:
                                                                                        gc_off=True))  # fmt: skip
 
 
-async def sqlite_loads(figures: Figures, folder: Path, depths: Sequence[int], runs: int) -> None:
-    """One lineage as deep as the deepest depth; the seeding session's copy dropped before timing."""
+async def _seeded_lineage(store: SessionStore, depth: int) -> list[str]:
+    """One lineage of ``depth`` messages, its revision ids; the seeding session's copy is dropped before timing."""
     pool = message_pool()
+    session = EngineSession.new()
+    await session.seed(store, [pool[i % len(pool)] for i in range(depth)])
+    revisions = [r.id for r in session.history.revisions]
+    del session
+    gc.collect()
+    return revisions
+
+
+async def sqlite_loads(figures: Figures, folder: Path, depths: Sequence[int], runs: int) -> None:
+    """One lineage as deep as the deepest depth, loaded at each depth."""
     store = await SqliteSessionStore.open(folder / "load.db")
     reader = connect(store.path, uri=False, durability="normal", wal=True)
     try:
-        session = EngineSession.new()
-        await session.seed(store, [pool[i % len(pool)] for i in range(max(depths))])
-        revisions = [r.id for r in session.history.revisions]
-        del session
-        gc.collect()
+        revisions = await _seeded_lineage(store, max(depths))
 
         async def query(rid: str) -> object:  # on a reader in a worker thread, as load_history runs it
             return await asyncio.to_thread(lambda: reader.execute(LINEAGE_SQL, (rid,)).fetchall())
@@ -574,15 +581,11 @@ async def postgres(figures: Figures, size: dict[str, Any]) -> None:
 
 async def pg_loads(figures: Figures, url: str, size: dict[str, Any]) -> None:
     """``load_history`` on PostgreSQL (a default pool); the SQL alone on a plain connection."""
-    pool, depths = message_pool(), size["depths"]
+    depths = size["depths"]
     store = await PostgresSessionStore.open(url)
     conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
     try:
-        session = EngineSession.new()
-        await session.seed(store, [pool[i % len(pool)] for i in range(max(depths))])
-        revisions = [r.id for r in session.history.revisions]
-        del session
-        gc.collect()
+        revisions = await _seeded_lineage(store, max(depths))
 
         async def query(rid: str) -> object:
             return await (await conn.execute(PG_LINEAGE_SQL, (rid,))).fetchall()
