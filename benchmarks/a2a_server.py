@@ -27,10 +27,9 @@ from typing import Any
 from benchmarks.harness.command import Options, main
 from benchmarks.harness.echo import AGENTS, PROMPT, REPLY, agents, direct
 from benchmarks.harness.echo import NAME as AGENT
-from benchmarks.harness.figures import Figures, Target
+from benchmarks.harness.figures import Figures, Target, percentile
 from benchmarks.harness.interleaved import Call, interleaved
 from benchmarks.harness.served import repertory_serve
-from benchmarks.mcp_server import p99
 from repertory import Runtime
 
 SIZES = {"full": {"blocks": 20, "calls": 50, "warmup": 20}, "quick": {"blocks": 2, "calls": 10, "warmup": 3}}
@@ -93,7 +92,7 @@ async def scenario(figures: Figures, options: Options) -> None:
     added = statistics.median(times["a2a"]) - statistics.median(times["direct"])
     figures.time("A2A server: added to a turn, p50", added, target=Target(0.003),
                  note="p50(SendMessage) - p50(handle.run())")  # fmt: skip
-    figures.time("A2A server: added to a turn, p99", p99(times["a2a"]) - p99(times["direct"]))
+    figures.time("A2A server: added to a turn, p99", percentile(times["a2a"], 99) - percentile(times["direct"], 99))
 
 
 if __name__ == "__main__":

@@ -27,14 +27,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.command import Options, main
-from benchmarks.harness.figures import Figures, Plot, Target
+from benchmarks.harness.figures import Figures, Plot, Target, percentile
 from benchmarks.harness.gctime import GcTimer
 from benchmarks.harness.local_ray import local_ray
 from benchmarks.harness.lognormal import AGENT, SIGMA, STEPS_PER_TURN, LogNormalScript, agents
@@ -110,8 +109,7 @@ async def _one_n(figures: Figures, backend: Backend, n: int, turns: int, median_
     target = Target(2.0) if (backend, n, turns, median_s) == TARGET_SHAPE else None
     figures.time(f"turn latency, {shape}", latency, plot=LATENCY, series=f"{backend}: p50", x=n, target=target,
                  note="the issue-21 target: a turn's wait stays near its model's" if target else "")  # fmt: skip
-    p99 = statistics.quantiles(latency, n=100, method="inclusive")[98] if len(latency) > 1 else latency[0]
-    figures.time(f"turn latency p99, {shape}", p99, plot=LATENCY, series=f"{backend}: p99", x=n)
+    figures.time(f"turn latency p99, {shape}", percentile(latency, 99), plot=LATENCY, series=f"{backend}: p99", x=n)
     figures.time(f"overhead (turn latency minus its model delays), {shape}", overhead)
     figures.time(f"wall time, {shape}", wall)
     figures.time(f"ideal wall time (the slowest session's model delays), {shape}", ideal)

@@ -32,9 +32,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from benchmarks.harness.command import Options, main
-from benchmarks.harness.figures import Figures, Target
+from benchmarks.harness.figures import Figures, Target, percentile
 from benchmarks.harness.interleaved import timed_calls
-from benchmarks.mcp_server import p99
 from repertory import Agent, InMemorySessionStore, ModelMessage, Session, ToolContext, ToolSpec, tool
 from repertory.testing import ScriptedModel
 
@@ -160,7 +159,8 @@ async def scenario(figures: Figures, options: Options) -> None:
                      med["step"] - med["local"] - med["direct"], target=Target(0.001) if t == "stdio" else None,
                      note="step p50 - local step p50 - direct call p50")  # fmt: skip
         figures.time(f"MCP {t} call: what repertory adds beyond the engine's step, p99",
-                     p99(times["step"]) - p99(times["local"]) - p99(times["direct"]))  # fmt: skip
+                     percentile(times["step"], 99) - percentile(times["local"], 99)
+                     - percentile(times["direct"], 99))  # fmt: skip
         figures.time(f"MCP {t}: MCPTool.invoke over a direct SDK session, p50", med["tool"] - med["direct"])
 
 

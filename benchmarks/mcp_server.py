@@ -27,7 +27,7 @@ from typing import Any
 from benchmarks.harness.command import Options, main
 from benchmarks.harness.echo import AGENTS, PROMPT, REPLY, agents, direct
 from benchmarks.harness.echo import NAME as AGENT
-from benchmarks.harness.figures import Figures, Target
+from benchmarks.harness.figures import Figures, Target, percentile
 from benchmarks.harness.interleaved import Call, interleaved
 from benchmarks.harness.served import ENV, repertory_serve
 from benchmarks.harness.versions import ROOT
@@ -56,11 +56,6 @@ async def _mcp_call(client: Any) -> Call:
     return call
 
 
-def p99(samples: list[float]) -> float:
-    """The 99th percentile (the renderer's own, ``statistics.quantiles`` inclusive)."""
-    return statistics.quantiles(samples, n=100, method="inclusive")[98]
-
-
 async def scenario(figures: Figures, options: Options) -> None:
     """The three kinds, warmed up, then timed in alternating blocks."""
     from mcp import Client, StdioServerParameters
@@ -86,12 +81,12 @@ async def scenario(figures: Figures, options: Options) -> None:
     figures.fact("store", "sqlite (WAL, durability normal), one file per kind")
     figures.fact("blocks x calls per block", f"{size['blocks']} x {size['calls']}")
     figures.time("handle.run() in process", times["direct"], note="one turn of the echo agent")
-    d50, d99 = statistics.median(times["direct"]), p99(times["direct"])
+    d50, d99 = statistics.median(times["direct"]), percentile(times["direct"], 99)
     for kind, label in (("stdio", "stdio"), ("http", "HTTP")):
         figures.time(f"tools/call over {label}", times[kind])
         figures.time(f"MCP server over {label}: added to a turn, p50", statistics.median(times[kind]) - d50,
                      target=Target(TARGET_ADDED_S), note="p50(tools/call) - p50(handle.run())")  # fmt: skip
-        figures.time(f"MCP server over {label}: added to a turn, p99", p99(times[kind]) - d99)
+        figures.time(f"MCP server over {label}: added to a turn, p99", percentile(times[kind], 99) - d99)
 
 
 if __name__ == "__main__":

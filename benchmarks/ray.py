@@ -63,7 +63,7 @@ import psutil  # type: ignore[import-untyped]  # no stubs in the dev install
 import ray
 
 from benchmarks.harness.command import Options, main
-from benchmarks.harness.figures import Figures, Target
+from benchmarks.harness.figures import Figures, Target, percentile
 from benchmarks.harness.local_ray import local_ray
 from benchmarks.harness.profiling import Key, by_category, label, stats_of, top_by_tottime, total_tottime
 from repertory import Agent
@@ -306,10 +306,6 @@ async def _timed(work: Awaitable[Any]) -> float:
     return time.perf_counter() - t0
 
 
-def _p(values: list[float], q: int) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
-
-
 def _memory(pid: int) -> Any:
     """RSS, PSS and USS (what the process adds beside shared pages) of a process."""
     return psutil.Process(pid).memory_full_info()
@@ -388,11 +384,12 @@ def record_overhead(figures: Figures, by: dict[str, dict[str, list[float]]]) -> 
             figures.time(f"1. {name}, {backend}", values)
     ray_run, local_run = by["ray"]["handle.run"], by["local"]["handle.run"]
     for q, target in ((50, 2e-3), (99, 10e-3)):
-        figures.time(f"1. turn overhead via Ray (handle.run minus local), p{q}", _p(ray_run, q) - _p(local_run, q),
-                     target=Target(target))  # fmt: skip
+        figures.time(f"1. turn overhead via Ray (handle.run minus local), p{q}",
+                     percentile(ray_run, q) - percentile(local_run, q), target=Target(target))  # fmt: skip
     ray_idle, local_idle = by["ray"]["handle.run after a 2 ms idle"], by["local"]["handle.run after a 2 ms idle"]
     figures.time("1. turn overhead via Ray, both after a 2 ms idle (handle.run minus local), p50",
-                 _p(ray_idle, 50) - _p(local_idle, 50), note="a Ray host's turn always follows a wait")  # fmt: skip
+                 percentile(ray_idle, 50) - percentile(local_idle, 50),
+                 note="a Ray host's turn always follows a wait")  # fmt: skip
 
 
 async def load(figures: Figures, rt: Runtime, n: int, turns: int, profile: bool) -> None:

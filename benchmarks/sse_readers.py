@@ -34,10 +34,9 @@ from urllib.parse import urlsplit
 import psutil  # type: ignore[import-untyped]  # no types-psutil in the dev extra yet
 
 from benchmarks.harness.command import Options, main
-from benchmarks.harness.figures import Figures, Target
+from benchmarks.harness.figures import Figures, Target, percentile
 from benchmarks.harness.served import ENV, repertory_serve
 from benchmarks.harness.versions import ROOT
-from benchmarks.mcp_server import p99
 from repertory import Agent, ModelMessage
 from repertory.testing import ScriptedModel
 
@@ -182,7 +181,7 @@ async def scenario(figures: Figures, options: Options) -> None:
                              f"{PACE_S[assistant] * 1000:g} ms apart; --max-streams {streams}")  # fmt: skip
     figures.time(f"SSE delivery latency, {readers_n:,} readers of {sessions} streaming sessions", lat,
                  note="receive time - event at")  # fmt: skip
-    figures.time("SSE delivery latency p99", p99(lat), target=Target(0.25))
+    figures.time("SSE delivery latency p99", percentile(lat, 99), target=Target(0.25))
     figures.time("SSE delivery latency max", lat[-1])
     figures.count("delta events received", len(lat))
     figures.count("events received", got["events"])

@@ -15,6 +15,7 @@ The renderer (``benchmarks.harness.render``) reads nothing else: no benchmark ha
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ import pyperf
 
 from benchmarks.harness.versions import git_commit
 
-__all__ = ["FRAME", "Figures", "Mode", "Plot", "Target"]
+__all__ = ["FRAME", "Figures", "Mode", "Plot", "Target", "percentile"]
 
 Mode = Literal["full", "quick"]
 FRAME = "run"
@@ -36,6 +37,12 @@ KEPT_VALUES = 2_000
 """A figure given more samples keeps this many evenly spaced order statistics of them (its minimum
 and maximum among them): the median and the p99 read the same, and a suite of 36,000 latencies does
 not weigh a megabyte."""
+
+
+def percentile(samples: Sequence[float], q: int) -> float:
+    """The ``q``-th percentile of ``samples`` read as the renderer reads a figure's (pyperf's linear
+    interpolation, ``statistics.quantiles`` inclusive): for a figure worked out from two percentiles."""
+    return statistics.quantiles(samples, n=100, method="inclusive")[q - 1] if len(samples) > 1 else samples[0]
 
 
 @dataclass(frozen=True)
